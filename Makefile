@@ -1,0 +1,53 @@
+# ccemu: the user's entry points. `make experiment NAME=incast` and `make test` install
+# what they need first (Debian packages, the Python virtualenv), idempotently.
+
+SHELL := /bin/bash
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+CCEMU := $(VENV)/bin/ccemu
+NAME ?= incast
+
+APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool iperf3 \
+	clang llvm libbpf-dev bpftool prometheus docker.io busybox-static python3-venv procps \
+	iputils-ping
+
+.PHONY: setup apt-packages experiment test bench clean distclean
+
+setup: $(VENV)/.installed
+
+# Checks what is missing first so that a set-up machine pays ~0.1 s, not an apt run.
+apt-packages:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		[ "$$(id -u)" = 0 ] || { echo "make setup: installing Debian packages needs root: $$missing" >&2; exit 1; }; \
+		echo "Installing Debian packages:" $$missing; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+# Debian's python3 so that Debian's mininet imports; only mininet is linked in, every other
+# dependency is pinned in emulation/requirements.lock.
+$(VENV)/.installed: emulation/pyproject.toml emulation/requirements.lock | apt-packages
+	/usr/bin/python3 -m venv $(VENV)
+	ln -sfn /usr/lib/python3/dist-packages/mininet \
+		"$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mininet"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c emulation/requirements.lock -e 'emulation[test]'
+	touch $@
+
+experiment: setup
+	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
+
+test: setup
+	cd emulation && ../$(PYTHON) -m pytest
+
+bench: setup
+	$(PYTHON) emulation/benchmarks/bringup.py
+	$(PYTHON) emulation/benchmarks/capacity.py
+
+# Removes what killed runs left behind (by their recorded inventory).
+clean: setup
+	$(CCEMU) clean
+
+distclean: clean
+	rm -rf $(VENV)

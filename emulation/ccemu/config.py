@@ -1,0 +1,175 @@
+"""Experiment configuration: the YAML schema, validated before anything is started.
+
+A bad config raises ConfigError whose message is one line naming the key path and the
+rule, e.g. ``incast.yaml: topology.k: must be even (got 5)``; the CLI prints it and exits
+with status 2. Later issues add sections (scheme, workload, monitoring) to
+ExperimentConfig; unknown keys are always an error, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from .kernel import KernelFeatures
+from .topology import Topology, dumbbell, fat_tree, leaf_spine, star
+
+ETHERNET_HEADER_BYTES = 14
+
+
+class ConfigError(ValueError):
+    """An invalid experiment config; str() is the one line to show the user."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FatTreeConfig(_Section):
+    kind: Literal["fattree"]
+    k: int = Field(4, description="switch radix: k pods, k^3/4 hosts")
+
+    @field_validator("k")
+    @classmethod
+    def _even_and_at_least_two(cls, k: int) -> int:
+        if k < 2:
+            raise ValueError(f"must be >= 2 (got {k})")
+        if k % 2:
+            raise ValueError(f"must be even (got {k})")
+        return k
+
+    def build(self) -> Topology:
+        return fat_tree(self.k)
+
+
+class LeafSpineConfig(_Section):
+    kind: Literal["leafspine"]
+    leaves: int = Field(4, ge=1)
+    spines: int = Field(2, ge=1)
+    hosts_per_leaf: int = Field(4, ge=1)
+
+    def build(self) -> Topology:
+        return leaf_spine(self.leaves, self.spines, self.hosts_per_leaf)
+
+
+class DumbbellConfig(_Section):
+    kind: Literal["dumbbell"]
+    hosts_per_side: int = Field(2, ge=1)
+
+    def build(self) -> Topology:
+        return dumbbell(self.hosts_per_side)
+
+
+class StarConfig(_Section):
+    kind: Literal["star"]
+    hosts: int = Field(4, ge=2)
+
+    def build(self) -> Topology:
+        return star(self.hosts)
+
+
+TopologyConfig = Annotated[
+    Union[FatTreeConfig, LeafSpineConfig, DumbbellConfig, StarConfig], Field(discriminator="kind")
+]
+
+
+class LinkConfig(_Section):
+    rate_mbps: float = Field(5.0, gt=0, description="every link, both directions, Mbit/s on the wire")
+    delay_us: int = Field(0, ge=0, description="one-way propagation delay per link, microseconds")
+    mtu: int = Field(1500, ge=576, le=9000, description="IP MTU of every interface, bytes")
+
+    @field_validator("delay_us")
+    @classmethod
+    def _kernel_can_delay(cls, delay_us: int, info: ValidationInfo) -> int:
+        kernel: KernelFeatures = (info.context or {}).get("kernel") or KernelFeatures.probe()
+        if delay_us and not kernel.netem:
+            raise ValueError(
+                f"{delay_us} us needs the netem qdisc, which this kernel lacks "
+                "(CONFIG_NET_SCH_NETEM); use 0"
+            )
+        return delay_us
+
+
+class PortConfig(_Section):
+    buffer_bytes: int = Field(150_000, description="egress buffer of every port, bytes")
+
+
+class FabricConfig(_Section):
+    ovs_instances: int = Field(
+        1, ge=1, le=16,
+        description="ovs-vswitchd processes the switches are spread over (each forwards in one thread)",
+    )
+
+
+class ExperimentConfig(_Section):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    seed: int = Field(1, ge=0)
+    topology: TopologyConfig
+    link: LinkConfig = LinkConfig()
+    port: PortConfig = PortConfig()
+    fabric: FabricConfig = FabricConfig()
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_frame(self) -> "ExperimentConfig":
+        frame = self.link.mtu + ETHERNET_HEADER_BYTES
+        if self.port.buffer_bytes < frame:
+            raise _KeyedError(
+                ("port", "buffer_bytes"),
+                f"must hold at least one full frame, {frame} bytes at MTU {self.link.mtu} "
+                f"(got {self.port.buffer_bytes})",
+            )
+        return self
+
+
+class _KeyedError(ValueError):
+    """A cross-field rule that still names one key path."""
+
+    def __init__(self, loc: tuple[str, ...], message: str):
+        super().__init__(message)
+        self.loc = loc
+
+
+def parse_config(data: object, source: str = "config", kernel: KernelFeatures | None = None) -> ExperimentConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level")
+    try:
+        return ExperimentConfig.model_validate(data, context={"kernel": kernel or KernelFeatures.probe()})
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc.errors()[0])}") from None
+
+
+def load_config(path: Path | str, kernel: KernelFeatures | None = None) -> ExperimentConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parse_config(data, source=str(path), kernel=kernel)
+
+
+def _describe(error: dict) -> str:
+    original = (error.get("ctx") or {}).get("error")
+    if isinstance(original, _KeyedError):
+        return f"{'.'.join(original.loc)}: {original}"
+    # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k).
+    loc = [str(part) for part in error["loc"] if part not in {"fattree", "leafspine", "dumbbell", "star"}]
+    key = ".".join(loc) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key"
+    if kind == "missing":
+        return f"{key}: required key is missing"
+    if kind == "union_tag_invalid":
+        allowed = error["ctx"]["expected_tags"]
+        return f"{key}.kind: must be one of {allowed} (got {error['ctx']['tag']!r})"
+    if kind == "union_tag_not_found":
+        return f"{key}.kind: required key is missing"
+    message = error["msg"].removeprefix("Value error, ")
+    if kind != "value_error":
+        message = f"{message[0].lower()}{message[1:]} (got {error.get('input')!r})"
+    return f"{key}: {message}"

@@ -1,0 +1,336 @@
+"""The live emulated fabric: a Mininet network whose switches are bridges of private OVS
+instances, built quickly and torn down without leaks.
+
+Mininet's roles are kept: nodes execute (FabricSwitch runs its commands in its OVS
+instance's namespace), interfaces configure themselves (FabricIntf is born configured),
+links connect (FabricLink makes a veth pair with one netlink request, each end created
+directly in its node's namespace). What Mininet does one process per item, FabricNet does
+in batches: one OVSDB transaction per OVS instance for all bridges and ports, one OpenFlow
+bundle per bridge installed in parallel, one `ip -batch`/`tc -batch` per namespace, run in
+all namespaces at once. Mininet.init()'s global sysctl changes are skipped: the run changes
+nothing outside its own namespaces.
+"""
+
+from __future__ import annotations
+
+import resource
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mininet.link import Intf, Link
+from mininet.net import Mininet
+from mininet.node import Host, Node, Switch
+from pyroute2 import IPRoute
+
+from .config import ExperimentConfig
+from .inventory import DEFAULT_STATE_ROOT, Inventory
+from .kernel import KernelFeatures
+from .openflow import switch_flows
+from .ovs import OvsError, OvsInstance
+from .routing import Routing
+from .shaping import PortShape, droptail_port
+from .topology import HOST_PREFIX_LEN, Topology
+
+OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
+
+
+class FabricError(RuntimeError):
+    pass
+
+
+class FabricIntf(Intf):
+    """An interface FabricLink created already configured: config() only records."""
+
+    def config(self, mac=None, ip=None, **_params):
+        self.mac = mac
+        return {}
+
+
+class FabricLink(Link):
+    """A veth pair made by one netlink request: both ends named, addressed and sized (MTU),
+    each created directly in its node's network namespace. FabricNet brings them up in its
+    per-namespace batches."""
+
+    netlink: IPRoute | None = None  # set by FabricNet for the duration of build()
+
+    def __init__(self, node1, node2, mtu: int = 1500, **params):
+        self.mtu = mtu
+        params.update(intf=FabricIntf, fast=True)
+        super().__init__(node1, node2, **params)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
+                     deleteIntfs=False):
+        end2 = {"ifname": intfname2, "net_ns_pid": node2.pid, "mtu": self.mtu}
+        if addr2:
+            end2["address"] = addr2
+        end1 = {"ifname": intfname1, "net_ns_pid": node1.pid, "mtu": self.mtu}
+        if addr1:
+            end1["address"] = addr1
+        self.netlink.link("add", kind="veth", peer=end2, **end1)
+
+    def stop(self):
+        """Nothing to do: the veths go with the namespaces of the run."""
+
+
+class FabricSwitch(Switch):
+    """A bridge of an OvsInstance. It has no shell: its ports and commands live in the
+    instance's namespace, and FabricNet creates all bridges in one transaction."""
+
+    def __init__(self, name, instance: OvsInstance, **params):
+        self.instance = instance
+        params.pop("inNamespace", None)
+        super().__init__(name, inNamespace=True, **params)
+        self.controlIntf = None
+
+    def startShell(self, mnopts=None):
+        self.pid = self.instance.namespace.pid
+
+    def cmd(self, *args, **kwargs):
+        return self.instance.namespace.cmd(*args, **kwargs)
+
+    def popen(self, *args, **kwargs):
+        return self.instance.namespace.popen(*args, **kwargs)
+
+    def dpctl(self, *args):
+        return self.cmd("ovs-ofctl", args[0], self.instance.management_socket(self.name), *args[1:])
+
+    def start(self, controllers):
+        pass
+
+    def stop(self, deleteIntfs=False):
+        pass
+
+    def terminate(self):
+        pass
+
+
+@dataclass
+class Timings:
+    """Seconds spent per bring-up phase, for the benchmark and `ccemu check`."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+    _last: float = field(default_factory=time.monotonic)
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    @property
+    def total(self) -> float:
+        return sum(self.phases.values())
+
+
+class FabricNet(Mininet):
+    """Mininet network built from a ccemu Topology on private OVS instances."""
+
+    inited = True  # skip Mininet.init(): it raises system-wide sysctls we would not restore
+
+    def __init__(self, config: ExperimentConfig, topo: Topology | None = None, run_id: str | None = None,
+                 state_root: Path = DEFAULT_STATE_ROOT, kernel: KernelFeatures | None = None):
+        self.config = config
+        self.fabric_topo = topo or config.topology.build()
+        self.routing = Routing(self.fabric_topo)
+        self.kernel = kernel or KernelFeatures.probe()
+        self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{_short_random()}"
+        self.state_root = state_root
+        self.inventory: Inventory | None = None
+        self.instances: list[OvsInstance] = []
+        self.timings = Timings()
+        self.stop_timings = Timings()
+        _raise_open_files_limit()
+        super().__init__(topo=None, switch=FabricSwitch, host=Host, link=FabricLink, controller=None,
+                         build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
+                         waitConnected=False)
+
+    @property
+    def datapath(self) -> str:
+        return "system" if self.kernel.openvswitch else "netdev"
+
+    # Bring-up --------------------------------------------------------------------------
+
+    def build(self):
+        """Namespaces, OVS instances, hosts, links and their configuration."""
+        self.timings = Timings()
+        self.inventory = Inventory.create(self.run_id, self.state_root)
+        (self.inventory.state_dir / "config").mkdir()
+        self._start_ovs_instances()
+        self.timings.mark("ovs daemons")
+        self._add_hosts()
+        self.timings.mark("host shells")
+        self._add_switches_and_links()
+        self.timings.mark("links")
+        self._configure_namespaces()
+        self.timings.mark("addresses, arp, qdiscs")
+        self.built = True
+
+    def _start_ovs_instances(self):
+        for index in range(self.config.fabric.ovs_instances):
+            namespace = Node(f"ovs{index}", inNamespace=True)
+            self._record_namespace(namespace, f"ovs instance {index}")
+            instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
+            instance.start(self.inventory)
+            self.instances.append(instance)
+
+    def _record_namespace(self, node: Node, what: str) -> None:
+        self.inventory.add_process(node.pid, f"shell of {what}")
+        self.inventory.add_namespace_of(node.pid, what)
+
+    def _add_hosts(self):
+        for spec in self.fabric_topo.hosts:
+            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac)
+            self._record_namespace(host, spec.name)
+
+    def instance_of(self, switch: str) -> OvsInstance:
+        """Switches are dealt to instances in topology order, so each instance gets whole
+        tiers' worth of neighbours rather than every other switch."""
+        names = self.fabric_topo.switch_names
+        return self.instances[names.index(switch) * len(self.instances) // len(names)]
+
+    def _add_switches_and_links(self):
+        for spec in self.fabric_topo.switches:
+            self.addSwitch(spec.name, instance=self.instance_of(spec.name), dpid=f"{spec.dpid:016x}")
+        FabricLink.netlink = IPRoute()
+        try:
+            for link in self.fabric_topo.links:
+                addrs = {}
+                for end, key in ((link.a, "addr1"), (link.b, "addr2")):
+                    if self.fabric_topo.is_host(end):
+                        addrs[key] = self.fabric_topo.host(end).mac
+                self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, mtu=self.config.link.mtu,
+                             **addrs)
+        finally:
+            FabricLink.netlink.close()
+            FabricLink.netlink = None
+
+    def port_shape(self) -> PortShape:
+        return PortShape(rate_mbps=self.config.link.rate_mbps, buffer_bytes=self.config.port.buffer_bytes,
+                         mtu=self.config.link.mtu, delay_us=self.config.link.delay_us)
+
+    def _configure_namespaces(self):
+        """Hosts: addresses, static ARP, IPv6 off, offloads off, shaping. OVS namespaces:
+        shaping of every switch port. One batch per namespace, all namespaces at once."""
+        shape = self.port_shape()
+        config_dir = self.inventory.state_dir / "config"
+        scripts: dict[Node, str] = {}
+        for spec in self.fabric_topo.hosts:
+            host = self[spec.name]
+            intf = host.defaultIntf()
+            intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN
+            ip_batch = [f"link set {intf.name} up", "link set lo up",
+                        f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}"]
+            ip_batch += [
+                f"neigh replace {other.ip} lladdr {other.mac} dev {intf.name} nud permanent"
+                for other in self.fabric_topo.hosts if other.name != spec.name
+            ]
+            scripts[host] = " && ".join([
+                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
+                "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
+                f"ip -batch {_write(config_dir / f'{spec.name}.ip', ip_batch)}",
+                # The userspace datapath forwards what it reads from a socket as is: a
+                # checksum left to offload, or a TSO super-frame, would arrive broken.
+                f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
+                f"tc -batch {_write(config_dir / f'{spec.name}.tc', droptail_port(intf.name, shape))}",
+            ])
+        for instance in self.instances:
+            ports = [intf.name for switch in self.switches if switch.instance is instance
+                     for intf in switch.intfList()]
+            if ports:
+                ip_batch = [f"link set {port} up" for port in ports]
+                tc_batch = [line for port in ports for line in droptail_port(port, shape)]
+                scripts[instance.namespace] = " && ".join([
+                    f"ip -batch {_write(config_dir / f'ovs{instance.index}.ip', ip_batch)}",
+                    f"tc -batch {_write(config_dir / f'ovs{instance.index}.tc', tc_batch)}",
+                ])
+        _run_everywhere(scripts)
+
+    def start(self):
+        """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
+        for instance in self.instances:
+            args: list[str] = []
+            for switch in self.switches:
+                if switch.instance is not instance:
+                    continue
+                args += ["--", "add-br", switch.name, "--", "set", "bridge", switch.name,
+                         f"datapath_type={instance.datapath}", "fail_mode=secure",
+                         f"other-config:datapath-id={switch.dpid}", "other-config:disable-in-band=true"]
+                for port, intf in sorted(switch.intfs.items()):
+                    args += ["--", "add-port", switch.name, intf.name,
+                             "--", "set", "Interface", intf.name, f"ofport_request={port}"]
+            if args:
+                instance.vsctl(*args)
+        self.timings.mark("ovs bridges and ports")
+        installs = [
+            (switch.name, switch.instance.add_flows(
+                switch.name, switch_flows(self.fabric_topo, self.routing.tables[switch.name])))
+            for switch in self.switches
+        ]
+        failures = []
+        for name, proc in installs:
+            _, err = proc.communicate()
+            if proc.returncode:
+                failures.append(f"{name}: {err.strip()}")
+        if failures:
+            raise OvsError("installing flows failed: " + "; ".join(failures))
+        self.timings.mark("flow tables")
+
+    # Teardown --------------------------------------------------------------------------
+
+    def stop(self):
+        """Stop OVS, end every shell, then make sure nothing of the run remains."""
+        self.stop_timings = Timings()
+        for instance in self.instances:
+            instance.stop()
+        self.stop_timings.mark("ovs daemons")
+        for node in self.hosts + [i.namespace for i in self.instances]:
+            node.terminate()
+        self.stop_timings.mark("shells")
+        problems = self.inventory.remove() if self.inventory else []
+        self.stop_timings.mark("leftovers")
+        if problems:
+            raise FabricError(f"run {self.run_id} left: {'; '.join(problems)}; run `ccemu clean`")
+
+    def __enter__(self) -> "FabricNet":
+        try:
+            self.build()
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _run_everywhere(scripts: dict[Node, str]) -> None:
+    """Run one shell command line in each node concurrently; raise naming every failure."""
+    for node, script in scripts.items():
+        node.sendCmd(f"{script}; echo ccemu-status=$?")
+    failures = []
+    for node, script in scripts.items():
+        output = node.waitOutput()
+        if "ccemu-status=0" not in output:
+            failures.append(f"{node.name}: {output.strip()}")
+    if failures:
+        raise FabricError("configuring namespaces failed: " + " | ".join(failures))
+
+
+def _write(path: Path, lines: list[str]) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    return shlex.quote(str(path))
+
+
+def _short_random() -> str:
+    import secrets
+
+    return secrets.token_hex(3)
+
+
+def _raise_open_files_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_LIMIT if hard == resource.RLIM_INFINITY else min(OPEN_FILES_LIMIT, hard)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
