@@ -282,7 +282,9 @@ class FabricNet(Mininet):
         """Stop OVS, end every shell, then make sure nothing of the run remains."""
         self.stop_timings = Timings()
         for instance in self.instances:
-            instance.stop()
+            instance.kill()
+        for instance in self.instances:
+            instance.wait()
         self.stop_timings.mark("ovs daemons")
         for node in self.hosts + [i.namespace for i in self.instances]:
             node.terminate()

@@ -97,13 +97,18 @@ class OvsInstance:
                 stats[port] = (stats[port][0], _counter(line, "tx pkts="))
         return stats
 
-    def stop(self) -> None:
-        """Kill the daemons. No graceful exit: ovs-vswitchd would spend seconds removing
-        ports one by one (8 s for a k=8 fat-tree) that the namespace's removal deletes in
-        one batch, tap devices included."""
+    def kill(self) -> None:
+        """Kill the daemons without waiting (see wait()). No graceful exit: ovs-vswitchd
+        would remove its ports one by one, which the namespace's removal does in one batch,
+        tap devices included."""
         for proc in self.daemons:
             if proc.poll() is None:
                 proc.kill()
+
+    def wait(self) -> None:
+        """Wait for the daemons to be gone. Exit is slow: the kernel waits an RCU grace
+        period for every packet socket ovs-vswitchd closes (one per port, ~12 ms each
+        here), so instances are killed together and waited for together."""
         for proc in self.daemons:
             proc.wait()
 
