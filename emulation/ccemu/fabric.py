@@ -169,19 +169,23 @@ class FabricNet(Mininet):
     def _start_ovs_instances(self):
         for index in range(self.config.fabric.ovs_instances):
             namespace = Node(f"ovs{index}", inNamespace=True)
-            self._record_namespace(namespace, f"ovs instance {index}")
+            self._adopt_namespace(namespace, f"ovs instance {index}")
             instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
             instance.start(self.inventory)
             self.instances.append(instance)
 
-    def _record_namespace(self, node: Node, what: str) -> None:
+    def _adopt_namespace(self, node: Node, what: str) -> None:
+        """Record a new namespace and silence it: with IPv6 off before any interface exists,
+        no neighbour discovery or MLD packet ever reaches a switch."""
         self.inventory.add_process(node.pid, f"shell of {what}")
         self.inventory.add_namespace_of(node.pid, what)
+        node.cmd("echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
+                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
 
     def _add_hosts(self):
         for spec in self.fabric_topo.hosts:
             host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac)
-            self._record_namespace(host, spec.name)
+            self._adopt_namespace(host, spec.name)
 
     def instance_of(self, switch: str) -> OvsInstance:
         """Switches are dealt to instances in topology order, so each instance gets whole
@@ -226,8 +230,6 @@ class FabricNet(Mininet):
                 for other in self.fabric_topo.hosts if other.name != spec.name
             ]
             scripts[host] = " && ".join([
-                "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6",
-                "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6",
                 f"ip -batch {_write(config_dir / f'{spec.name}.ip', ip_batch)}",
                 # The userspace datapath forwards what it reads from a socket as is: a
                 # checksum left to offload, or a TSO super-frame, would arrive broken.

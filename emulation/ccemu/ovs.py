@@ -81,21 +81,10 @@ class OvsInstance:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
-    def port_stats(self, bridge: str) -> dict[int, tuple[int, int]]:
-        """OpenFlow port number -> (rx_packets, tx_packets)."""
-        out = _run(["ovs-ofctl", "dump-ports", self.management_socket(bridge)])
-        stats: dict[int, tuple[int, int]] = {}
-        port = None
-        for line in out.splitlines():
-            line = line.strip()
-            if line.startswith("port"):
-                name = line.split(":")[0].split()[1]
-                port = int(name) if name.isdigit() else None
-                if port is not None:
-                    stats[port] = (_counter(line, "rx pkts="), 0)
-            elif line.startswith("tx") and port is not None:
-                stats[port] = (stats[port][0], _counter(line, "tx pkts="))
-        return stats
+    def dump_ports(self, bridge: str) -> subprocess.Popen:
+        """Start reading `bridge`'s port counters; parse the output with parse_port_stats."""
+        return subprocess.Popen(["ovs-ofctl", "dump-ports", self.management_socket(bridge)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def kill(self) -> None:
         """Kill the daemons without waiting (see wait()). No graceful exit: ovs-vswitchd
@@ -111,6 +100,22 @@ class OvsInstance:
         here), so instances are killed together and waited for together."""
         for proc in self.daemons:
             proc.wait()
+
+
+def parse_port_stats(dump_ports_output: str) -> dict[int, tuple[int, int]]:
+    """OpenFlow port number -> (rx_packets, tx_packets) from `ovs-ofctl dump-ports`."""
+    stats: dict[int, tuple[int, int]] = {}
+    port = None
+    for line in dump_ports_output.splitlines():
+        line = line.strip()
+        if line.startswith("port"):
+            name = line.split(":")[0].split()[1]
+            port = int(name) if name.isdigit() else None
+            if port is not None:
+                stats[port] = (_counter(line, "rx pkts="), 0)
+        elif line.startswith("tx") and port is not None:
+            stats[port] = (stats[port][0], _counter(line, "tx pkts="))
+    return stats
 
 
 def _counter(line: str, key: str) -> int:

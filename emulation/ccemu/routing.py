@@ -145,3 +145,16 @@ class Routing:
     def ports_on_path(self, src: str, dst: str, path_id: int) -> list[tuple[str, int]]:
         """(switch, egress port) of every hop, for checking paths against port counters."""
         return [(s, self.tables[s].port_toward(dst, path_id)) for s in self.path(src, dst, path_id)]
+
+
+def asymmetric_paths(routing: Routing) -> list[str]:
+    """Every (pair, path-id) whose reverse path is not the forward path reversed."""
+    problems = []
+    hosts = routing.topo.host_names
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1:]:
+            for pid in range(routing.n_paths(a, b)):
+                forward, reverse = routing.path(a, b, pid), routing.path(b, a, pid)
+                if forward != reverse[::-1]:
+                    problems.append(f"{a} -> {b} path-id {pid}: {forward} but back {reverse}")
+    return problems

@@ -1,0 +1,191 @@
+"""`ccemu`: check, bring up and clean emulated fabrics (experiments arrive with issue 5).
+
+Exit status: 0 all good, 1 a check failed or something could not be done, 2 bad config
+or arguments (nothing was started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from mininet.log import setLogLevel
+
+from .config import ConfigError, ExperimentConfig, load_config, parse_config
+from .inventory import DEFAULT_STATE_ROOT, Inventory
+
+EXIT_FAILED, EXIT_BAD_CONFIG = 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ccemu", description="Emulation testbed for datacenter congestion control")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check", help="bring up a fabric, verify reachability and path symmetry, tear down")
+    check.add_argument("--config", type=Path, help="take topology, link and fabric settings from this experiment file")
+    check.add_argument("--topo", choices=["fattree", "leafspine", "dumbbell", "star"], default="fattree")
+    check.add_argument("--k", type=int, default=4, help="fat-tree radix")
+    check.add_argument("--leaves", type=int, default=4)
+    check.add_argument("--spines", type=int, default=2)
+    check.add_argument("--hosts-per-leaf", type=int, default=4)
+    check.add_argument("--hosts-per-side", type=int, default=2, help="dumbbell")
+    check.add_argument("--hosts", type=int, default=4, help="star")
+    check.add_argument("--rate-mbps", type=float, default=5.0)
+    check.add_argument("--ovs-instances", type=int)
+
+    up = commands.add_parser("up", help="bring up the fabric of an experiment file and keep it until Ctrl-C")
+    up.add_argument("config", type=Path)
+    up.add_argument("--no-cli", action="store_true", help="no Mininet prompt: wait for SIGINT/SIGTERM")
+
+    commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
+
+    experiment = commands.add_parser("experiment", help="run an experiment file")
+    experiment.add_argument("config", type=Path)
+
+    args = parser.parse_args(argv)
+    setLogLevel("warning")
+    # SIGTERM unwinds like Ctrl-C, through the teardown in `finally`.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        return {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "experiment": cmd_experiment}[args.command](args)
+    except ConfigError as exc:
+        print(f"ccemu: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise SystemExit(f"ccemu {what}: needs root (it creates network namespaces and OVS bridges)")
+
+
+def _check_config(args) -> ExperimentConfig:
+    if args.config:
+        config = load_config(args.config)
+        if args.ovs_instances is None:
+            return config
+        data = config.model_dump()
+    else:
+        topology = {
+            "fattree": {"k": args.k},
+            "leafspine": {"leaves": args.leaves, "spines": args.spines, "hosts_per_leaf": args.hosts_per_leaf},
+            "dumbbell": {"hosts_per_side": args.hosts_per_side},
+            "star": {"hosts": args.hosts},
+        }[args.topo]
+        data = {"name": "check", "topology": {"kind": args.topo, **topology}, "link": {"rate_mbps": args.rate_mbps}}
+    if args.ovs_instances is not None:
+        data.setdefault("fabric", {})["ovs_instances"] = args.ovs_instances
+    return parse_config(data, source="command line")
+
+
+def cmd_check(args) -> int:
+    config = _check_config(args)
+    _require_root("check")
+    return 0 if check_fabric(config) else EXIT_FAILED
+
+
+def check_fabric(config: ExperimentConfig) -> bool:
+    """Bring up, verify, tear down, printing what was found; True if everything held."""
+    from .fabric import FabricNet
+    from .routing import asymmetric_paths
+    from .verify import check_path_symmetry, check_reachability
+
+    net = FabricNet(config)
+    topo = net.fabric_topo
+    print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
+          f"{config.fabric.ovs_instances} OVS instance(s), {net.datapath} datapath")
+    problems = [f"routing tables: {p}" for p in asymmetric_paths(net.routing)]
+    started = time.monotonic()
+    try:
+        with net:
+            print(f"bring-up   {time.monotonic() - started:6.2f} s  ({_phases(net.timings)})")
+            t = time.monotonic()
+            reachability = check_reachability(net)
+            problems += reachability.problems
+            pairs = len(topo.hosts) * (len(topo.hosts) - 1)
+            print(f"reachability of {pairs} ordered pairs checked in {time.monotonic() - t:.2f} s "
+                  f"({reachability.first_try_losses} first datagrams lost and resent)")
+            a, b = topo.hosts[0].name, topo.hosts[-1].name
+            t = time.monotonic()
+            problems += check_path_symmetry(net, a, b)
+            print(f"path symmetry {a} <-> {b} over {net.routing.n_paths(a, b)} path-ids checked on port counters "
+                  f"in {time.monotonic() - t:.2f} s")
+            stopping = time.monotonic()
+    finally:
+        if "stopping" in locals():
+            print(f"teardown   {time.monotonic() - stopping:6.2f} s  ({_phases(net.stop_timings)})")
+    for problem in problems[:50]:
+        print(f"FAIL {problem}")
+    if len(problems) > 50:
+        print(f"... and {len(problems) - 50} more")
+    print("OK: all pairs reachable, paths symmetric" if not problems else f"FAILED: {len(problems)} problem(s)")
+    return not problems
+
+
+def _phases(timings) -> str:
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.phases.items())
+
+
+def cmd_up(args) -> int:
+    from mininet.cli import CLI
+
+    from .fabric import FabricNet
+
+    config = load_config(args.config)
+    _require_root("up")
+    net = FabricNet(config)
+    try:
+        with net:
+            print(f"fabric {net.run_id} is up: {len(net.hosts)} hosts, {len(net.switches)} switches "
+                  f"(state in {net.inventory.state_dir})")
+            if args.no_cli or not sys.stdin.isatty():
+                print("waiting for Ctrl-C / SIGTERM", flush=True)
+                while True:
+                    signal.pause()
+            print("run commands in hosts as `h1 ping -c1 h2`; `exit` or Ctrl-D tears it down")
+            CLI(net)
+    except KeyboardInterrupt:
+        print("\ntorn down")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    _require_root("clean")
+    status = 0
+    runs = Inventory.all_runs(DEFAULT_STATE_ROOT)
+    for inventory in runs:
+        if inventory.orchestrator.alive():
+            print(f"{inventory.run_id}: still running (pid {inventory.orchestrator.pid}); stop it first")
+            continue
+        problems = inventory.remove()
+        if problems:
+            status = EXIT_FAILED
+            print(f"{inventory.run_id}: could not remove: {'; '.join(problems)}")
+        else:
+            print(f"{inventory.run_id}: removed {len(inventory.processes)} processes and "
+                  f"{len(inventory.namespaces)} namespaces' contents")
+    if not runs:
+        print(f"nothing to clean ({DEFAULT_STATE_ROOT} holds no runs)")
+    return status
+
+
+def cmd_experiment(args) -> int:
+    config = load_config(args.config)
+    _require_root("experiment")
+    print(f"experiment {config.name}: checking its fabric first")
+    if not check_fabric(config):
+        return EXIT_FAILED
+    print("NOT IMPLEMENTED YET: the workload runner and results bundle (issue 5). "
+          "Only the experiment's fabric was brought up and checked.", file=sys.stderr)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
