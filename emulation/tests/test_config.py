@@ -1,0 +1,74 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccemu.config import ConfigError, load_config, parse_config
+from ccemu.kernel import KernelFeatures
+
+REPO = Path(__file__).resolve().parents[2]
+NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+WITH_NETEM = KernelFeatures(netem=True, openvswitch=False)
+
+
+def config(**sections):
+    return {"name": "t", "topology": {"kind": "fattree", "k": 4}, **sections}
+
+
+@pytest.mark.parametrize("data, message", [
+    ({**config(), "topolgy": {}}, "config: topolgy: unknown key"),
+    (config(topology={"kind": "fattree", "k": 5}), "config: topology.k: must be even (got 5)"),
+    (config(topology={"kind": "fattree", "k": 0}), "config: topology.k: must be >= 2 (got 0)"),
+    (config(topology={"kind": "fattree", "k": 4, "pods": 2}), "config: topology.pods: unknown key"),
+    (config(topology={"kind": "torus"}), "config: topology.kind: must be one of"),
+    (config(link={"rate_mbps": 0}), "config: link.rate_mbps: input should be greater than 0 (got 0)"),
+    (config(link={"rate_mbps": -5}), "config: link.rate_mbps: input should be greater than 0 (got -5)"),
+    (config(port={"buffer_bytes": 1000}), "config: port.buffer_bytes: must hold at least one full frame, "
+                                          "1514 bytes at MTU 1500 (got 1000)"),
+    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us needs the netem qdisc, which this "
+                                     "kernel lacks (CONFIG_NET_SCH_NETEM); use 0"),
+    ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
+    (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
+])
+def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(data, kernel=NO_NETEM)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_link_delay_is_accepted_where_the_kernel_has_netem():
+    assert parse_config(config(link={"delay_us": 100}), kernel=WITH_NETEM).link.delay_us == 100
+
+
+def test_defaults_fill_every_optional_section():
+    parsed = parse_config({"name": "t", "topology": {"kind": "star"}}, kernel=NO_NETEM)
+    assert parsed.topology.hosts == 4 and parsed.link.mtu == 1500 and parsed.fabric.ovs_instances == 1
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "workloads" / "experiments").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_experiment_is_valid(path):
+    assert load_config(path, kernel=NO_NETEM).name == path.stem
+
+
+def test_yaml_that_is_not_a_mapping_is_rejected_with_the_file_name(tmp_path):
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match=r"list.yaml: expected a mapping"):
+        load_config(bad)
+
+
+def test_cli_exits_2_with_one_line_and_starts_nothing(tmp_path):
+    bad = tmp_path / "odd.yaml"
+    bad.write_text("name: odd\ntopology: {kind: fattree, k: 3}\n")
+    state_root = tmp_path / "state"
+    result = subprocess.run(
+        [sys.executable, "-m", "ccemu.cli", "check", "--config", str(bad)],
+        capture_output=True, text=True, env={**os.environ, "CCEMU_STATE_ROOT": str(state_root)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"ccemu: {bad}: topology.k: must be even (got 3)"]
+    assert result.stdout == ""
+    assert not state_root.exists()

@@ -1,0 +1,136 @@
+"""Live fabrics on Mininet + OVS (root; CI runs these)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ccemu.config import parse_config
+from ccemu.fabric import FabricNet
+from ccemu.inventory import Inventory
+from ccemu.verify import check_path_symmetry, check_reachability
+
+pytestmark = pytest.mark.root
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fabric_config(topology, **sections):
+    return parse_config({"name": "test", "topology": topology, **sections})
+
+
+def root_interfaces() -> set[str]:
+    return set(os.listdir("/sys/class/net"))
+
+
+def leftovers(state: dict) -> list[str]:
+    """What of a recorded run still exists: processes, or anything holding its namespaces."""
+    found = []
+    inodes = {ns["inode"] for ns in state["namespaces"]}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry / "ns" / "net").st_ino in inodes:
+                found.append(f"pid {entry.name} inside a namespace of the run")
+            for fd in (entry / "fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("net:[") and int(link[5:-1]) in inodes:
+                    found.append(f"pid {entry.name} holds a namespace of the run open")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    for record in state["processes"]:
+        try:
+            stat = Path(f"/proc/{record['pid']}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[19]) == record["start_time"]:
+            found.append(f"{record['what']} (pid {record['pid']}) still running")
+    return found
+
+
+@pytest.fixture(scope="module")
+def fat_tree_k4(tmp_path_factory):
+    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path_factory.mktemp("state"))
+    with net:
+        yield net
+
+
+def test_k4_fat_tree_reaches_every_pair(fat_tree_k4):
+    assert check_reachability(fat_tree_k4).problems == []
+
+
+@pytest.mark.parametrize("a, b", [("h1", "h16"), ("h1", "h3"), ("h6", "h11")])
+def test_port_counters_show_each_path_id_crossing_the_same_ports_both_ways(fat_tree_k4, a, b):
+    assert check_path_symmetry(fat_tree_k4, a, b) == []
+
+
+def test_different_path_ids_of_a_cross_pod_pair_use_different_cores(fat_tree_k4):
+    cores = {path[2] for path in fat_tree_k4.routing.paths("h1", "h16")}
+    assert cores == {"c1", "c2", "c3", "c4"}
+
+
+@pytest.mark.parametrize("topology, instances", [
+    ({"kind": "fattree", "k": 4}, 2),
+    ({"kind": "leafspine", "leaves": 3, "spines": 2, "hosts_per_leaf": 2}, 1),
+    ({"kind": "dumbbell", "hosts_per_side": 2}, 1),
+], ids=["fattree-2-ovs-instances", "leafspine", "dumbbell"])
+def test_other_fabrics_reach_every_pair(tmp_path, topology, instances):
+    net = FabricNet(fabric_config(topology, fabric={"ovs_instances": instances}), state_root=tmp_path)
+    with net:
+        assert check_reachability(net).problems == []
+        a, b = net.fabric_topo.host_names[0], net.fabric_topo.host_names[-1]
+        assert check_path_symmetry(net, a, b) == []
+
+
+def test_normal_teardown_leaves_nothing(tmp_path):
+    interfaces_before = root_interfaces()
+    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path)
+    with net:
+        state = json.loads((net.inventory.state_dir / "state.json").read_text())
+        assert len(state["namespaces"]) == 16 + 1
+    assert leftovers(state) == []
+    assert root_interfaces() == interfaces_before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
+    interfaces_before = root_interfaces()
+    config = tmp_path / "k4.yaml"
+    config.write_text("name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
+    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
+    up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while "is up" not in up.stdout.readline():
+            assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
+        (state_dir,) = (tmp_path / "state").iterdir()
+        state = json.loads((state_dir / "state.json").read_text())
+        assert leftovers(state), "the running fabric should be visible to the leak check"
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+
+    clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True, env=env)
+
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "killed-" in clean.stdout
+    assert leftovers(state) == []
+    assert root_interfaces() == interfaces_before
+    assert not state_dir.exists()
+    assert Inventory.all_runs(tmp_path / "state") == []
+
+
+def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):
+    net = FabricNet(fabric_config({"kind": "star", "hosts": 2}), state_root=tmp_path)
+    with net:
+        env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path)}
+        clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True, env=env)
+        assert "still running" in clean.stdout
+        assert net.inventory.state_dir.exists()
