@@ -100,7 +100,7 @@ def check_fabric(config: ExperimentConfig) -> bool:
     net = FabricNet(config)
     topo = net.fabric_topo
     print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
-          f"{config.fabric.ovs_instances} OVS instance(s), {net.datapath} datapath")
+          f"{config.fabric.instance_count(len(topo.switches))} OVS instance(s), {net.datapath} datapath")
     problems = [f"routing tables: {p}" for p in asymmetric_paths(net.routing)]
     started = time.monotonic()
     try:

@@ -8,6 +8,7 @@ ExperimentConfig; unknown keys are always an error, so a typo never passes silen
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -98,10 +99,22 @@ class PortConfig(_Section):
 
 
 class FabricConfig(_Section):
-    ovs_instances: int = Field(
-        1, ge=1, le=16,
-        description="ovs-vswitchd processes the switches are spread over (each forwards in one thread)",
+    ovs_instances: Union[int, str] = Field(
+        "auto",
+        description="ovs-vswitchd processes the switches are spread over; each forwards in one "
+                    "thread, so 'auto' runs one per CPU (never more than there are switches)",
     )
+
+    @field_validator("ovs_instances", mode="before")
+    @classmethod
+    def _auto_or_count(cls, value: object) -> int | str:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 64):
+            return value
+        raise ValueError(f"must be 'auto' or a whole number from 1 to 64 (got {value!r})")
+
+    def instance_count(self, switches: int) -> int:
+        wanted = os.cpu_count() or 1 if self.ovs_instances == "auto" else self.ovs_instances
+        return max(1, min(wanted, switches))
 
 
 class ExperimentConfig(_Section):

@@ -167,7 +167,7 @@ class FabricNet(Mininet):
         self.built = True
 
     def _start_ovs_instances(self):
-        for index in range(self.config.fabric.ovs_instances):
+        for index in range(self.config.fabric.instance_count(len(self.fabric_topo.switches))):
             namespace = Node(f"ovs{index}", inNamespace=True)
             self._adopt_namespace(namespace, f"ovs instance {index}")
             instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)

@@ -18,6 +18,7 @@ from pathlib import Path
 from mininet.node import Node
 
 from .inventory import Inventory
+from .routing import PATH_IDS
 
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 START_TIMEOUT_S = 10.0
@@ -85,6 +86,18 @@ class OvsInstance:
         """Start reading `bridge`'s port counters; parse the output with parse_port_stats."""
         return subprocess.Popen(["ovs-ofctl", "dump-ports", self.management_socket(bridge)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def traced_path_id(self, bridge: str, flow: str) -> int:
+        """The path-id `bridge` computes for a packet described by `flow` (ovs-ofctl flow
+        syntax, with in_port), asked of ovs-vswitchd without sending anything."""
+        out = _run(["ovs-appctl", "-t", str(self.rundir / "ovs-vswitchd.ctl"), "ofproto/trace", bridge, flow])
+        for line in out.splitlines():
+            if line.startswith("Final flow:"):
+                for field in line.split(":", 1)[1].split(","):
+                    if field.startswith("reg0="):
+                        return int(field[5:], 0) & (PATH_IDS - 1)
+                return 0  # OVS omits registers that are zero
+        raise OvsError(f"ofproto/trace of {bridge} gave no final flow: {out.strip()[:200]}")
 
     def kill(self) -> None:
         """Kill the daemons without waiting (see wait()). No graceful exit: ovs-vswitchd

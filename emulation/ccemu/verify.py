@@ -106,6 +106,15 @@ def check_reachability(net: FabricNet, attempts: int = 3) -> Reachability:
     return Reachability(problems, first_try_losses)
 
 
+def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
+    """Path-id the fabric gives a TCP/UDP flow from `src` to `dst` (so its whole path is
+    net.routing.path(src, dst, pid)), traced in the first switch without sending."""
+    switch, port = net.fabric_topo.attachment(src)
+    flow = (f"in_port={port},{proto},nw_src={net.fabric_topo.host(src).ip},nw_dst={net.fabric_topo.host(dst).ip},"
+            f"tp_src={sport},tp_dst={dport}")
+    return net[switch].instance.traced_path_id(switch, flow)
+
+
 def port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
     """(switch, port) -> (rx packets, tx packets) of every switch port."""
     dumps = [(switch.name, switch.instance.dump_ports(switch.name)) for switch in net.switches]

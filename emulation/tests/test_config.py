@@ -31,6 +31,7 @@ def config(**sections):
                                      "kernel lacks (CONFIG_NET_SCH_NETEM); use 0"),
     ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
     (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
+    (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
 ])
 def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:
@@ -45,7 +46,14 @@ def test_link_delay_is_accepted_where_the_kernel_has_netem():
 
 def test_defaults_fill_every_optional_section():
     parsed = parse_config({"name": "t", "topology": {"kind": "star"}}, kernel=NO_NETEM)
-    assert parsed.topology.hosts == 4 and parsed.link.mtu == 1500 and parsed.fabric.ovs_instances == 1
+    assert parsed.topology.hosts == 4 and parsed.link.mtu == 1500 and parsed.fabric.ovs_instances == "auto"
+
+
+def test_auto_ovs_instances_is_one_per_cpu_but_never_more_than_switches(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    fabric = parse_config(config(), kernel=NO_NETEM).fabric
+    assert (fabric.instance_count(20), fabric.instance_count(1)) == (2, 1)
+    assert parse_config(config(fabric={"ovs_instances": 3}), kernel=NO_NETEM).fabric.instance_count(20) == 3
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "workloads" / "experiments").glob("*.yaml")), ids=lambda p: p.name)
