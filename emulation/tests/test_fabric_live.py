@@ -12,7 +12,7 @@ import pytest
 
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
-from ccemu.inventory import Inventory
+from ccemu.inventory import Inventory, process_start_time
 from ccemu.verify import check_path_symmetry, check_reachability
 
 pytestmark = pytest.mark.root
@@ -45,11 +45,7 @@ def leftovers(state: dict) -> list[str]:
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
     for record in state["processes"]:
-        try:
-            stat = Path(f"/proc/{record['pid']}/stat").read_text()
-        except FileNotFoundError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[19]) == record["start_time"]:
+        if process_start_time(record["pid"]) == record["start_time"]:
             found.append(f"{record['what']} (pid {record['pid']}) still running")
     return found
 
@@ -93,7 +89,7 @@ def test_normal_teardown_leaves_nothing(tmp_path):
     net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path)
     with net:
         state = json.loads((net.inventory.state_dir / "state.json").read_text())
-        assert len(state["namespaces"]) == 16 + 1
+        assert len(state["namespaces"]) == 16 + len(net.instances)
     assert leftovers(state) == []
     assert root_interfaces() == interfaces_before
     assert list(tmp_path.iterdir()) == []
