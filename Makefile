@@ -39,7 +39,7 @@ experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
 
 test: setup
-	cd emulation && ../$(PYTHON) -m pytest
+	cd emulation && ../$(VENV)/bin/ruff check --quiet . && ../$(PYTHON) -m pytest
 
 bench: setup
 	$(PYTHON) emulation/benchmarks/bringup.py

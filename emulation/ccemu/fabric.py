@@ -14,6 +14,7 @@ nothing outside its own namespaces.
 from __future__ import annotations
 
 import resource
+import secrets
 import shlex
 import subprocess
 import time
@@ -135,7 +136,7 @@ class FabricNet(Mininet):
         self.fabric_topo = topo or config.topology.build()
         self.routing = Routing(self.fabric_topo)
         self.kernel = kernel or KernelFeatures.probe()
-        self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{_short_random()}"
+        self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.state_root = state_root
         self.inventory: Inventory | None = None
         self.instances: list[OvsInstance] = []
@@ -331,12 +332,6 @@ def _run_everywhere(scripts: dict[Node, str]) -> None:
 def _write(path: Path, lines: list[str]) -> str:
     path.write_text("\n".join(lines) + "\n")
     return shlex.quote(str(path))
-
-
-def _short_random() -> str:
-    import secrets
-
-    return secrets.token_hex(3)
 
 
 def _raise_open_files_limit() -> None:

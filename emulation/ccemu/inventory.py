@@ -17,9 +17,10 @@ import json
 import os
 import shutil
 import signal
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .polling import wait_until
 
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
 STATE_FILE = "state.json"
@@ -132,30 +133,21 @@ class Inventory:
 
     def processes_inside(self) -> list[int]:
         """Pids of every process in one of the recorded namespaces."""
-        inodes = {n.inode for n in self.namespaces} - _protected_namespaces()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if os.stat(entry / "ns" / "net").st_ino in inodes:
-                    found.append(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
-                continue
-        return found
+        return pids_in_namespaces({n.inode for n in self.namespaces} - _protected_namespaces())
 
     def remove(self, timeout: float = 10.0) -> list[str]:
         """Stop everything recorded; return what could not be removed (empty = clean)."""
         for record in self.processes:
             if record.alive():
                 _signal(record.pid, signal.SIGTERM)
-        _wait_until(lambda: not any(p.alive() for p in self.processes), TERM_GRACE_S)
+        wait_until(lambda: not any(p.alive() for p in self.processes), TERM_GRACE_S)
+
         def killed_all() -> bool:
             inside = self.processes_inside()
             for pid in inside:
                 _signal(pid, signal.SIGKILL)
             return not inside and not any(p.alive() for p in self.processes)
-        _wait_until(killed_all, timeout)
+        wait_until(killed_all, timeout)
         problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
         problems += [f"pid {pid} still inside a namespace of the run" for pid in self.processes_inside()]
         if not problems:
@@ -173,13 +165,18 @@ def _protected_namespaces() -> set[int]:
     return protected
 
 
-def _wait_until(done, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def pids_in_namespaces(inodes: set[int]) -> list[int]:
+    """Pids of every process whose network namespace is one of `inodes`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry / "ns" / "net").st_ino in inodes:
+                found.append(int(entry.name))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found
 
 
 def _signal(pid: int, sig: int) -> None:

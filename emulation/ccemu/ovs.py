@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 from mininet.node import Node
 
 from .inventory import Inventory
+from .polling import wait_until
 from .routing import PATH_IDS
 
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
@@ -48,7 +48,8 @@ class OvsInstance:
             f"--unixctl={self.rundir / 'ovsdb-server.ctl'}",
             f"--log-file={self.rundir / 'ovsdb-server.log'}",
         ])
-        _wait_for(self.db_socket.exists, f"ovsdb-server of {self.rundir} did not open {self.db_socket}")
+        if not wait_until(self.db_socket.exists, START_TIMEOUT_S):
+            raise OvsError(f"ovsdb-server of {self.rundir} did not open {self.db_socket} in {START_TIMEOUT_S:g} s")
         self.vsctl("--no-wait", "init")
         self._spawn(inventory, "ovs-vswitchd", [
             "ovs-vswitchd", f"unix:{self.db_socket}",
@@ -150,11 +151,3 @@ def _run(argv: list[str]) -> str:
     if result.returncode:
         raise OvsError(f"{argv[0]} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
     return result.stdout
-
-
-def _wait_for(condition, message: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise OvsError(message)
-        time.sleep(0.01)

@@ -12,7 +12,7 @@ import pytest
 
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
-from ccemu.inventory import Inventory, process_start_time
+from ccemu.inventory import Inventory, pids_in_namespaces, process_start_time
 from ccemu.verify import check_path_symmetry, check_reachability
 
 pytestmark = pytest.mark.root
@@ -30,14 +30,12 @@ def root_interfaces() -> set[str]:
 
 def leftovers(state: dict) -> list[str]:
     """What of a recorded run still exists: processes, or anything holding its namespaces."""
-    found = []
     inodes = {ns["inode"] for ns in state["namespaces"]}
+    found = [f"pid {pid} inside a namespace of the run" for pid in pids_in_namespaces(inodes)]
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if os.stat(entry / "ns" / "net").st_ino in inodes:
-                found.append(f"pid {entry.name} inside a namespace of the run")
             for fd in (entry / "fd").iterdir():
                 link = os.readlink(fd)
                 if link.startswith("net:[") and int(link[5:-1]) in inodes:
@@ -130,3 +128,24 @@ def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):
         clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True, env=env)
         assert "still running" in clean.stdout
         assert net.inventory.state_dir.exists()
+
+
+def test_ctrl_c_on_ccemu_up_tears_everything_down(tmp_path):
+    interfaces_before = root_interfaces()
+    config = tmp_path / "star.yaml"
+    config.write_text("name: interrupted\ntopology: {kind: star, hosts: 3}\n")
+    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
+    up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while "is up" not in up.stdout.readline():
+        assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
+    (state_dir,) = (tmp_path / "state").iterdir()
+    state = json.loads((state_dir / "state.json").read_text())
+
+    up.send_signal(signal.SIGINT)
+
+    assert up.wait(timeout=30) == 0
+    assert leftovers(state) == []
+    assert root_interfaces() == interfaces_before
+    assert not state_dir.exists()
