@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
 
+    run_in = commands.add_parser("exec", help="run a command in a host (or OVS namespace) of a live fabric")
+    run_in.add_argument("--run", help="run id (needed only when several fabrics are up)")
+    run_in.add_argument("node", help="e.g. h1, or ovs0 for an OVS instance's namespace")
+    run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="command ...")
+
     experiment = commands.add_parser("experiment", help="run an experiment file")
     experiment.add_argument("config", type=Path)
 
@@ -51,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, through the teardown in `finally`.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        return {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "experiment": cmd_experiment}[args.command](args)
+        handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec,
+                    "experiment": cmd_experiment}
+        return handlers[args.command](args)
     except ConfigError as exc:
         print(f"ccemu: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -169,6 +176,24 @@ def cmd_clean(args) -> int:
     if not runs:
         print(f"nothing to clean ({DEFAULT_STATE_ROOT} holds no runs)")
     return status
+
+
+def cmd_exec(args) -> int:
+    _require_root("exec")
+    live = [i for i in Inventory.all_runs(DEFAULT_STATE_ROOT) if i.orchestrator.alive()]
+    if args.run:
+        live = [i for i in live if i.run_id == args.run]
+    if len(live) != 1:
+        names = ", ".join(i.run_id for i in live) or "none"
+        raise SystemExit(f"ccemu exec: need exactly one live fabric{' named ' + args.run if args.run else ''}; "
+                         f"live: {names} (pick one with --run)")
+    shell = live[0].shell_of(args.node)
+    if shell is None:
+        raise SystemExit(f"ccemu exec: {live[0].run_id} has no node {args.node!r}")
+    if not args.argv:
+        raise SystemExit("ccemu exec: give a command to run")
+    # mnexec -a: join the node's namespace (Mininet's own helper, as node.popen uses).
+    os.execvp("mnexec", ["mnexec", "-a", str(shell.pid), *args.argv])
 
 
 def cmd_experiment(args) -> int:

@@ -171,7 +171,7 @@ class FabricNet(Mininet):
     def _start_ovs_instances(self):
         for index in range(self.config.fabric.instance_count(len(self.fabric_topo.switches))):
             namespace = Node(f"ovs{index}", inNamespace=True)
-            self._adopt_namespace(namespace, f"ovs instance {index}")
+            self._adopt_namespace(namespace, f"ovs{index}")
             instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
             instance.start(self.inventory)
             self.instances.append(instance)
@@ -179,8 +179,7 @@ class FabricNet(Mininet):
     def _adopt_namespace(self, node: Node, what: str) -> None:
         """Record a new namespace and silence it: with IPv6 off before any interface exists,
         no neighbour discovery or MLD packet ever reaches a switch."""
-        self.inventory.add_process(node.pid, f"shell of {what}")
-        self.inventory.add_namespace_of(node.pid, what)
+        self.inventory.add_node(node.pid, what)
         node.cmd("echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
                  "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
 

@@ -24,6 +24,7 @@ from .polling import wait_until
 
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
 STATE_FILE = "state.json"
+SHELL_OF = "shell of "
 TERM_GRACE_S = 1.0  # how long recorded daemons get to exit on SIGTERM before SIGKILL
 
 
@@ -89,6 +90,18 @@ class Inventory:
         self.processes.append(record)
         self.save()
         return record
+
+    def add_node(self, shell_pid: int, node: str) -> None:
+        """A Mininet node: the shell holding its namespace, and the namespace."""
+        self.add_process(shell_pid, SHELL_OF + node)
+        self.add_namespace_of(shell_pid, node)
+
+    def shell_of(self, node: str) -> ProcessRecord | None:
+        """The live shell of `node` (its namespace's anchor), if the run has that node."""
+        for record in self.processes:
+            if record.what == SHELL_OF + node and record.alive():
+                return record
+        return None
 
     def add_namespace_of(self, pid: int, what: str) -> NamespaceRecord:
         inode = netns_inode(pid)

@@ -130,7 +130,7 @@ def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):
         assert net.inventory.state_dir.exists()
 
 
-def test_ctrl_c_on_ccemu_up_tears_everything_down(tmp_path):
+def test_ccemu_exec_runs_in_a_host_and_ctrl_c_on_ccemu_up_tears_everything_down(tmp_path):
     interfaces_before = root_interfaces()
     config = tmp_path / "star.yaml"
     config.write_text("name: interrupted\ntopology: {kind: star, hosts: 3}\n")
@@ -142,6 +142,9 @@ def test_ctrl_c_on_ccemu_up_tears_everything_down(tmp_path):
         assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
     (state_dir,) = (tmp_path / "state").iterdir()
     state = json.loads((state_dir / "state.json").read_text())
+    ping = subprocess.run([sys.executable, "-m", "ccemu.cli", "exec", "h1", "ping", "-c", "1", "-W", "5", "10.0.0.3"],
+                          capture_output=True, text=True, env=env)
+    assert ping.returncode == 0, ping.stdout + ping.stderr
 
     up.send_signal(signal.SIGINT)
 
