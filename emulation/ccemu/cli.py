@@ -1,7 +1,7 @@
 """`ccemu`: check, bring up and clean emulated fabrics (experiments arrive with issue 5).
 
 Exit status: 0 all good, 1 a check failed or something could not be done, 2 bad config
-or arguments (nothing was started).
+or arguments (nothing was started), 3 not implemented yet, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mininet.log import setLogLevel
 from .config import ConfigError, ExperimentConfig, load_config, parse_config
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 
-EXIT_FAILED, EXIT_BAD_CONFIG = 1, 2
+EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"ccemu: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except KeyboardInterrupt:
+        print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _raise_keyboard_interrupt(signum, frame):
@@ -204,7 +207,7 @@ def cmd_experiment(args) -> int:
         return EXIT_FAILED
     print("NOT IMPLEMENTED YET: the workload runner and results bundle (issue 5). "
           "Only the experiment's fabric was brought up and checked.", file=sys.stderr)
-    return 3
+    return EXIT_NOT_IMPLEMENTED
 
 
 if __name__ == "__main__":
