@@ -7,13 +7,16 @@ PYTHON := $(VENV)/bin/python
 CCEMU := $(VENV)/bin/ccemu
 NAME ?= incast
 
+BPF_SRC := emulation/ccemu/bpf
+BPF_OUT := build/bpf
+
 APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool iperf3 \
-	clang llvm libbpf-dev bpftool prometheus docker.io busybox-static python3-venv procps \
-	iputils-ping
+	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
+	procps iputils-ping
 
 .PHONY: setup apt-packages experiment test bench clean distclean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader
 
 # Checks what is missing first so that a set-up machine pays ~0.1 s, not an apt run.
 apt-packages:
@@ -34,6 +37,15 @@ $(VENV)/.installed: emulation/pyproject.toml emulation/requirements.lock | apt-p
 		"$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mininet"
 	$(VENV)/bin/pip install -q --disable-pip-version-check -c emulation/requirements.lock -e 'emulation[test]'
 	touch $@
+
+# The port program (kernel side) and its loader; ccemu finds them in build/bpf/.
+$(BPF_OUT)/port.bpf.o: $(BPF_SRC)/port.bpf.c $(BPF_SRC)/port.h | apt-packages
+	@mkdir -p $(BPF_OUT)
+	clang -O2 -g -Wall -Werror -target bpf -I$(BPF_SRC) -I/usr/include/$$(gcc -dumpmachine) -c $< -o $@
+
+$(BPF_OUT)/port_loader: $(BPF_SRC)/port_loader.c $(BPF_SRC)/port.h | apt-packages
+	@mkdir -p $(BPF_OUT)
+	gcc -O2 -Wall -Werror -I$(BPF_SRC) -o $@ $< -lbpf
 
 experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml

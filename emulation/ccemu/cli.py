@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     setLogLevel("warning")
-    # SIGTERM unwinds like Ctrl-C, through the teardown in `finally`.
+    # SIGINT and SIGTERM unwind through the teardown in `finally`, even when we were started
+    # in the background of a shell (which starts us with SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec,

@@ -96,8 +96,58 @@ class LinkConfig(_Section):
         return delay_us
 
 
-class PortConfig(_Section):
-    buffer_bytes: int = Field(150_000, description="egress buffer of every port, bytes")
+CREDIT_WIRE_BYTES = 84  # minimum Ethernet frame + preamble/SFD + inter-frame gap
+DATA_WIRE_BYTES = 1538  # maximum frame (MTU 1500) + the same
+EXPRESSPASS_CREDIT_SHARE = CREDIT_WIRE_BYTES / (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES)
+
+
+class DropTailPort(_Section):
+    """A byte FIFO at the link rate: tail drop, no marking."""
+
+    profile: Literal["droptail"] = "droptail"
+    buffer_bytes: int = Field(150_000, description="egress (data) buffer of every port, bytes")
+
+
+class DctcpPort(DropTailPort):
+    """DCTCP: ECN-capable packets that find more than K bytes queued are CE-marked."""
+
+    profile: Literal["dctcp"] = "dctcp"
+    ecn_threshold_bytes: int = Field(30_000, ge=1, description="K, bytes (Linux default 20 packets = 30 KB)")
+
+    @model_validator(mode="after")
+    def _threshold_below_buffer(self) -> "DctcpPort":
+        if self.ecn_threshold_bytes >= self.buffer_bytes:
+            raise _KeyedError(("port", "ecn_threshold_bytes"),
+                              f"must be below port.buffer_bytes ({self.buffer_bytes}) (got {self.ecn_threshold_bytes})")
+        return self
+
+
+class ExpressPassPort(DropTailPort):
+    """ExpressPass: credits get their own class capped at credit_share of the link with a
+    tiny buffer (excess credits are dropped); data gets the rest and may borrow all of it."""
+
+    profile: Literal["expresspass"] = "expresspass"
+    credit_share: float = Field(EXPRESSPASS_CREDIT_SHARE, gt=0, le=0.5,
+                                description="credit class rate / link rate; paper: 84/(84+1538)")
+    credit_buffer_credits: int = Field(8, ge=1, description="credit queue, in 84-byte credits (paper: 8)")
+
+    @property
+    def credit_buffer_bytes(self) -> int:
+        return self.credit_buffer_credits * CREDIT_WIRE_BYTES
+
+
+class SprayPassPort(ExpressPassPort):
+    """SprayPass: ExpressPass's credit queue, and departing credits CE-marked with the
+    probability Pd = dropped / injected credits, refreshed every credit_mark_window credits."""
+
+    profile: Literal["spraypass"] = "spraypass"
+    credit_mark_window: int = Field(4, ge=1, description="N_cdt, credits per Pd refresh (paper: 4)")
+
+
+PortConfig = Annotated[
+    Union[DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort], Field(discriminator="profile")
+]
+PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass")
 
 
 class FabricConfig(_Section):
@@ -130,8 +180,15 @@ class ExperimentConfig(_Section):
     seed: int = Field(1, ge=0)
     topology: TopologyConfig
     link: LinkConfig = LinkConfig()
-    port: PortConfig = PortConfig()
+    port: PortConfig = DropTailPort()
     fabric: FabricConfig = FabricConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _port_profile_defaults_to_droptail(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("port"), dict) and "profile" not in data["port"]:
+            data = {**data, "port": {"profile": "droptail", **data["port"]}}
+        return data
 
     @model_validator(mode="after")
     def _buffer_holds_a_frame(self) -> "ExperimentConfig":
@@ -173,23 +230,26 @@ def load_config(path: Path | str, kernel: KernelFeatures | None = None) -> Exper
     return parse_config(data, source=str(path), kernel=kernel)
 
 
+_UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", *PORT_PROFILES}
+
+
 def _describe(error: dict) -> str:
     original = (error.get("ctx") or {}).get("error")
     if isinstance(original, _KeyedError):
         return f"{'.'.join(original.loc)}: {original}"
     # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k).
-    loc = [str(part) for part in error["loc"] if part not in {"fattree", "leafspine", "dumbbell", "star"}]
+    loc = [str(part) for part in error["loc"] if part not in _UNION_TAGS]
     key = ".".join(loc) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
         return f"{key}: unknown key"
     if kind == "missing":
         return f"{key}: required key is missing"
-    if kind == "union_tag_invalid":
-        allowed = error["ctx"]["expected_tags"]
-        return f"{key}.kind: must be one of {allowed} (got {error['ctx']['tag']!r})"
-    if kind == "union_tag_not_found":
-        return f"{key}.kind: required key is missing"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tag = error["ctx"]["discriminator"].strip("'")
+        if kind == "union_tag_not_found":
+            return f"{key}.{tag}: required key is missing"
+        return f"{key}.{tag}: must be one of {error['ctx']['expected_tags']} (got {error['ctx']['tag']!r})"
     message = error["msg"].removeprefix("Value error, ")
     if kind != "value_error":
         message = f"{message[0].lower()}{message[1:]} (got {error.get('input')!r})"

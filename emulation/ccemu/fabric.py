@@ -13,6 +13,7 @@ nothing outside its own namespaces.
 
 from __future__ import annotations
 
+import json
 import resource
 import secrets
 import shlex
@@ -32,10 +33,12 @@ from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
 from .routing import Routing
-from .shaping import PortShape, droptail_port
+from .port_program import PortProgram, parse_attached
+from .shaping import PortShape, port_qdiscs
 from .topology import HOST_PREFIX_LEN, Topology
 
 OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
+PORT_INDEX_FILE = "ports.json"  # node -> port name -> ifindex, for readers of the port maps
 
 
 class FabricError(RuntimeError):
@@ -140,12 +143,18 @@ class FabricNet(Mininet):
         self.state_root = state_root
         self.inventory: Inventory | None = None
         self.instances: list[OvsInstance] = []
+        self.port_program = PortProgram.built()
+        self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
         self.timings = Timings()
         self.stop_timings = Timings()
         _raise_open_files_limit()
         super().__init__(topo=None, switch=FabricSwitch, host=Host, link=FabricLink, controller=None,
                          build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
                          waitConnected=False)
+
+    @property
+    def bpffs(self) -> Path:
+        return self.inventory.state_dir.resolve() / "bpffs"
 
     @property
     def datapath(self) -> str:
@@ -158,6 +167,8 @@ class FabricNet(Mininet):
         self.timings = Timings()
         self.inventory = Inventory.create(self.run_id, self.state_root)
         (self.inventory.state_dir / "config").mkdir()
+        # Before any namespace exists: nodes get a copy of our mounts when they are made.
+        self.inventory.add_mount("bpf", self.bpffs)
         self._start_ovs_instances()
         self.timings.mark("ovs daemons")
         self._add_hosts()
@@ -165,7 +176,7 @@ class FabricNet(Mininet):
         self._add_switches_and_links()
         self.timings.mark("links")
         self._configure_namespaces()
-        self.timings.mark("addresses, arp, qdiscs")
+        self.timings.mark("addresses, arp, port qdiscs and programs")
         self.built = True
 
     def _start_ovs_instances(self):
@@ -210,15 +221,18 @@ class FabricNet(Mininet):
             FabricLink.netlink.close()
             FabricLink.netlink = None
 
-    def port_shape(self) -> PortShape:
-        return PortShape(rate_mbps=self.config.link.rate_mbps, buffer_bytes=self.config.port.buffer_bytes,
-                         mtu=self.config.link.mtu, delay_us=self.config.link.delay_us)
-
     def _configure_namespaces(self):
-        """Hosts: addresses, static ARP, IPv6 off, offloads off, shaping. OVS namespaces:
-        shaping of every switch port. One batch per namespace, all namespaces at once."""
-        shape = self.port_shape()
+        """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
+        OVS namespaces: the same for every switch port. One batch per namespace, all
+        namespaces at once."""
+        shape = PortShape.of(self.config)
         config_dir = self.inventory.state_dir / "config"
+
+        def ports_script(node: str, ports: list[str]) -> list[str]:
+            tc_batch = [line for port in ports for line in port_qdiscs(port, shape)]
+            return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
+                    self.port_program.load_command(self.bpffs, node, ports, shape, config_dir)]
+
         scripts: dict[Node, str] = {}
         for spec in self.fabric_topo.hosts:
             host = self[spec.name]
@@ -235,25 +249,28 @@ class FabricNet(Mininet):
                 # The userspace datapath forwards what it reads from a socket as is: a
                 # checksum left to offload, or a TSO super-frame, would arrive broken.
                 f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
-                f"tc -batch {_write(config_dir / f'{spec.name}.tc', droptail_port(intf.name, shape))}",
+                *ports_script(spec.name, [intf.name]),
             ])
         for instance in self.instances:
             ports = [intf.name for switch in self.switches if switch.instance is instance
                      for intf in switch.intfList()]
             if ports:
                 ip_batch = [f"link set {port} up" for port in ports]
-                tc_batch = [line for port in ports for line in droptail_port(port, shape)]
                 scripts[instance.namespace] = " && ".join([
-                    f"ip -batch {_write(config_dir / f'ovs{instance.index}.ip', ip_batch)}",
-                    f"tc -batch {_write(config_dir / f'ovs{instance.index}.tc', tc_batch)}",
+                    f"ip -batch {_write(config_dir / f'{instance.namespace.name}.ip', ip_batch)}",
+                    *ports_script(instance.namespace.name, ports),
                 ])
-        _run_everywhere(scripts)
+        outputs = _run_everywhere(scripts)
+        self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()}
+        (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
 
     def start(self):
         """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
         transactions = []
         for instance in self.instances:
-            args: list[str] = []
+            # QoS "linux-noop": OVS leaves the ports' qdiscs alone. Without it, OVS deletes
+            # the root qdisc of every port it adds, and again at every reconfiguration.
+            args: list[str] = ["--", "--id=@noop", "create", "QoS", "type=linux-noop"]
             for switch in self.switches:
                 if switch.instance is not instance:
                     continue
@@ -261,7 +278,7 @@ class FabricNet(Mininet):
                          f"datapath_type={instance.datapath}", "fail_mode=secure",
                          f"other-config:datapath-id={switch.dpid}", "other-config:disable-in-band=true"]
                 for port, intf in sorted(switch.intfs.items()):
-                    args += ["--", "add-port", switch.name, intf.name,
+                    args += ["--", "add-port", switch.name, intf.name, "qos=@noop",
                              "--", "set", "Interface", intf.name, f"ofport_request={port}"]
             transactions.append(instance.start_vsctl(*args))
         _wait_all(transactions, "creating bridges and ports")
@@ -315,17 +332,19 @@ def _wait_all(procs: list[tuple[str, subprocess.Popen]], what: str) -> None:
         raise OvsError(f"{what} failed: " + "; ".join(failures))
 
 
-def _run_everywhere(scripts: dict[Node, str]) -> None:
-    """Run one shell command line in each node concurrently; raise naming every failure."""
+def _run_everywhere(scripts: dict[Node, str]) -> dict[Node, str]:
+    """Run one shell command line in each node concurrently and return each one's output;
+    raise naming every failure."""
     for node, script in scripts.items():
         node.sendCmd(f"{script}; echo ccemu-status=$?")
-    failures = []
-    for node, script in scripts.items():
-        output = node.waitOutput()
-        if "ccemu-status=0" not in output:
-            failures.append(f"{node.name}: {output.strip()}")
+    outputs, failures = {}, []
+    for node in scripts:
+        outputs[node] = node.waitOutput()
+        if "ccemu-status=0" not in outputs[node]:
+            failures.append(f"{node.name}: {outputs[node].strip()}")
     if failures:
         raise FabricError("configuring namespaces failed: " + " | ".join(failures))
+    return outputs
 
 
 def _write(path: Path, lines: list[str]) -> str:

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,7 @@ class Inventory:
     orchestrator: ProcessRecord
     processes: list[ProcessRecord] = field(default_factory=list)
     namespaces: list[NamespaceRecord] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)  # filesystems mounted inside state_dir
 
     # Creating ----------------------------------------------------------------------
 
@@ -103,6 +105,15 @@ class Inventory:
                 return record
         return None
 
+    def add_mount(self, fstype: str, path: Path) -> None:
+        """Mount a `fstype` filesystem at `path` (inside state_dir), recorded first."""
+        if self.state_dir not in path.parents:
+            raise ValueError(f"{path} is outside the run's state directory {self.state_dir}")
+        path.mkdir(parents=True, exist_ok=True)
+        self.mounts.append(str(path))
+        self.save()
+        subprocess.run(["mount", "-t", fstype, fstype, str(path)], check=True, capture_output=True)
+
     def add_namespace_of(self, pid: int, what: str) -> NamespaceRecord:
         inode = netns_inode(pid)
         if inode in _protected_namespaces():
@@ -118,6 +129,7 @@ class Inventory:
             "orchestrator": asdict(self.orchestrator),
             "processes": [asdict(p) for p in self.processes],
             "namespaces": [asdict(n) for n in self.namespaces],
+            "mounts": self.mounts,
         }
         tmp = self.state_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=1))
@@ -134,6 +146,7 @@ class Inventory:
             orchestrator=ProcessRecord(**data["orchestrator"]),
             processes=[ProcessRecord(**p) for p in data["processes"]],
             namespaces=[NamespaceRecord(**n) for n in data["namespaces"]],
+            mounts=data.get("mounts", []),
         )
 
     @classmethod
@@ -163,6 +176,11 @@ class Inventory:
         wait_until(killed_all, timeout)
         problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
         problems += [f"pid {pid} still inside a namespace of the run" for pid in self.processes_inside()]
+        for path in reversed(self.mounts):
+            if path in mounted_paths():
+                result = subprocess.run(["umount", path], capture_output=True, text=True)
+                if result.returncode:
+                    problems.append(f"cannot unmount {path}: {result.stderr.strip()}")
         if not problems:
             shutil.rmtree(self.state_dir)
         return problems
@@ -176,6 +194,11 @@ def _protected_namespaces() -> set[int]:
     except PermissionError:
         pass  # some sandboxes hide init's namespaces even from root
     return protected
+
+
+def mounted_paths() -> set[str]:
+    with open("/proc/self/mounts") as mounts:
+        return {line.split()[1] for line in mounts}
 
 
 def pids_in_namespaces(inodes: set[int]) -> list[int]:

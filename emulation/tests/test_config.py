@@ -32,12 +32,28 @@ def config(**sections):
     ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
     (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
     (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
+    (config(port={"profile": "red"}), "config: port.profile: must be one of 'droptail', 'dctcp', 'expresspass', "
+                                      "'spraypass' (got 'red')"),
+    (config(port={"profile": "dctcp", "ecn_threshold_bytes": 200000}),
+     "config: port.ecn_threshold_bytes: must be below port.buffer_bytes (150000) (got 200000)"),
+    (config(port={"profile": "expresspass", "credit_buffer_credits": 0}),
+     "config: port.credit_buffer_credits: input should be greater than or equal to 1 (got 0)"),
+    (config(port={"profile": "expresspass", "credit_share": 0.9}), "config: port.credit_share: input should be less"),
+    (config(port={"ecn_threshold_bytes": 5000}), "config: port.ecn_threshold_bytes: unknown key"),
+    (config(port={"profile": "spraypass", "credit_mark_window": 0}), "config: port.credit_mark_window: input"),
 ])
 def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:
         parse_config(data, kernel=NO_NETEM)
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
+
+
+def test_port_profile_defaults_to_droptail_and_expresspass_to_the_papers_credit_share():
+    assert parse_config(config(port={"buffer_bytes": 9000}), kernel=NO_NETEM).port.profile == "droptail"
+    port = parse_config(config(port={"profile": "spraypass"}), kernel=NO_NETEM).port
+    assert port.credit_share == pytest.approx(84 / (84 + 1538))
+    assert (port.credit_buffer_bytes, port.credit_mark_window) == (8 * 84, 4)
 
 
 def test_link_delay_is_accepted_where_the_kernel_has_netem():

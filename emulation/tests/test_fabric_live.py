@@ -64,6 +64,36 @@ def test_port_counters_show_each_path_id_crossing_the_same_ports_both_ways(fat_t
     assert check_path_symmetry(fat_tree_k4, a, b) == []
 
 
+def test_every_port_keeps_its_htb_tree_and_port_program_after_ovs_adds_it(fat_tree_k4):
+    net = fat_tree_k4
+    nodes = [(h, [h.defaultIntf().name]) for h in net.hosts]
+    nodes += [(i.namespace, [intf.name for s in net.switches if s.instance is i for intf in s.intfList()])
+              for i in net.instances]
+    for node, ports in nodes:
+        qdiscs = node.cmd("tc qdisc show")
+        for port in ports:
+            assert f"qdisc htb 1: dev {port} root" in qdiscs, (node.name, port)
+            assert f"qdisc clsact ffff: dev {port}" in qdiscs, (node.name, port)
+            assert "port_egress" in node.cmd(f"tc filter show dev {port} egress"), (node.name, port)
+    assert sum(len(ports) for _, ports in nodes) == 2 * 48
+
+
+def test_two_flows_through_one_switch_to_switch_link_share_its_rate(tmp_path):
+    """Host NICs alone would let each flow have the link rate: the s1 -> s2 port must shape."""
+    net = FabricNet(fabric_config({"kind": "dumbbell", "hosts_per_side": 2}, link={"rate_mbps": 5}),
+                    state_root=tmp_path)
+    with net:
+        servers = [net[h].popen(["iperf3", "-s", "-1"]) for h in ("h3", "h4")]
+        time.sleep(0.3)
+        clients = [net[src].popen(["iperf3", "-c", net[dst].IP(), "-t", "5", "-J"])
+                   for src, dst in (("h1", "h3"), ("h2", "h4"))]
+        goodputs = [json.loads(c.communicate()[0])["end"]["sum_received"]["bits_per_second"] for c in clients]
+        for server in servers:
+            server.wait(timeout=10)
+    ideal = 5e6 * 1448 / 1538
+    assert 0.9 * ideal <= sum(goodputs) <= 1.03 * ideal, goodputs
+
+
 def test_different_path_ids_of_a_cross_pod_pair_use_different_cores(fat_tree_k4):
     cores = {path[2] for path in fat_tree_k4.routing.paths("h1", "h16")}
     assert cores == {"c1", "c2", "c3", "c4"}

@@ -1,30 +1,70 @@
 import pytest
 
-from ccemu.shaping import PortShape, droptail_port
+from ccemu.config import parse_config
+from ccemu.kernel import KernelFeatures
+from ccemu.shaping import PortShape, port_program_line, port_qdiscs
+
+NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
 
 
-def test_droptail_port_is_htb_at_link_rate_with_wire_overhead_over_a_byte_fifo():
-    lines = droptail_port("e1-eth1", PortShape(rate_mbps=25, buffer_bytes=30000, mtu=1500))
-    assert lines[0] == "qdisc replace dev e1-eth1 root handle 1: htb default 1"
-    assert "rate 25000000bit ceil 25000000bit" in lines[1]
-    assert "overhead 24 mpu 84" in lines[1]
-    assert lines[2] == "qdisc replace dev e1-eth1 parent 1:1 handle 10: bfifo limit 30000"
+def shape_of(port: dict, rate_mbps: float = 25) -> PortShape:
+    config = parse_config({"name": "t", "topology": {"kind": "star"}, "link": {"rate_mbps": rate_mbps},
+                           "port": port}, kernel=NO_NETEM)
+    return PortShape.of(config)
+
+
+def test_droptail_port_is_htb_at_link_rate_with_wire_overhead_and_only_a_data_class():
+    lines = port_qdiscs("e1-eth1", shape_of({"profile": "droptail", "buffer_bytes": 30000}))
+    assert lines[0] == "qdisc replace dev e1-eth1 root handle 1: htb default 20"
+    assert "classid 1:1 htb rate 25000000bit ceil 25000000bit" in lines[1]
+    assert all("overhead 24 mpu 84" in line for line in lines if line.startswith("class"))
+    assert not any("1:10" in line for line in lines)
+    assert "classid 1:20 htb rate 25000000bit ceil 25000000bit" in lines[2]
+    # The FIFO has room beyond the buffer: the port program's fluid queue drops first.
+    assert lines[3] == f"qdisc replace dev e1-eth1 parent 1:20 handle 20: bfifo limit {30000 + 4 * 1514}"
+
+
+def test_expresspass_port_caps_credits_at_their_share_and_lets_data_borrow_the_link():
+    lines = port_qdiscs("x", shape_of({"profile": "expresspass"}, rate_mbps=10))
+    credit_bps = round(10e6 * 84 / (84 + 1538))
+    assert f"classid 1:10 htb rate {credit_bps}bit ceil {credit_bps}bit burst 168b cburst 168b prio 0" in lines[2]
+    assert f"classid 1:20 htb rate {10_000_000 - credit_bps}bit ceil 10000000bit" in lines[4]
+
+
+def test_port_program_line_carries_every_setting_in_the_loader_field_order():
+    line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8))
+    fields = line.split()
+    assert len(fields) == 13
+    name, link_Bps, credit_Bps, credit_buffer, data_buffer, k, window, credit_cls, data_cls = fields[:9]
+    assert (name, link_Bps, credit_buffer, data_buffer, k, window) == ("s1-eth3", "1000000", "672", "150000", "0", "4")
+    assert int(credit_Bps) == round(8e6 * 84 / 1622) // 8
+    assert (credit_cls, data_cls) == ("10010", "10020")
+    assert fields[11:] == ["24", "84"]
+
+
+def test_dctcp_threshold_reaches_the_port_program():
+    shape = shape_of({"profile": "dctcp", "ecn_threshold_bytes": 20000, "buffer_bytes": 60000})
+    assert (shape.ecn_threshold_bytes, shape.credit_share) == (20000, 0.0)
+    assert port_program_line("x", shape).split()[5] == "20000"
 
 
 def test_fractional_rates_are_not_rounded_to_whole_megabits():
-    lines = droptail_port("x", PortShape(rate_mbps=0.5, buffer_bytes=3000, mtu=1500))
+    lines = port_qdiscs("x", PortShape(rate_mbps=0.5, buffer_bytes=3000, mtu=1500))
     assert "rate 500000bit" in lines[1]
 
 
-def test_link_delay_puts_netem_under_the_rate_limiter():
-    lines = droptail_port("x", PortShape(rate_mbps=5, buffer_bytes=15140, mtu=1500, delay_us=250))
-    assert lines[2] == "qdisc replace dev x parent 1:1 handle 10: netem delay 250us limit 10"
+def test_link_delay_puts_netem_under_the_data_class():
+    lines = port_qdiscs("x", PortShape(rate_mbps=5, buffer_bytes=15140, mtu=1500, delay_us=250))
+    assert lines[-1] == "qdisc replace dev x parent 1:20 handle 20: netem delay 250us limit 14"
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"rate_mbps": 0, "buffer_bytes": 3000, "mtu": 1500}, "rate_mbps"),
     ({"rate_mbps": 5, "buffer_bytes": 1000, "mtu": 1500}, "cannot hold one 1514-byte frame"),
     ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "delay_us": -1}, "delay_us"),
+    ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "credit_share": 0.05, "credit_buffer_bytes": 10},
+     "cannot hold one credit"),
+    ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "ecn_threshold_bytes": 3000}, "ecn_threshold_bytes"),
 ])
 def test_bad_shapes_raise_instead_of_being_ignored(kwargs, message):
     with pytest.raises(ValueError, match=message):

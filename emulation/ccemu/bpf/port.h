@@ -1,0 +1,55 @@
+/* Shared by port.bpf.c (kernel side), port_loader.c and ccemu/ports.py (which mirrors the
+ * layouts with the struct module; tests compare them with `port_loader --layout`).
+ *
+ * One egress program per port: it classifies credits vs data (transport/wire-format.md),
+ * keeps an exact fluid queue per class draining at the rates HTB gives the classes, drops
+ * at the buffer size, CE-marks, and counts. The HTB classes under it do the real shaping. */
+#ifndef CCEMU_PORT_H
+#define CCEMU_PORT_H
+
+#define PORT_CLASS_DATA 0
+#define PORT_CLASS_CREDIT 1
+#define PORT_CLASSES 2
+#define PORT_HIST_BUCKETS 64
+#define PORT_MAX_PORTS 4096
+
+/* Wire format: a ccemu packet is UDP whose payload starts with this magic and a type. */
+#define CCEMU_MAGIC 0xCCE1
+#define CCEMU_TYPE_CREDIT 2
+
+/* Per port (key: ifindex in the port's namespace; each namespace has its own maps). */
+struct port_config {
+	__u64 link_rate_Bps;        /* wire bytes per second of the whole port */
+	__u64 credit_rate_Bps;      /* cap of the credit class (0: no credit class) */
+	__u32 buffer_bytes[PORT_CLASSES];   /* virtual queue limits (tail drop) */
+	__u32 ecn_threshold_bytes;  /* DCTCP K on the data queue; 0: never mark */
+	__u32 credit_mark_window;   /* SprayPass N_cdt credits per Pd refresh; 0: never mark */
+	__u32 classid[PORT_CLASSES];/* HTB class each class's packets are steered to */
+	__u32 hist_bucket_bytes[PORT_CLASSES]; /* width of one histogram bucket */
+	__u32 wire_overhead_bytes;  /* preamble + SFD + FCS + IFG added to skb->len */
+	__u32 min_wire_bytes;       /* a minimum frame on the wire */
+};
+
+struct port_class_stats {
+	__u64 enqueued_packets;
+	__u64 enqueued_bytes;
+	__u64 dropped_packets;
+	__u64 dropped_bytes;
+	__u64 marked_packets;
+	__u64 max_queue_bytes;
+	__u64 queue_histogram[PORT_HIST_BUCKETS]; /* one count per enqueue, by queue length after it */
+};
+
+struct port_state {
+	struct bpf_spin_lock lock;            /* egress may run on several CPUs at once */
+	__u32 pad;
+	__u64 last_ns;                        /* when the fluid queues were last drained */
+	__u64 queue_mbytes[PORT_CLASSES];     /* fluid queue lengths in milli-bytes */
+	__u32 window_credits;                 /* credits seen in the current N_cdt window */
+	__u32 window_drops;                   /* of which dropped */
+	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */
+	__u32 unparsed_packets;               /* counted into data, never marked */
+	struct port_class_stats stats[PORT_CLASSES];
+};
+
+#endif

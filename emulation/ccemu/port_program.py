@@ -1,0 +1,57 @@
+"""Deploying the port program (bpf/port.bpf.c) on a fabric.
+
+Each network namespace of a run (every host, every OVS instance) gets its own copy of the
+program and its own maps, pinned in the run's private bpffs under <state>/bpffs/<node>/:
+ifindexes repeat across namespaces, so one map per namespace keeps the keys unique. The
+loader is built by `make setup` into build/bpf/.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from .shaping import PortShape, port_program_line
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))
+
+
+class PortProgramMissing(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class PortProgram:
+    object_file: Path
+    loader: Path
+
+    @classmethod
+    def built(cls) -> "PortProgram":
+        program = cls(BPF_BUILD_DIR / "port.bpf.o", BPF_BUILD_DIR / "port_loader")
+        missing = [str(p) for p in (program.object_file, program.loader) if not p.exists()]
+        if missing:
+            raise PortProgramMissing(f"the port program is not built ({', '.join(missing)} missing): run `make setup`")
+        return program
+
+    def load_command(self, bpffs: Path, node: str, ports: list[str], shape: PortShape, config_dir: Path) -> str:
+        """Shell command that, run inside `node`'s namespace, attaches the program to `ports`
+        and prints "attached <ifname> <ifindex>" per port."""
+        config = config_dir / f"{node}.ports"
+        config.write_text("".join(port_program_line(port, shape) + "\n" for port in ports))
+        pin_dir = bpffs / node
+        return (f"mkdir -p {shlex.quote(str(pin_dir))} && "
+                f"{shlex.quote(str(self.loader))} {shlex.quote(str(self.object_file))} "
+                f"{shlex.quote(str(pin_dir))} {shlex.quote(str(config))}")
+
+
+def parse_attached(output: str) -> dict[str, int]:
+    """ifname -> ifindex from the loader's "attached" lines."""
+    ports = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "attached":
+            ports[parts[1]] = int(parts[2])
+    return ports
