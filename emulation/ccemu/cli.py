@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
 
+    ports = commands.add_parser("ports", help="per-port counters and queues of a live fabric's port programs")
+    ports.add_argument("--run", help="run id (needed only when several fabrics are up)")
+
     run_in = commands.add_parser("exec", help="run a command in a host (or OVS namespace) of a live fabric")
     run_in.add_argument("--run", help="run id (needed only when several fabrics are up)")
     run_in.add_argument("node", help="e.g. h1, or ovs0 for an OVS instance's namespace")
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec,
+        handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment}
         return handlers[args.command](args)
     except ConfigError as exc:
@@ -183,18 +186,46 @@ def cmd_clean(args) -> int:
     return status
 
 
-def cmd_exec(args) -> int:
-    _require_root("exec")
+def _live_run(command: str, run_id: str | None) -> Inventory:
     live = [i for i in Inventory.all_runs(DEFAULT_STATE_ROOT) if i.orchestrator.alive()]
-    if args.run:
-        live = [i for i in live if i.run_id == args.run]
+    if run_id:
+        live = [i for i in live if i.run_id == run_id]
     if len(live) != 1:
         names = ", ".join(i.run_id for i in live) or "none"
-        raise SystemExit(f"ccemu exec: need exactly one live fabric{' named ' + args.run if args.run else ''}; "
+        raise SystemExit(f"ccemu {command}: need exactly one live fabric{' named ' + run_id if run_id else ''}; "
                          f"live: {names} (pick one with --run)")
-    shell = live[0].shell_of(args.node)
+    return live[0]
+
+
+def cmd_ports(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .ports import PortMaps
+
+    _require_root("ports")
+    run = _live_run("ports", args.run)
+    table = Table(title=f"ports of {run.run_id} (bytes on the wire)")
+    for column in ("node", "port", "data enq", "data drop", "CE marks", "data queue", "data max",
+                   "credit enq", "credit drop", "credit queue", "Pd"):
+        table.add_column(column, justify="left" if column in ("node", "port") else "right")
+    with PortMaps(run.state_dir) as maps:
+        for p in maps.read():
+            table.add_row(p.node, p.port, str(p.data.enqueued_packets), str(p.data.dropped_packets),
+                          str(p.data.marked_packets + p.credit.marked_packets), f"{p.queue_bytes[0]:.0f}",
+                          str(p.data.max_queue_bytes), str(p.credit.enqueued_packets), str(p.credit.dropped_packets),
+                          f"{p.queue_bytes[1]:.0f}", f"{p.mark_probability:.2f}")
+    # Not a terminal (a pipe, a log): do not squeeze the table into 80 columns.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    return 0
+
+
+def cmd_exec(args) -> int:
+    _require_root("exec")
+    run = _live_run("exec", args.run)
+    shell = run.shell_of(args.node)
     if shell is None:
-        raise SystemExit(f"ccemu exec: {live[0].run_id} has no node {args.node!r}")
+        raise SystemExit(f"ccemu exec: {run.run_id} has no node {args.node!r}")
     if not args.argv:
         raise SystemExit("ccemu exec: give a command to run")
     # mnexec -a: join the node's namespace (Mininet's own helper, as node.popen uses).

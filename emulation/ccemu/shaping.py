@@ -85,6 +85,15 @@ class PortShape:
         return round(self.link_bps * self.credit_share)
 
 
+def data_burst_bytes(shape: PortShape) -> int:
+    """Two full frames: enough for HTB to send a frame at any rate, small enough that the
+    port never bursts above the link rate by more than a frame."""
+    return 2 * (shape.frame_bytes + WIRE_OVERHEAD_BYTES)
+
+
+CREDIT_BURST_BYTES = 2 * MIN_WIRE_FRAME_BYTES  # the paper's max credit burst: 2 credits
+
+
 def _htb_class(dev: str, parent: str, classid: str, rate_bps: int, ceil_bps: int, burst: int,
                prio: int | None = None) -> str:
     prio_opt = f" prio {prio}" if prio is not None else ""
@@ -95,12 +104,9 @@ def _htb_class(dev: str, parent: str, classid: str, rate_bps: int, ceil_bps: int
 
 def htb_root(dev: str, shape: PortShape) -> tuple[list[str], str]:
     """HTB root and its one class at the link rate."""
-    # Two frames of burst: enough for HTB to send a full frame at any rate, small enough
-    # that the port never bursts above the link rate by more than one frame.
-    burst = 2 * (shape.frame_bytes + WIRE_OVERHEAD_BYTES)
     return [
         f"qdisc replace dev {dev} root handle 1: htb default 20",
-        _htb_class(dev, "1:", "1:1", shape.link_bps, shape.link_bps, burst),
+        _htb_class(dev, "1:", "1:1", shape.link_bps, shape.link_bps, data_burst_bytes(shape)),
     ], "1:1"
 
 
@@ -118,12 +124,11 @@ def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
     commands, root = htb_root(dev, shape)
     margin = FIFO_MARGIN_FRAMES * shape.frame_bytes
     if shape.credit_share:
-        credit_burst = 2 * MIN_WIRE_FRAME_BYTES  # the paper's max credit burst
-        commands.append(_htb_class(dev, root, "1:10", shape.credit_bps, shape.credit_bps, credit_burst, prio=0))
+        commands.append(_htb_class(dev, root, "1:10", shape.credit_bps, shape.credit_bps, CREDIT_BURST_BYTES,
+                                   prio=0))
         commands += fifo_leaf(dev, "1:10", "10:", shape.credit_buffer_bytes + margin, shape)
-    data_burst = 2 * (shape.frame_bytes + WIRE_OVERHEAD_BYTES)
-    commands.append(_htb_class(dev, root, "1:20", shape.link_bps - shape.credit_bps, shape.link_bps, data_burst,
-                               prio=1))
+    commands.append(_htb_class(dev, root, "1:20", shape.link_bps - shape.credit_bps, shape.link_bps,
+                               data_burst_bytes(shape), prio=1))
     commands += fifo_leaf(dev, "1:20", "20:", shape.buffer_bytes + margin, shape)
     return commands
 
@@ -134,7 +139,8 @@ def port_program_line(dev: str, shape: PortShape) -> str:
         dev, shape.link_bps // 8, shape.credit_bps // 8, shape.credit_buffer_bytes, shape.buffer_bytes,
         shape.ecn_threshold_bytes, shape.credit_mark_window, f"{CREDIT_CLASSID:x}", f"{DATA_CLASSID:x}",
         histogram_bucket_bytes(shape.credit_buffer_bytes), histogram_bucket_bytes(shape.buffer_bytes),
-        WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES,
+        WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES, CREDIT_BURST_BYTES if shape.credit_share else 0,
+        data_burst_bytes(shape),
     ))
 
 

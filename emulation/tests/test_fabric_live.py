@@ -12,7 +12,7 @@ import pytest
 
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
-from ccemu.inventory import Inventory, pids_in_namespaces, process_start_time
+from ccemu.inventory import Inventory, mounted_paths, pids_in_namespaces, process_start_time
 from ccemu.verify import check_path_symmetry, check_reachability
 
 pytestmark = pytest.mark.root
@@ -29,7 +29,7 @@ def root_interfaces() -> set[str]:
 
 
 def leftovers(state: dict) -> list[str]:
-    """What of a recorded run still exists: processes, or anything holding its namespaces."""
+    """What of a recorded run still exists: processes, anything holding its namespaces, mounts."""
     inodes = {ns["inode"] for ns in state["namespaces"]}
     found = [f"pid {pid} inside a namespace of the run" for pid in pids_in_namespaces(inodes)]
     for entry in Path("/proc").iterdir():
@@ -45,6 +45,7 @@ def leftovers(state: dict) -> list[str]:
     for record in state["processes"]:
         if process_start_time(record["pid"]) == record["start_time"]:
             found.append(f"{record['what']} (pid {record['pid']}) still running")
+    found += [f"{path} still mounted" for path in state["mounts"] if path in mounted_paths()]
     return found
 
 
@@ -160,25 +161,30 @@ def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):
         assert net.inventory.state_dir.exists()
 
 
-def test_ccemu_exec_runs_in_a_host_and_ctrl_c_on_ccemu_up_tears_everything_down(tmp_path):
+def test_ccemu_exec_and_ports_work_on_a_live_fabric_and_ctrl_c_tears_everything_down(tmp_path):
     interfaces_before = root_interfaces()
     config = tmp_path / "star.yaml"
     config.write_text("name: interrupted\ntopology: {kind: star, hosts: 3}\n")
     env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
     up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 60
-    while "is up" not in up.stdout.readline():
-        assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
-    (state_dir,) = (tmp_path / "state").iterdir()
-    state = json.loads((state_dir / "state.json").read_text())
-    ping = subprocess.run([sys.executable, "-m", "ccemu.cli", "exec", "h1", "ping", "-c", "1", "-W", "5", "10.0.0.3"],
-                          capture_output=True, text=True, env=env)
-    assert ping.returncode == 0, ping.stdout + ping.stderr
+    try:
+        deadline = time.monotonic() + 60
+        while "is up" not in up.stdout.readline():
+            assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
+        (state_dir,) = (tmp_path / "state").iterdir()
+        state = json.loads((state_dir / "state.json").read_text())
+        ping = subprocess.run([sys.executable, "-m", "ccemu.cli", "exec", "h1", "ping", "-c", "1", "-W", "5",
+                               "10.0.0.3"], capture_output=True, text=True, env=env)
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        ports = subprocess.run([sys.executable, "-m", "ccemu.cli", "ports"], capture_output=True, text=True, env=env)
+        assert ports.returncode == 0, ports.stderr
+        assert all(name in ports.stdout for name in ("h1-eth1", "s1-eth1", "s1-eth3"))
+    finally:
+        up.send_signal(signal.SIGINT)
+        status = up.wait(timeout=30)
 
-    up.send_signal(signal.SIGINT)
-
-    assert up.wait(timeout=30) == 0
+    assert status == 0
     assert leftovers(state) == []
     assert root_interfaces() == interfaces_before
     assert not state_dir.exists()

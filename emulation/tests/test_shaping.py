@@ -34,12 +34,12 @@ def test_expresspass_port_caps_credits_at_their_share_and_lets_data_borrow_the_l
 def test_port_program_line_carries_every_setting_in_the_loader_field_order():
     line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8))
     fields = line.split()
-    assert len(fields) == 13
+    assert len(fields) == 15
     name, link_Bps, credit_Bps, credit_buffer, data_buffer, k, window, credit_cls, data_cls = fields[:9]
     assert (name, link_Bps, credit_buffer, data_buffer, k, window) == ("s1-eth3", "1000000", "672", "150000", "0", "4")
     assert int(credit_Bps) == round(8e6 * 84 / 1622) // 8
     assert (credit_cls, data_cls) == ("10010", "10020")
-    assert fields[11:] == ["24", "84"]
+    assert fields[11:] == ["24", "84", "168", str(2 * 1538)]
 
 
 def test_dctcp_threshold_reaches_the_port_program():

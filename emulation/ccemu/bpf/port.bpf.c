@@ -2,9 +2,11 @@
 /* Egress port program: see port.h. Attached with clsact on every switch port and host NIC.
  *
  * Fluid model of the port (exact at every packet): the link drains R_link wire bytes/s;
- * the credit class is served first but never above R_credit; data gets the rest. A packet
- * that would overflow its class's buffer is dropped here (the HTB leaf FIFOs are sized so
- * that they never drop first); the rest is steered to its HTB class via skb->priority. */
+ * the credit class is served first but never above R_credit; data gets the rest. Like the
+ * HTB classes it models, a class that idles saves up its unused drain as tokens, up to its
+ * burst, and a packet that finds tokens leaves at once. A packet that would overflow its
+ * class's buffer is dropped here (the HTB leaf FIFOs are sized so that they never drop
+ * first); the rest is steered to its HTB class via skb->priority. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -96,7 +98,7 @@ int port_egress(struct __sk_buff *skb)
 	struct port_state *st = bpf_map_lookup_elem(&port_state, &ifindex);
 	struct port_class_stats *stats;
 	struct parsed p;
-	__u64 now, elapsed, link_mb, credit_mb, credit_drained, wire, queue, limit;
+	__u64 now, elapsed, link_mb, credit_mb, credit_drained, data_mb, data_drained, wire, queue, limit;
 	__u32 cls, bucket, random;
 	int drop = 0, mark = 0;
 
@@ -119,9 +121,16 @@ int port_egress(struct __sk_buff *skb)
 	/* milli-bytes drained in `elapsed`: credits first (capped), data gets the rest. */
 	link_mb = elapsed * cfg->link_rate_Bps / 1000000;
 	credit_mb = elapsed * cfg->credit_rate_Bps / 1000000;
-	credit_drained = min_u64(st->queue_mbytes[PORT_CLASS_CREDIT], min_u64(credit_mb, link_mb));
+	credit_mb = min_u64(credit_mb, link_mb);
+	credit_drained = min_u64(st->queue_mbytes[PORT_CLASS_CREDIT], credit_mb);
 	st->queue_mbytes[PORT_CLASS_CREDIT] -= credit_drained;
-	st->queue_mbytes[PORT_CLASS_DATA] -= min_u64(st->queue_mbytes[PORT_CLASS_DATA], link_mb - credit_drained);
+	st->tokens_mbytes[PORT_CLASS_CREDIT] = min_u64(st->tokens_mbytes[PORT_CLASS_CREDIT] + credit_mb - credit_drained,
+						       (__u64)cfg->burst_bytes[PORT_CLASS_CREDIT] * 1000);
+	data_mb = link_mb - credit_drained;
+	data_drained = min_u64(st->queue_mbytes[PORT_CLASS_DATA], data_mb);
+	st->queue_mbytes[PORT_CLASS_DATA] -= data_drained;
+	st->tokens_mbytes[PORT_CLASS_DATA] = min_u64(st->tokens_mbytes[PORT_CLASS_DATA] + data_mb - data_drained,
+						     (__u64)cfg->burst_bytes[PORT_CLASS_DATA] * 1000);
 
 	stats = &st->stats[cls & 1];
 	queue = st->queue_mbytes[cls & 1];
@@ -130,9 +139,13 @@ int port_egress(struct __sk_buff *skb)
 		drop = 1;
 		stats->dropped_packets++;
 		stats->dropped_bytes += wire;
+	} else if (st->tokens_mbytes[cls & 1] >= wire * 1000) {
+		st->tokens_mbytes[cls & 1] -= wire * 1000; /* leaves at once: the queue stays as it is */
 	} else {
 		queue += wire * 1000;
 		st->queue_mbytes[cls & 1] = queue;
+	}
+	if (!drop) {
 		stats->enqueued_packets++;
 		stats->enqueued_bytes += wire;
 		if (queue / 1000 > stats->max_queue_bytes)
@@ -163,8 +176,10 @@ int port_egress(struct __sk_buff *skb)
 		stats->marked_packets++;
 	bpf_spin_unlock(&st->lock);
 
+	/* Dropped silently, as a switch would: TC_ACT_SHOT would fail the sender's send with
+	 * ENOBUFS, and ovs-vswitchd answers that by sending the same packet again. */
 	if (drop)
-		return TC_ACT_SHOT;
+		return TC_ACT_STOLEN;
 	if (mark && (p.tos & INET_ECN_MASK) != INET_ECN_CE)
 		set_ce(skb, p.ip_offset, p.tos);
 	skb->priority = cfg->classid[cls & 1];

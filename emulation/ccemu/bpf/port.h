@@ -28,6 +28,7 @@ struct port_config {
 	__u32 hist_bucket_bytes[PORT_CLASSES]; /* width of one histogram bucket */
 	__u32 wire_overhead_bytes;  /* preamble + SFD + FCS + IFG added to skb->len */
 	__u32 min_wire_bytes;       /* a minimum frame on the wire */
+	__u32 burst_bytes[PORT_CLASSES]; /* the HTB classes' burst: what they send at once after idling */
 };
 
 struct port_class_stats {
@@ -45,6 +46,7 @@ struct port_state {
 	__u32 pad;
 	__u64 last_ns;                        /* when the fluid queues were last drained */
 	__u64 queue_mbytes[PORT_CLASSES];     /* fluid queue lengths in milli-bytes */
+	__u64 tokens_mbytes[PORT_CLASSES];    /* unused drain saved up while idle, <= burst */
 	__u32 window_credits;                 /* credits seen in the current N_cdt window */
 	__u32 window_drops;                   /* of which dropped */
 	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */

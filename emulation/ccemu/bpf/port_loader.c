@@ -24,25 +24,23 @@ static int print_layout(void)
 {
 	printf("port_config %zu\n", sizeof(struct port_config));
 	printf("port_class_stats %zu\n", sizeof(struct port_class_stats));
-	printf("port_state %zu stats@%zu queue_mbytes@%zu window_credits@%zu\n", sizeof(struct port_state),
-	       offsetof(struct port_state, stats), offsetof(struct port_state, queue_mbytes),
-	       offsetof(struct port_state, window_credits));
+	printf("port_state %zu\n", sizeof(struct port_state));
 	return 0;
 }
 
 /* ifname link_Bps credit_Bps credit_buffer data_buffer ecn_K mark_window
  * credit_classid data_classid credit_bucket_bytes data_bucket_bytes overhead min_wire
- * (written by ccemu/shaping.py port_program_line) */
+ * credit_burst data_burst (written by ccemu/shaping.py port_program_line) */
 static int parse_line(const char *line, char *ifname, struct port_config *cfg)
 {
 	unsigned long long link, credit;
 	unsigned int credit_buf, data_buf, k, window, credit_cls, data_cls, credit_bucket, data_bucket;
-	unsigned int overhead, min_wire;
+	unsigned int overhead, min_wire, credit_burst, data_burst;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u", ifname, &link, &credit, &credit_buf,
+	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u %u %u", ifname, &link, &credit, &credit_buf,
 		   &data_buf, &k, &window, &credit_cls, &data_cls, &credit_bucket, &data_bucket, &overhead,
-		   &min_wire) != 13)
+		   &min_wire, &credit_burst, &data_burst) != 15)
 		return -1;
 	cfg->link_rate_Bps = link;
 	cfg->credit_rate_Bps = credit;
@@ -56,6 +54,8 @@ static int parse_line(const char *line, char *ifname, struct port_config *cfg)
 	cfg->hist_bucket_bytes[PORT_CLASS_DATA] = data_bucket;
 	cfg->wire_overhead_bytes = overhead;
 	cfg->min_wire_bytes = min_wire;
+	cfg->burst_bytes[PORT_CLASS_CREDIT] = credit_burst;
+	cfg->burst_bytes[PORT_CLASS_DATA] = data_burst;
 	return 0;
 }
 
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 	while (fgets(line, sizeof(line), config)) {
 		lineno++;
 		if (parse_line(line, ifname, &cfg)) {
-			fprintf(stderr, "port_loader: %s line %d: expected 13 fields\n", argv[3], lineno);
+			fprintf(stderr, "port_loader: %s line %d: expected 15 fields\n", argv[3], lineno);
 			goto out;
 		}
 		if (attach(bpf_program__fd(prog), bpf_map__fd(bpf_object__find_map_by_name(obj, "port_config")),

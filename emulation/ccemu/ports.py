@@ -1,0 +1,169 @@
+"""Reading the port programs' maps of a live run: per-port counters, fluid queue lengths
+and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system call
+(no process per read). Layouts mirror bpf/port.h; a test checks them against the loader's
+`--layout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .shaping import HISTOGRAM_BUCKETS
+
+CLASS_STATS = struct.Struct(f"<6Q{HISTOGRAM_BUCKETS}Q")
+PORT_STATE = struct.Struct("<IIQ2Q2QIIII")  # followed by two CLASS_STATS (data, credit)
+PORT_STATE_SIZE = PORT_STATE.size + 2 * CLASS_STATS.size
+PORT_CONFIG = struct.Struct("<QQ2III2I2III2I")
+KEY = struct.Struct("<I")
+
+_BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
+_BPF_MAP_LOOKUP_ELEM, _BPF_OBJ_GET = 1, 7
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _ObjGetAttr(ctypes.Structure):
+    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32), ("file_flags", ctypes.c_uint32)]
+
+
+class _MapElemAttr(ctypes.Structure):
+    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
+                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+
+
+def _bpf(cmd: int, attr: ctypes.Structure) -> int:
+    result = _libc.syscall(_BPF_SYSCALL[platform.machine()], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return result
+
+
+class PinnedMap:
+    """A BPF map pinned on a bpffs, looked up by key."""
+
+    def __init__(self, path: Path, value_size: int):
+        path_bytes = ctypes.create_string_buffer(str(path).encode())
+        try:
+            self.fd = _bpf(_BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(path_bytes)))
+        except OSError as exc:
+            raise OSError(exc.errno, f"opening pinned map {path}: {exc.strerror}") from None
+        self.value = ctypes.create_string_buffer(value_size)
+
+    def lookup(self, key: int) -> bytes | None:
+        key_buf = ctypes.create_string_buffer(KEY.pack(key))
+        attr = _MapElemAttr(map_fd=self.fd, key=ctypes.addressof(key_buf), value=ctypes.addressof(self.value))
+        try:
+            _bpf(_BPF_MAP_LOOKUP_ELEM, attr)
+        except FileNotFoundError:
+            return None
+        return self.value.raw
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@dataclass(frozen=True)
+class ClassStats:
+    enqueued_packets: int
+    enqueued_bytes: int
+    dropped_packets: int
+    dropped_bytes: int
+    marked_packets: int
+    max_queue_bytes: int
+    histogram: tuple[int, ...]  # enqueues by queue length after them, bucket_bytes wide
+    bucket_bytes: int
+
+    @classmethod
+    def unpack(cls, raw: bytes, bucket_bytes: int) -> "ClassStats":
+        values = CLASS_STATS.unpack(raw)
+        return cls(*values[:6], histogram=tuple(values[6:]), bucket_bytes=bucket_bytes)
+
+
+@dataclass(frozen=True)
+class PortConfig:
+    link_rate_Bps: int
+    credit_rate_Bps: int
+    buffer_bytes: tuple[int, int]  # data, credit
+    ecn_threshold_bytes: int
+    credit_mark_window: int
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> tuple["PortConfig", tuple[int, int]]:
+        # Per-class arrays are indexed [data, credit] (PORT_CLASS_DATA = 0).
+        (link, credit, data_buffer, credit_buffer, k, window, _data_cls, _credit_cls,
+         data_bucket, credit_bucket, _overhead, _min_wire, _data_burst, _credit_burst) = PORT_CONFIG.unpack(raw)
+        return cls(link, credit, (data_buffer, credit_buffer), k, window), (data_bucket, credit_bucket)
+
+
+@dataclass(frozen=True)
+class PortStats:
+    node: str
+    port: str
+    ifindex: int
+    config: PortConfig
+    queue_bytes: tuple[float, float]  # fluid queues (data, credit) drained to the time of reading
+    mark_probability: float  # SprayPass Pd in force
+    unparsed_packets: int
+    data: ClassStats
+    credit: ClassStats
+
+
+def drain(queues_mbytes: tuple[int, int], elapsed_ns: int, config: PortConfig) -> tuple[float, float]:
+    """The fluid model of bpf/port.bpf.c: credits drain first (capped), data gets the rest.
+    Returns (data, credit) in bytes."""
+    data, credit = queues_mbytes
+    link = elapsed_ns * config.link_rate_Bps / 1e6
+    credit_drained = min(credit, elapsed_ns * config.credit_rate_Bps / 1e6, link)
+    return max(0.0, data - (link - credit_drained)) / 1000, (credit - credit_drained) / 1000
+
+
+class PortMaps:
+    """The port maps of every namespace of one run (keeps them open between reads)."""
+
+    def __init__(self, state_dir: Path):
+        self.index: dict[str, dict[str, int]] = json.loads((state_dir / "ports.json").read_text())
+        bpffs = state_dir.resolve() / "bpffs"
+        self.maps = {
+            node: (PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size),
+                   PinnedMap(bpffs / node / "port_state", PORT_STATE_SIZE))
+            for node in self.index
+        }
+
+    def read(self) -> list[PortStats]:
+        result = []
+        for node, ports in self.index.items():
+            config_map, state_map = self.maps[node]
+            for port, ifindex in ports.items():
+                raw_config, raw_state = config_map.lookup(ifindex), state_map.lookup(ifindex)
+                now = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
+                if raw_config is None or raw_state is None:
+                    continue
+                config, buckets = PortConfig.unpack(raw_config)
+                _lock, _pad, last_ns, data_q, credit_q, _data_tokens, _credit_tokens, _win, _drops, pd_ppm, \
+                    unparsed = PORT_STATE.unpack_from(raw_state)
+                stats = [ClassStats.unpack(raw_state[PORT_STATE.size + i * CLASS_STATS.size:]
+                                           [:CLASS_STATS.size], buckets[i]) for i in (0, 1)]
+                result.append(PortStats(
+                    node=node, port=port, ifindex=ifindex, config=config,
+                    queue_bytes=drain((data_q, credit_q), max(0, now - last_ns), config),
+                    mark_probability=pd_ppm / 1e6, unparsed_packets=unparsed, data=stats[0], credit=stats[1],
+                ))
+        return result
+
+    def close(self) -> None:
+        for config_map, state_map in self.maps.values():
+            config_map.close()
+            state_map.close()
+
+    def __enter__(self) -> "PortMaps":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
