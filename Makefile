@@ -56,6 +56,7 @@ test: setup
 bench: setup
 	$(PYTHON) emulation/benchmarks/bringup.py
 	$(PYTHON) emulation/benchmarks/capacity.py
+	$(PYTHON) emulation/benchmarks/ports.py
 
 # Removes what killed runs left behind (by their recorded inventory).
 clean: setup

@@ -65,10 +65,10 @@ def test_defaults_fill_every_optional_section():
     assert parsed.topology.hosts == 4 and parsed.link.mtu == 1500 and parsed.fabric.ovs_instances == "auto"
 
 
-def test_auto_ovs_instances_is_one_per_cpu_and_ten_switches_but_never_more_than_switches(monkeypatch):
+def test_auto_ovs_instances_is_one_per_cpu_and_five_switches_but_never_more_than_switches(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     fabric = parse_config(config(), kernel=NO_NETEM).fabric
-    assert [fabric.instance_count(n) for n in (1, 20, 45, 80)] == [1, 2, 5, 8]
+    assert [fabric.instance_count(n) for n in (1, 2, 6, 20, 45, 80)] == [1, 2, 2, 4, 9, 16]
     assert parse_config(config(fabric={"ovs_instances": 3}), kernel=NO_NETEM).fabric.instance_count(20) == 3
 
 
