@@ -2,8 +2,8 @@
 
 1. Fluid queue vs real backlog: two senders overload a 10 Mbit/s star port by 20 %; the
    port program's fluid queue of s1 -> h3 (read from its map, drained to the moment of
-   reading) is compared with the real backlog of the port's data FIFO (`tc -s qdisc`,
-   counted in wire bytes) every 30 ms.
+   reading) is compared with the real backlog of the port's data FIFO (netlink, counted in
+   wire bytes) every 20 ms.
 2. Cost of the program per packet: kernel.bpf_stats_enabled is switched on for the run
    (and restored), then run time / run count of every loaded port program.
 
@@ -23,6 +23,9 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
+from pyroute2 import IPRoute
+from pyroute2.netns import popns, pushns
+
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
 from ccemu.ports import PortMaps
@@ -31,10 +34,22 @@ DATA_WIRE_BYTES = 1000 + 8 + 20 + 14 + 24
 BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 
-def tc_backlog_wire_bytes(namespace, dev: str) -> int:
-    block = namespace.cmd(f"tc -s qdisc show dev {dev}").split("qdisc bfifo 20:")[1]
-    size, packets = re.search(r"backlog (\d+)b (\d+)p", block).groups()
-    return int(size) + 24 * int(packets)
+def netlink_in(namespace) -> IPRoute:
+    """A netlink socket of `namespace` (a socket stays in the namespace it was made in)."""
+    pushns(f"/proc/{namespace.pid}/ns/net")
+    try:
+        return IPRoute()
+    finally:
+        popns()
+
+
+def data_fifo_backlog_wire_bytes(netlink: IPRoute, ifindex: int) -> int:
+    """Backlog of the port's data FIFO (qdisc 20:) as the wire counts it."""
+    for qdisc in netlink.get_qdiscs(index=ifindex):
+        if qdisc["handle"] == 0x200000:
+            queue = qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")
+            return queue["backlog"] + 24 * queue["qlen"]
+    raise RuntimeError(f"no data FIFO on ifindex {ifindex}")
 
 
 def udpgen(net, host, *args):
@@ -69,12 +84,19 @@ def main() -> None:
                               "--seconds", "5") for h in ("h1", "h2")]
             time.sleep(1.0)
             differences = []
+            netlink = netlink_in(namespace)
+            ifindex = net.port_index[namespace.name][egress]
             with PortMaps(net.inventory.state_dir) as maps:
-                for _ in range(100):
-                    real = tc_backlog_wire_bytes(namespace, egress)
-                    (fluid,) = [p.queue_bytes[0] for p in maps.read() if p.port == egress]
-                    differences.append(fluid - real)
-                    time.sleep(0.03)
+                def fluid() -> float:
+                    (queue,) = [p.queue_bytes[0] for p in maps.read() if p.port == egress]
+                    return queue
+                for _ in range(200):
+                    # The real backlog is read between two reads of the fluid queue.
+                    before = fluid()
+                    real = data_fifo_backlog_wire_bytes(netlink, ifindex)
+                    differences.append((before + fluid()) / 2 - real)
+                    time.sleep(0.02)
+            netlink.close()
             for proc in senders + [receiver]:
                 proc.communicate(timeout=30)
             runs, run_ns = port_program_cost()
