@@ -124,25 +124,38 @@ def test_normal_teardown_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
-    interfaces_before = root_interfaces()
-    config = tmp_path / "k4.yaml"
-    config.write_text("name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
+def ccemu(env, *args):
+    return subprocess.run([sys.executable, "-m", "ccemu.cli", *args], capture_output=True, text=True, env=env)
+
+
+def start_ccemu_up(tmp_path, config_yaml: str):
+    """`ccemu up --no-cli` in its own process, once its fabric is up: (process, env, state dir,
+    recorded state). The caller stops the process."""
+    config = tmp_path / "fabric.yaml"
+    config.write_text(config_yaml)
     env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
     up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while "is up" not in up.stdout.readline():
+        if up.poll() is not None or time.monotonic() > deadline:
+            up.kill()
+            pytest.fail(f"ccemu up did not come up: {up.stderr.read()}")
+    (state_dir,) = (tmp_path / "state").iterdir()
+    return up, env, state_dir, json.loads((state_dir / "state.json").read_text())
+
+
+def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
+    interfaces_before = root_interfaces()
+    up, env, state_dir, state = start_ccemu_up(
+        tmp_path, "name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
     try:
-        deadline = time.monotonic() + 60
-        while "is up" not in up.stdout.readline():
-            assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
-        (state_dir,) = (tmp_path / "state").iterdir()
-        state = json.loads((state_dir / "state.json").read_text())
         assert leftovers(state), "the running fabric should be visible to the leak check"
     finally:
         up.send_signal(signal.SIGKILL)
         up.wait()
 
-    clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True, env=env)
+    clean = ccemu(env, "clean")
 
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "killed-" in clean.stdout
@@ -155,29 +168,18 @@ def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
 def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):
     net = FabricNet(fabric_config({"kind": "star", "hosts": 2}), state_root=tmp_path)
     with net:
-        env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path)}
-        clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True, env=env)
+        clean = ccemu({**os.environ, "CCEMU_STATE_ROOT": str(tmp_path)}, "clean")
         assert "still running" in clean.stdout
         assert net.inventory.state_dir.exists()
 
 
 def test_ccemu_exec_and_ports_work_on_a_live_fabric_and_ctrl_c_tears_everything_down(tmp_path):
     interfaces_before = root_interfaces()
-    config = tmp_path / "star.yaml"
-    config.write_text("name: interrupted\ntopology: {kind: star, hosts: 3}\n")
-    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
-    up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    up, env, state_dir, state = start_ccemu_up(tmp_path, "name: interrupted\ntopology: {kind: star, hosts: 3}\n")
     try:
-        deadline = time.monotonic() + 60
-        while "is up" not in up.stdout.readline():
-            assert up.poll() is None and time.monotonic() < deadline, up.stderr.read()
-        (state_dir,) = (tmp_path / "state").iterdir()
-        state = json.loads((state_dir / "state.json").read_text())
-        ping = subprocess.run([sys.executable, "-m", "ccemu.cli", "exec", "h1", "ping", "-c", "1", "-W", "5",
-                               "10.0.0.3"], capture_output=True, text=True, env=env)
+        ping = ccemu(env, "exec", "h1", "ping", "-c", "1", "-W", "5", "10.0.0.3")
         assert ping.returncode == 0, ping.stdout + ping.stderr
-        ports = subprocess.run([sys.executable, "-m", "ccemu.cli", "ports"], capture_output=True, text=True, env=env)
+        ports = ccemu(env, "ports")
         assert ports.returncode == 0, ports.stderr
         assert all(name in ports.stdout for name in ("h1-eth1", "s1-eth1", "s1-eth3"))
     finally:
