@@ -66,7 +66,18 @@ def idle_rtt_ms(net: FabricNet, src: str, dst: str, count: int = 20) -> float:
     return statistics.median(rtts) if rtts else float("nan")
 
 
-def run_once(rate_mbps: float, instances: int, seconds: float, ovs_options: list[str], pin_cpus: bool) -> dict:
+def detach_port_programs(net: FabricNet) -> None:
+    """Take the port program off every port (HTB then classifies everything as data)."""
+    for node_name, ports in net.port_index.items():
+        node = next(n for n in net.hosts + [i.namespace for i in net.instances] if n.name == node_name)
+        node.cmd("; ".join(f"tc filter del dev {port} egress" for port in ports))
+        left = [port for port in ports if node.cmd(f"tc filter show dev {port} egress").strip()]
+        if left:
+            raise RuntimeError(f"port programs still attached in {node_name}: {left}")
+
+
+def run_once(rate_mbps: float, instances: int, seconds: float, ovs_options: list[str], pin_cpus: bool,
+             port_programs: bool = True) -> dict:
     config = parse_config({"name": "capacity", "topology": {"kind": "fattree", "k": 4},
                            "link": {"rate_mbps": rate_mbps}, "fabric": {"ovs_instances": instances}})
     with FabricNet(config) as net:
@@ -77,6 +88,8 @@ def run_once(rate_mbps: float, instances: int, seconds: float, ovs_options: list
                 cpu = instance.index % os.cpu_count()
                 for daemon in instance.daemons:
                     os.sched_setaffinity(daemon.pid, {cpu})
+        if not port_programs:
+            detach_port_programs(net)
         rtt = idle_rtt_ms(net, "h1", "h16")
         cports = disjoint_client_ports(net)
         servers = [net[dst].popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]) for _, dst in PAIRS]
@@ -117,6 +130,8 @@ def main() -> None:
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--pin-cpus", action="store_true", help="pin OVS instance i's daemons to CPU i mod CPUs")
+    parser.add_argument("--compare-port-programs", action="store_true",
+                        help="run every case twice: with the port programs and with them detached")
     parser.add_argument("--ovs-option", action="append", default=[], metavar="KEY=VALUE",
                         help="set Open_vSwitch other_config:KEY=VALUE on every instance (to try tunings)")
     args = parser.parse_args()
@@ -124,16 +139,18 @@ def main() -> None:
     print(f"k=4 fat-tree, 8 cross-pod iperf3 TCP pairs on disjoint paths, {args.seconds:g} s each; "
           f"ratio = goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}); OVS options: {args.ovs_option or 'none'}"
           f"{'; OVS instances pinned to CPUs' if args.pin_cpus else ''}")
-    header = (f"{'OVS inst':>8} {'rate Mb/s':>9} {'min':>6} {'median':>6} {'max':>6} {'aggr Mb/s':>9} "
-              f"{'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11}  per-pair ratios")
+    header = (f"{'OVS inst':>8} {'programs':>8} {'rate Mb/s':>9} {'min':>6} {'median':>6} {'max':>6} "
+              f"{'aggr Mb/s':>9} {'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11}  per-pair ratios")
     print(header)
     for instances in args.instances:
         for rate in args.rates:
-            r = run_once(rate, instances, args.seconds, args.ovs_option, args.pin_cpus)
-            ratios = r["ratios"]
-            print(f"{instances:>8} {rate:>9g} {min(ratios):>6.3f} {statistics.median(ratios):>6.3f} "
-                  f"{max(ratios):>6.3f} {r['aggregate_mbps']:>9.1f} {r['ovs_cpu']:>7.0%} {r['steal']:>6.1%} "
-                  f"{r['idle_rtt_ms']:>11.2f}  " + " ".join(f"{x:.2f}" for x in ratios), flush=True)
+            for programs in (True, False) if args.compare_port_programs else (True,):
+                r = run_once(rate, instances, args.seconds, args.ovs_option, args.pin_cpus, programs)
+                ratios = r["ratios"]
+                print(f"{instances:>8} {'on' if programs else 'off':>8} {rate:>9g} {min(ratios):>6.3f} "
+                      f"{statistics.median(ratios):>6.3f} "
+                      f"{max(ratios):>6.3f} {r['aggregate_mbps']:>9.1f} {r['ovs_cpu']:>7.0%} {r['steal']:>6.1%} "
+                      f"{r['idle_rtt_ms']:>11.2f}  " + " ".join(f"{x:.2f}" for x in ratios), flush=True)
 
 
 if __name__ == "__main__":
