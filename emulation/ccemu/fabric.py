@@ -33,12 +33,11 @@ from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
 from .routing import Routing
-from .port_program import PortProgram, parse_attached
+from .port_program import PORT_INDEX_FILE, PortProgram, parse_attached
 from .shaping import PortShape, port_qdiscs
 from .topology import HOST_PREFIX_LEN, Topology
 
 OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
-PORT_INDEX_FILE = "ports.json"  # node -> port name -> ifindex, for readers of the port maps
 
 
 class FabricError(RuntimeError):

@@ -17,6 +17,7 @@ from .shaping import PortShape, port_program_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))
+PORT_INDEX_FILE = "ports.json"  # in the run's state dir: node -> port name -> ifindex
 
 
 class PortProgramMissing(RuntimeError):

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .port_program import PORT_INDEX_FILE
 from .shaping import HISTOGRAM_BUCKETS
 
 CLASS_STATS = struct.Struct(f"<6Q{HISTOGRAM_BUCKETS}Q")
@@ -128,7 +129,7 @@ class PortMaps:
     """The port maps of every namespace of one run (keeps them open between reads)."""
 
     def __init__(self, state_dir: Path):
-        self.index: dict[str, dict[str, int]] = json.loads((state_dir / "ports.json").read_text())
+        self.index: dict[str, dict[str, int]] = json.loads((state_dir / PORT_INDEX_FILE).read_text())
         bpffs = state_dir.resolve() / "bpffs"
         self.maps = {
             node: (PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size),
