@@ -23,33 +23,12 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
-from pyroute2 import IPRoute
-from pyroute2.netns import popns, pushns
-
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
-from ccemu.ports import PortMaps
+from ccemu.ports import PortMaps, fluid_minus_real
 
 DATA_WIRE_BYTES = 1000 + 8 + 20 + 14 + 24
 BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
-
-
-def netlink_in(namespace) -> IPRoute:
-    """A netlink socket of `namespace` (a socket stays in the namespace it was made in)."""
-    pushns(f"/proc/{namespace.pid}/ns/net")
-    try:
-        return IPRoute()
-    finally:
-        popns()
-
-
-def data_fifo_backlog_wire_bytes(netlink: IPRoute, ifindex: int) -> int:
-    """Backlog of the port's data FIFO (qdisc 20:) as the wire counts it."""
-    for qdisc in netlink.get_qdiscs(index=ifindex):
-        if qdisc["handle"] == 0x200000:
-            queue = qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")
-            return queue["backlog"] + 24 * queue["qlen"]
-    raise RuntimeError(f"no data FIFO on ifindex {ifindex}")
 
 
 def udpgen(net, host, *args):
@@ -67,7 +46,7 @@ def port_program_cost() -> tuple[int, int]:
 
 def main() -> None:
     setLogLevel("warning")
-    rate_mbps = 10
+    rate_mbps = float(sys.argv[1]) if len(sys.argv) > 1 else 10
     line_pps = rate_mbps * 1e6 / 8 / DATA_WIRE_BYTES
     config = parse_config({"name": "ports-bench", "topology": {"kind": "star", "hosts": 3},
                            "link": {"rate_mbps": rate_mbps}, "port": {"profile": "droptail", "buffer_bytes": 60000}})
@@ -83,20 +62,8 @@ def main() -> None:
             senders = [udpgen(net, h, "send", "--dst", net["h3"].IP(), "--rate-pps", str(0.6 * line_pps),
                               "--seconds", "5") for h in ("h1", "h2")]
             time.sleep(1.0)
-            differences = []
-            netlink = netlink_in(namespace)
-            ifindex = net.port_index[namespace.name][egress]
             with PortMaps(net.inventory.state_dir) as maps:
-                def fluid() -> float:
-                    (queue,) = [p.queue_bytes[0] for p in maps.read() if p.port == egress]
-                    return queue
-                for _ in range(200):
-                    # The real backlog is read between two reads of the fluid queue.
-                    before = fluid()
-                    real = data_fifo_backlog_wire_bytes(netlink, ifindex)
-                    differences.append((before + fluid()) / 2 - real)
-                    time.sleep(0.02)
-            netlink.close()
+                differences = fluid_minus_real(maps, namespace.name, egress, namespace.pid, 200, 0.02)
             for proc in senders + [receiver]:
                 proc.communicate(timeout=30)
             runs, run_ns = port_program_cost()

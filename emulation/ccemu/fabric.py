@@ -38,6 +38,9 @@ from .shaping import PortShape, port_qdiscs
 from .topology import HOST_PREFIX_LEN, Topology
 
 OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
+# ovs-vswitchd's receive socket per port: room for bursts while its one thread is busy
+# (see OvsInstance.enlarge_packet_socket_buffers); memory is charged only while packets wait.
+RECEIVE_BUFFER_BYTES = 8 << 20
 
 
 class FabricError(RuntimeError):
@@ -288,6 +291,13 @@ class FabricNet(Mininet):
             for switch in self.switches
         ], "installing flows")
         self.timings.mark("flow tables")
+        shape = PortShape.of(self.config)
+        for instance in self.instances:
+            switches = [s for s in self.switches if s.instance is instance]
+            ports = sum(len(s.intfs) for s in switches)
+            instance.enlarge_packet_socket_buffers(switches[0].name, ports * shape.queued_memory_bytes,
+                                                   RECEIVE_BUFFER_BYTES)
+        self.timings.mark("ovs socket buffers")
 
     # Teardown --------------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ thread: the userspace datapath polls non-DPDK ports from ovs-vswitchd's main thr
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
+import socket
 import subprocess
 from pathlib import Path
 
@@ -109,6 +112,47 @@ class OvsInstance:
                 return 0  # OVS omits registers that are zero
         raise OvsError(f"ofproto/trace of {bridge} gave no final flow: {out.strip()[:200]}")
 
+    def enlarge_packet_socket_buffers(self, bridge: str, send_bytes: int, receive_bytes: int) -> int:
+        """Give ovs-vswitchd's packet sockets room for everything its ports can queue;
+        returns how many sockets were set.
+
+        ovs-vswitchd receives through one AF_PACKET socket per port but transmits through a
+        single one shared by all its ports, created at its first transmission, and every
+        packet waiting in any port's qdisc is charged to that socket. With the default
+        208 KB an instance holds only ~90 full frames in all its queues before sendmmsg()
+        fails with EAGAIN and OVS silently drops what it was sending, credits included. The
+        namespace's net.core.wmem_default is read-only, so the sockets themselves are
+        changed: OVS is made to transmit once (a frame of an unused ethertype that every
+        switch and host drops), pidfd_getfd() lends us each descriptor, and SO_*BUFFORCE
+        applies to the socket ovs-vswitchd shares with us."""
+        _run(["ovs-ofctl", "packet-out", self.management_socket(bridge), "NONE", "output:1", PRIMING_FRAME])
+        vswitchd = self.daemons[-1].pid
+        packet_inodes = {
+            line.split()[-1] for line in Path(f"/proc/{vswitchd}/net/packet").read_text().splitlines()[1:]
+        }
+        pidfd = os.pidfd_open(vswitchd)
+        count = 0
+        try:
+            for fd_path in Path(f"/proc/{vswitchd}/fd").iterdir():
+                try:
+                    target = os.readlink(fd_path)
+                except FileNotFoundError:
+                    continue
+                if not (target.startswith("socket:[") and target[8:-1] in packet_inodes):
+                    continue
+                borrowed = _pidfd_getfd(pidfd, int(fd_path.name))
+                try:
+                    sock = socket.socket(fileno=borrowed)
+                    sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, send_bytes)
+                    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, receive_bytes)
+                    sock.detach()
+                finally:
+                    os.close(borrowed)
+                count += 1
+        finally:
+            os.close(pidfd)
+        return count
+
     def kill(self) -> None:
         """Kill the daemons without waiting (see wait()). No graceful exit: ovs-vswitchd
         would remove its ports one by one, which the namespace's removal does in one batch,
@@ -123,6 +167,21 @@ class OvsInstance:
         here), so instances are killed together and waited for together."""
         for proc in self.daemons:
             proc.wait()
+
+
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+# Broadcast, from a locally administered address, ethertype 0x88b5 (IEEE local experimental).
+PRIMING_FRAME = "ffffffffffff" "020000000000" "88b5" + "00" * 46
+_SYS_PIDFD_GETFD = {"x86_64": 438, "aarch64": 438}
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _pidfd_getfd(pidfd: int, fd: int) -> int:
+    result = _libc.syscall(_SYS_PIDFD_GETFD[platform.machine()], pidfd, fd, 0)
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"pidfd_getfd({fd}): {os.strerror(errno)}")
+    return result
 
 
 def parse_port_stats(dump_ports_output: str) -> dict[int, tuple[int, int]]:

@@ -15,8 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyroute2 import IPRoute
+from pyroute2.netns import popns, pushns
+
 from .port_program import PORT_INDEX_FILE
-from .shaping import HISTOGRAM_BUCKETS
+from .shaping import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
+
+DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
 
 CLASS_STATS = struct.Struct(f"<6Q{HISTOGRAM_BUCKETS}Q")
 PORT_STATE = struct.Struct("<IIQ2Q2QIIII")  # followed by two CLASS_STATS (data, credit)
@@ -168,3 +173,45 @@ class PortMaps:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def netlink_of(pid: int) -> IPRoute:
+    """A netlink socket in the network namespace of `pid` (a socket stays in the namespace
+    it was made in, so no process is needed to talk to it)."""
+    pushns(f"/proc/{pid}/ns/net")
+    try:
+        return IPRoute()
+    finally:
+        popns()
+
+
+def data_fifo_backlog_wire_bytes(netlink: IPRoute, ifindex: int) -> int:
+    """Real backlog of a port's data FIFO, counted as the wire counts it."""
+    for qdisc in netlink.get_qdiscs(index=ifindex):
+        if qdisc["handle"] == DATA_FIFO_HANDLE:
+            queue = qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")
+            return queue["backlog"] + WIRE_OVERHEAD_BYTES * queue["qlen"]
+    raise LookupError(f"no data FIFO (qdisc 20:) on ifindex {ifindex}")
+
+
+def fluid_minus_real(maps: PortMaps, node: str, port: str, namespace_pid: int, samples: int,
+                     interval_s: float) -> list[float]:
+    """Samples of (fluid data queue - real data FIFO backlog) of one port, in bytes. The real
+    backlog is read between two reads of the fluid queue, and compared with their mean."""
+    ifindex = maps.index[node][port]
+    netlink = netlink_of(namespace_pid)
+
+    def fluid() -> float:
+        (queue,) = [p.queue_bytes[0] for p in maps.read() if (p.node, p.port) == (node, port)]
+        return queue
+
+    differences = []
+    try:
+        for _ in range(samples):
+            before = fluid()
+            real = data_fifo_backlog_wire_bytes(netlink, ifindex)
+            differences.append((before + fluid()) / 2 - real)
+            time.sleep(interval_s)
+    finally:
+        netlink.close()
+    return differences

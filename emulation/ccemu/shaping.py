@@ -73,6 +73,12 @@ class PortShape:
         )
 
     @property
+    def queued_memory_bytes(self) -> int:
+        """Kernel memory a full port can hold: each queued packet is charged its skb
+        truesize, up to ~4x its wire size for full frames and ~12x for 84-byte credits."""
+        return 4 * (self.buffer_bytes + FIFO_MARGIN_FRAMES * self.frame_bytes) + 12 * self.credit_buffer_bytes
+
+    @property
     def frame_bytes(self) -> int:
         return self.mtu + ETHERNET_HEADER_BYTES
 

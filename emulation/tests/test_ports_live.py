@@ -10,7 +10,7 @@ import pytest
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
 from ccemu.port_program import PortProgram
-from ccemu.ports import CLASS_STATS, PORT_CONFIG, PORT_STATE_SIZE, PortMaps
+from ccemu.ports import CLASS_STATS, PORT_CONFIG, PORT_STATE_SIZE, PortMaps, fluid_minus_real
 
 DATA_PAYLOAD = 1000
 DATA_WIRE_BYTES = DATA_PAYLOAD + 8 + 20 + 14 + 24  # UDP + IP + Ethernet + wire overhead
@@ -31,9 +31,10 @@ def star(tmp_path, hosts, rate_mbps, port):
     return FabricNet(config, state_root=tmp_path)
 
 
-def start_receiver(net, host, seconds):
+def start_receiver(net, host, seconds, *flags):
     proc = net[host].popen([sys.executable, "-m", "ccemu.udpgen", "recv", "--bind", net[host].IP(),
-                            "--seconds", str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            "--seconds", str(seconds), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
     time.sleep(0.3)
     return proc
 
@@ -122,3 +123,48 @@ def test_dctcp_marks_ect_packets_above_k_only_and_drops_at_the_buffer(tmp_path):
     assert after.data.max_queue_bytes <= buffer
     top_bucket = max(i for i, count in enumerate(after.data.histogram) if count)
     assert top_bucket * after.data.bucket_bytes <= buffer
+
+
+def rate_pps(received):
+    return (received["packets"] - 1) / (received["last"] - received["first"])
+
+
+@pytest.mark.root
+def test_credits_keep_their_share_of_a_busy_port_and_data_gets_the_rest(tmp_path):
+    rate_mbps = 10
+    share = 84 / 1622
+    credit_pps = rate_mbps * 1e6 * share / 8 / CREDIT_WIRE_BYTES
+    data_pps = rate_mbps * 1e6 * (1 - share) / 8 / DATA_WIRE_BYTES
+    with star(tmp_path, 3, rate_mbps, {"profile": "expresspass"}) as net:
+        credits_in = start_receiver(net, "h3", 6)
+        data_in = start_receiver(net, "h3", 6, "--port", "45057")
+        senders = [start_sender(net, "h1", "h3", 2 * credit_pps, 4, "--credit"),
+                   start_sender(net, "h2", "h3", 1.2 * rate_mbps * 1e6 / 8 / DATA_WIRE_BYTES, 4,
+                                "--port", "45057", "--sport", "45057")]
+        for s in senders:
+            result(s)
+        credits, data = result(credits_in), result(data_in)
+
+    assert rate_pps(credits) == pytest.approx(credit_pps, rel=0.03)
+    assert rate_pps(data) == pytest.approx(data_pps, rel=0.03)
+
+
+@pytest.mark.root
+def test_fluid_queue_tracks_the_real_fifo_backlog_under_overload(tmp_path):
+    """benchmarks/ports.py reports the exact figures (mean |diff| 0.6-1.4 KB at 5 Mbit/s);
+    this guards the model with a margin of two frames for this noisy, shared machine."""
+    rate_mbps = 5
+    line_pps = rate_mbps * 1e6 / 8 / DATA_WIRE_BYTES
+    with star(tmp_path, 3, rate_mbps, {"profile": "droptail", "buffer_bytes": 60_000}) as net:
+        egress = net.switches[0].intfs[3].name
+        namespace = net.instances[0].namespace
+        receiver = start_receiver(net, "h3", 7)
+        senders = [start_sender(net, h, "h3", 0.6 * line_pps, 5) for h in ("h1", "h2")]
+        time.sleep(1.0)
+        with PortMaps(net.inventory.state_dir) as maps:
+            differences = fluid_minus_real(maps, namespace.name, egress, namespace.pid, 150, 0.02)
+        for s in senders:
+            result(s)
+        result(receiver)
+    mean_abs = sum(abs(d) for d in differences) / len(differences)
+    assert mean_abs <= 2 * 1538, f"mean |fluid - real| {mean_abs:.0f} B"
