@@ -23,7 +23,7 @@ from .shaping import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
 
-CLASS_STATS = struct.Struct(f"<6Q{HISTOGRAM_BUCKETS}Q")
+CLASS_STATS = struct.Struct(f"<7Q{HISTOGRAM_BUCKETS}Q")
 PORT_STATE = struct.Struct("<IIQ2Q2QIIII")  # followed by two CLASS_STATS (data, credit)
 PORT_STATE_SIZE = PORT_STATE.size + 2 * CLASS_STATS.size
 PORT_CONFIG = struct.Struct("<QQ2III2I2III2I")
@@ -82,6 +82,7 @@ class ClassStats:
     dropped_packets: int
     dropped_bytes: int
     marked_packets: int
+    marked_bytes: int
     max_queue_bytes: int
     histogram: tuple[int, ...]  # enqueues by queue length after them, bucket_bytes wide
     bucket_bytes: int
@@ -89,7 +90,7 @@ class ClassStats:
     @classmethod
     def unpack(cls, raw: bytes, bucket_bytes: int) -> "ClassStats":
         values = CLASS_STATS.unpack(raw)
-        return cls(*values[:6], histogram=tuple(values[6:]), bucket_bytes=bucket_bytes)
+        return cls(*values[:7], histogram=tuple(values[7:]), bucket_bytes=bucket_bytes)
 
 
 @dataclass(frozen=True)

@@ -172,8 +172,10 @@ int port_egress(struct __sk_buff *skb)
 		/* DCTCP: ECN-capable packets that find the queue above K are marked. */
 		mark = !drop && (p.tos & INET_ECN_MASK) && queue / 1000 > cfg->ecn_threshold_bytes;
 	}
-	if (mark)
+	if (mark) {
 		stats->marked_packets++;
+		stats->marked_bytes += wire;
+	}
 	bpf_spin_unlock(&st->lock);
 
 	/* Dropped silently, as a switch would: TC_ACT_SHOT would fail the sender's send with

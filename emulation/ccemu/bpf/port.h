@@ -37,6 +37,7 @@ struct port_class_stats {
 	__u64 dropped_packets;
 	__u64 dropped_bytes;
 	__u64 marked_packets;
+	__u64 marked_bytes;
 	__u64 max_queue_bytes;
 	__u64 queue_histogram[PORT_HIST_BUCKETS]; /* one count per enqueue, by queue length after it */
 };
