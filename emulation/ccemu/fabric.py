@@ -207,6 +207,9 @@ class FabricNet(Mininet):
         names = self.fabric_topo.switch_names
         return self.instances[names.index(switch) * len(self.instances) // len(names)]
 
+    def switches_of(self, instance: OvsInstance) -> list[FabricSwitch]:
+        return [switch for switch in self.switches if switch.instance is instance]
+
     def _add_switches_and_links(self):
         for spec in self.fabric_topo.switches:
             self.addSwitch(spec.name, instance=self.instance_of(spec.name), dpid=f"{spec.dpid:016x}")
@@ -254,8 +257,7 @@ class FabricNet(Mininet):
                 *ports_script(spec.name, [intf.name]),
             ])
         for instance in self.instances:
-            ports = [intf.name for switch in self.switches if switch.instance is instance
-                     for intf in switch.intfList()]
+            ports = [intf.name for switch in self.switches_of(instance) for intf in switch.intfList()]
             if ports:
                 ip_batch = [f"link set {port} up" for port in ports]
                 scripts[instance.namespace] = " && ".join([
@@ -273,9 +275,7 @@ class FabricNet(Mininet):
             # QoS "linux-noop": OVS leaves the ports' qdiscs alone. Without it, OVS deletes
             # the root qdisc of every port it adds, and again at every reconfiguration.
             args: list[str] = ["--", "--id=@noop", "create", "QoS", "type=linux-noop"]
-            for switch in self.switches:
-                if switch.instance is not instance:
-                    continue
+            for switch in self.switches_of(instance):
                 args += ["--", "add-br", switch.name, "--", "set", "bridge", switch.name,
                          f"datapath_type={instance.datapath}", "fail_mode=secure",
                          f"other-config:datapath-id={switch.dpid}", "other-config:disable-in-band=true"]
@@ -293,7 +293,7 @@ class FabricNet(Mininet):
         self.timings.mark("flow tables")
         shape = PortShape.of(self.config)
         for instance in self.instances:
-            switches = [s for s in self.switches if s.instance is instance]
+            switches = self.switches_of(instance)
             ports = sum(len(s.intfs) for s in switches)
             instance.enlarge_packet_socket_buffers(switches[0].name, ports * shape.queued_memory_bytes,
                                                    RECEIVE_BUFFER_BYTES)

@@ -68,8 +68,7 @@ def test_port_counters_show_each_path_id_crossing_the_same_ports_both_ways(fat_t
 def test_every_port_keeps_its_htb_tree_and_port_program_after_ovs_adds_it(fat_tree_k4):
     net = fat_tree_k4
     nodes = [(h, [h.defaultIntf().name]) for h in net.hosts]
-    nodes += [(i.namespace, [intf.name for s in net.switches if s.instance is i for intf in s.intfList()])
-              for i in net.instances]
+    nodes += [(i.namespace, [intf.name for s in net.switches_of(i) for intf in s.intfList()]) for i in net.instances]
     for node, ports in nodes:
         qdiscs = node.cmd("tc qdisc show")
         for port in ports:
