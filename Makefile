@@ -50,7 +50,11 @@ $(BPF_OUT)/port_loader: $(BPF_SRC)/port_loader.c $(BPF_SRC)/port.h | apt-package
 experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
 
+CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
+
 test: setup
+	$(CARGO) clippy --quiet --manifest-path transport/Cargo.toml --all-targets -- -D warnings
+	$(CARGO) test --manifest-path transport/Cargo.toml
 	cd emulation && ../$(VENV)/bin/ruff check --quiet . && ../$(PYTHON) -m pytest
 
 bench: setup

@@ -1,0 +1,251 @@
+//! Packets on the wire: the ccemu header (transport/wire-format.md) and the body of each
+//! packet type. Parsing never panics: anything malformed is an [`Error`] the shell counts
+//! and drops.
+
+use std::fmt;
+
+/// First two payload bytes of every ccemu datagram, big-endian.
+pub const MAGIC: u16 = 0xCCE1;
+/// UDP payload of a credit: a 60-byte minimum Ethernet frame minus Ethernet, IP and UDP.
+pub const CREDIT_PAYLOAD_BYTES: usize = 18;
+const HEADER_BYTES: usize = 4;
+
+/// The packet types; the numbers are the header's type byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    CreditRequest = 1,
+    Credit = 2,
+    Data = 3,
+    CreditStop = 4,
+    Ack = 5,
+}
+
+impl Kind {
+    fn from_byte(byte: u8) -> Result<Self, Error> {
+        Ok(match byte {
+            1 => Kind::CreditRequest,
+            2 => Kind::Credit,
+            3 => Kind::Data,
+            4 => Kind::CreditStop,
+            5 => Kind::Ack,
+            other => return Err(Error::UnknownKind(other)),
+        })
+    }
+}
+
+/// A decoded packet. Times are the sender's clock in microseconds, truncated to 32 bits
+/// (wraps every 71 minutes; only differences are used).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Packet {
+    /// Sender -> receiver: please send credits for `size_bytes` of flow `flow`.
+    CreditRequest { flow: u32, size_bytes: u64 },
+    /// Receiver -> sender: permission to send one data packet. Minimum frame size.
+    Credit { flow: u32, credit_seq: u32, sent_us: u32 },
+    /// Sender -> receiver: data packet `seq` of the flow, echoing the credit it spends.
+    Data { flow: u32, seq: u32, echo_credit_seq: u32, echo_sent_us: u32, payload_len: u16 },
+    /// Sender -> receiver: no more credits needed.
+    CreditStop { flow: u32 },
+    /// Receiver -> sender (window-based schemes): cumulative ack, with ECN echo.
+    Ack { flow: u32, cumulative: u32, ece: bool, echo_sent_us: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    TooShort { needed: usize, got: usize },
+    BadMagic(u16),
+    UnknownKind(u8),
+    /// A data packet whose declared payload is longer than the datagram.
+    Truncated,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::TooShort { needed, got } => write!(f, "packet of {got} bytes, needs {needed}"),
+            Error::BadMagic(magic) => write!(f, "magic {magic:#06x} is not ccemu's {MAGIC:#06x}"),
+            Error::UnknownKind(kind) => write!(f, "unknown packet type {kind}"),
+            Error::Truncated => write!(f, "data payload longer than the datagram"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Bytes of a data packet before its payload.
+pub const DATA_HEADER_BYTES: usize = HEADER_BYTES + 18;
+
+impl Packet {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Packet::CreditRequest { .. } => Kind::CreditRequest,
+            Packet::Credit { .. } => Kind::Credit,
+            Packet::Data { .. } => Kind::Data,
+            Packet::CreditStop { .. } => Kind::CreditStop,
+            Packet::Ack { .. } => Kind::Ack,
+        }
+    }
+
+    /// Appends the encoded packet to `out`. Data payload bytes are zeros: the emulator
+    /// measures transport behaviour, not content. Credits are padded to a minimum frame.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&MAGIC.to_be_bytes());
+        out.push(self.kind() as u8);
+        out.push(0);
+        match *self {
+            Packet::CreditRequest { flow, size_bytes } => {
+                put32(out, flow);
+                out.extend_from_slice(&size_bytes.to_be_bytes());
+            }
+            Packet::Credit { flow, credit_seq, sent_us } => {
+                put32(out, flow);
+                put32(out, credit_seq);
+                put32(out, sent_us);
+                out.resize(start + CREDIT_PAYLOAD_BYTES, 0);
+            }
+            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len } => {
+                put32(out, flow);
+                put32(out, seq);
+                put32(out, echo_credit_seq);
+                put32(out, echo_sent_us);
+                out.extend_from_slice(&payload_len.to_be_bytes());
+                out.resize(out.len() + payload_len as usize, 0);
+            }
+            Packet::CreditStop { flow } => put32(out, flow),
+            Packet::Ack { flow, cumulative, ece, echo_sent_us } => {
+                put32(out, flow);
+                put32(out, cumulative);
+                out.push(ece as u8);
+                put32(out, echo_sent_us);
+            }
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Packet, Error> {
+        let mut r = Reader { bytes, at: 0 };
+        let magic = r.u16()?;
+        if magic != MAGIC {
+            return Err(Error::BadMagic(magic));
+        }
+        let kind = Kind::from_byte(r.u8()?)?;
+        r.u8()?;
+        Ok(match kind {
+            Kind::CreditRequest => Packet::CreditRequest { flow: r.u32()?, size_bytes: r.u64()? },
+            Kind::Credit => Packet::Credit { flow: r.u32()?, credit_seq: r.u32()?, sent_us: r.u32()? },
+            Kind::Data => {
+                let (flow, seq, echo_credit_seq, echo_sent_us) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+                let payload_len = r.u16()?;
+                if bytes.len() < r.at + payload_len as usize {
+                    return Err(Error::Truncated);
+                }
+                Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len }
+            }
+            Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
+            Kind::Ack => Packet::Ack { flow: r.u32()?, cumulative: r.u32()?, ece: r.u8()? != 0, echo_sent_us: r.u32()? },
+        })
+    }
+}
+
+fn put32(out: &mut Vec<u8>, value: u32) {
+    out.extend_from_slice(&value.to_be_bytes());
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        let end = self.at + N;
+        let slice = self.bytes.get(self.at..end).ok_or(Error::TooShort { needed: end, got: self.bytes.len() })?;
+        self.at = end;
+        Ok(slice.try_into().expect("slice of N bytes"))
+    }
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.take::<1>()?[0])
+    }
+    fn u16(&mut self) -> Result<u16, Error> {
+        Ok(u16::from_be_bytes(self.take()?))
+    }
+    fn u32(&mut self) -> Result<u32, Error> {
+        Ok(u32::from_be_bytes(self.take()?))
+    }
+    fn u64(&mut self) -> Result<u64, Error> {
+        Ok(u64::from_be_bytes(self.take()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn encoded(packet: &Packet) -> Vec<u8> {
+        let mut out = Vec::new();
+        packet.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_credit_is_a_minimum_frame_that_the_port_program_recognises() {
+        let bytes = encoded(&Packet::Credit { flow: 7, credit_seq: 9, sent_us: 11 });
+        assert_eq!(bytes.len(), CREDIT_PAYLOAD_BYTES);
+        // What bpf/port.bpf.c reads: magic, then type 2.
+        assert_eq!(&bytes[..3], &[0xCC, 0xE1, 2]);
+    }
+
+    #[test]
+    fn data_carries_its_payload_length_in_zeros() {
+        let bytes = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 1000 });
+        assert_eq!(bytes.len(), DATA_HEADER_BYTES + 1000);
+    }
+
+    #[test]
+    fn foreign_and_cut_packets_are_errors_not_panics() {
+        assert_eq!(Packet::decode(&[0x12, 0x34, 2, 0]), Err(Error::BadMagic(0x1234)));
+        assert_eq!(Packet::decode(&[0xCC, 0xE1, 99, 0]), Err(Error::UnknownKind(99)));
+        assert!(matches!(Packet::decode(&[0xCC, 0xE1, 2, 0, 1]), Err(Error::TooShort { .. })));
+        let mut data = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 10 });
+        data.truncate(data.len() - 1);
+        assert_eq!(Packet::decode(&data), Err(Error::Truncated));
+    }
+
+    fn any_packet() -> impl Strategy<Value = Packet> {
+        prop_oneof![
+            (any::<u32>(), any::<u64>()).prop_map(|(flow, size_bytes)| Packet::CreditRequest { flow, size_bytes }),
+            (any::<u32>(), any::<u32>(), any::<u32>())
+                .prop_map(|(flow, credit_seq, sent_us)| Packet::Credit { flow, credit_seq, sent_us }),
+            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000).prop_map(
+                |(flow, seq, echo_credit_seq, echo_sent_us, payload_len)| Packet::Data {
+                    flow, seq, echo_credit_seq, echo_sent_us, payload_len
+                }
+            ),
+            any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
+            (any::<u32>(), any::<u32>(), any::<bool>(), any::<u32>())
+                .prop_map(|(flow, cumulative, ece, echo_sent_us)| Packet::Ack { flow, cumulative, ece, echo_sent_us }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_packet_decodes_to_itself(packet in any_packet()) {
+            prop_assert_eq!(Packet::decode(&encoded(&packet)), Ok(packet));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_parser(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Packet::decode(&bytes);
+        }
+
+        #[test]
+        fn bytes_after_a_valid_header_never_panic_the_parser(
+            kind in 0u8..8, rest in proptest::collection::vec(any::<u8>(), 0..40)
+        ) {
+            let mut bytes = vec![0xCC, 0xE1, kind, 0];
+            bytes.extend(rest);
+            let _ = Packet::decode(&bytes);
+        }
+    }
+}
