@@ -145,6 +145,7 @@ class FabricNet(Mininet):
         self.state_root = state_root
         self.inventory: Inventory | None = None
         self.instances: list[OvsInstance] = []
+        self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
         self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
         self.timings = Timings()
@@ -230,7 +231,7 @@ class FabricNet(Mininet):
         """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
         OVS namespaces: the same for every switch port. One batch per namespace, all
         namespaces at once."""
-        shape = PortShape.of(self.config)
+        shape = self.port_shape
         config_dir = self.inventory.state_dir / "config"
 
         def ports_script(node: str, ports: list[str]) -> list[str]:
@@ -291,11 +292,10 @@ class FabricNet(Mininet):
             for switch in self.switches
         ], "installing flows")
         self.timings.mark("flow tables")
-        shape = PortShape.of(self.config)
         for instance in self.instances:
             switches = self.switches_of(instance)
             ports = sum(len(s.intfs) for s in switches)
-            instance.enlarge_packet_socket_buffers(switches[0].name, ports * shape.queued_memory_bytes,
+            instance.enlarge_packet_socket_buffers(switches[0].name, ports * self.port_shape.queued_memory_bytes,
                                                    RECEIVE_BUFFER_BYTES)
         self.timings.mark("ovs socket buffers")
 

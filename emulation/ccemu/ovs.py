@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import socket
 import subprocess
 from pathlib import Path
@@ -172,12 +171,12 @@ class OvsInstance:
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
 # Broadcast, from a locally administered address, ethertype 0x88b5 (IEEE local experimental).
 PRIMING_FRAME = "ffffffffffff" "020000000000" "88b5" + "00" * 46
-_SYS_PIDFD_GETFD = {"x86_64": 438, "aarch64": 438}
+SYS_PIDFD_GETFD = 438  # the same number on every architecture (generic syscall table)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _pidfd_getfd(pidfd: int, fd: int) -> int:
-    result = _libc.syscall(_SYS_PIDFD_GETFD[platform.machine()], pidfd, fd, 0)
+    result = _libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
     if result < 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"pidfd_getfd({fd}): {os.strerror(errno)}")
