@@ -207,13 +207,14 @@ def cmd_ports(args) -> int:
     run = _live_run("ports", args.run)
     table = Table(title=f"ports of {run.run_id} (bytes on the wire)")
     for column in ("node", "port", "data enq", "data drop", "CE marks", "data queue", "data max",
-                   "credit enq", "credit drop", "credit queue", "Pd"):
+                   "data lag", "credit enq", "credit drop", "credit queue", "Pd"):
         table.add_column(column, justify="left" if column in ("node", "port") else "right")
     with PortMaps(run.state_dir) as maps:
         for p in maps.read():
             table.add_row(p.node, p.port, str(p.data.enqueued_packets), str(p.data.dropped_packets),
                           str(p.data.marked_packets + p.credit.marked_packets), f"{p.queue_bytes[0]:.0f}",
-                          str(p.data.max_queue_bytes), str(p.credit.enqueued_packets), str(p.credit.dropped_packets),
+                          str(p.data.max_queue_bytes), f"{p.data.mean_lag_bytes:.0f}",
+                          str(p.credit.enqueued_packets), str(p.credit.dropped_packets),
                           f"{p.queue_bytes[1]:.0f}", f"{p.mark_probability:.2f}")
     # Not a terminal (a pipe, a log): do not squeeze the table into 80 columns.
     Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -33,7 +33,7 @@ from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
 from .routing import Routing
-from .port_program import PORT_INDEX_FILE, PortProgram, parse_attached
+from .port_program import PORT_INDEX_FILE, PortProgram, number_ports, parse_attached
 from .shaping import PortShape, port_qdiscs
 from .topology import HOST_PREFIX_LEN, Topology
 
@@ -233,11 +233,13 @@ class FabricNet(Mininet):
         namespaces at once."""
         shape = self.port_shape
         config_dir = self.inventory.state_dir / "config"
+        port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
 
         def ports_script(node: str, ports: list[str]) -> list[str]:
             tc_batch = [line for port in ports for line in port_qdiscs(port, shape)]
             return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
-                    self.port_program.load_command(self.bpffs, node, ports, shape, config_dir)]
+                    self.port_program.load_command(self.bpffs, node, {port: port_ids[port] for port in ports}, shape,
+                                                   config_dir)]
 
         scripts: dict[Node, str] = {}
         for spec in self.fabric_topo.hosts:

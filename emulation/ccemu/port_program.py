@@ -1,15 +1,18 @@
 """Deploying the port program (bpf/port.bpf.c) on a fabric.
 
 Each network namespace of a run (every host, every OVS instance) gets its own copy of the
-program and its own maps, pinned in the run's private bpffs under <state>/bpffs/<node>/:
-ifindexes repeat across namespaces, so one map per namespace keeps the keys unique. The
-loader is built by `make setup` into build/bpf/.
+programs and its own maps keyed by ifindex, pinned in the run's private bpffs under
+<state>/bpffs/<node>/: ifindexes repeat across namespaces, so one map per namespace keeps
+the keys unique. What crosses namespaces (a port's departures are counted at its peer,
+often in another namespace) goes through one map keyed by port ids, numbered here for the
+whole run and pinned at <state>/bpffs/. The loader is built by `make setup` into build/bpf/.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +28,26 @@ class PortProgramMissing(RuntimeError):
 
 
 @dataclass(frozen=True)
+class PortIds:
+    """A port's id in the run and its peer's: the port at the other end of its link."""
+
+    port_id: int
+    peer_port_id: int
+
+
+def number_ports(links: Iterable[tuple[str, str]]) -> dict[str, PortIds]:
+    """Ids for every interface of the fabric's links, from 1 in name order (0 is no port)."""
+    peers = {}
+    for a, b in links:
+        for port, peer in ((a, b), (b, a)):
+            if port in peers:
+                raise ValueError(f"interface {port} is on two links")
+            peers[port] = peer
+    ids = {port: number for number, port in enumerate(sorted(peers), start=1)}
+    return {port: PortIds(ids[port], ids[peer]) for port, peer in peers.items()}
+
+
+@dataclass(frozen=True)
 class PortProgram:
     object_file: Path
     loader: Path
@@ -37,15 +60,16 @@ class PortProgram:
             raise PortProgramMissing(f"the port program is not built ({', '.join(missing)} missing): run `make setup`")
         return program
 
-    def load_command(self, bpffs: Path, node: str, ports: list[str], shape: PortShape, config_dir: Path) -> str:
-        """Shell command that, run inside `node`'s namespace, attaches the program to `ports`
+    def load_command(self, bpffs: Path, node: str, ports: dict[str, PortIds], shape: PortShape,
+                     config_dir: Path) -> str:
+        """Shell command that, run inside `node`'s namespace, attaches the programs to `ports`
         and prints "attached <ifname> <ifindex>" per port."""
         config = config_dir / f"{node}.ports"
-        config.write_text("".join(port_program_line(port, shape) + "\n" for port in ports))
-        pin_dir = bpffs / node
-        return (f"mkdir -p {shlex.quote(str(pin_dir))} && "
+        config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id) + "\n"
+                                  for port, ids in ports.items()))
+        return (f"mkdir -p {shlex.quote(str(bpffs / node))} && "
                 f"{shlex.quote(str(self.loader))} {shlex.quote(str(self.object_file))} "
-                f"{shlex.quote(str(pin_dir))} {shlex.quote(str(config))}")
+                f"{shlex.quote(str(bpffs))} {shlex.quote(node)} {shlex.quote(str(config))}")
 
 
 def parse_attached(output: str) -> dict[str, int]:

@@ -1,7 +1,7 @@
-"""Reading the port programs' maps of a live run: per-port counters, fluid queue lengths
-and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system call
-(no process per read). Layouts mirror bpf/port.h; a test checks them against the loader's
-`--layout`.
+"""Reading the port programs' maps of a live run: per-port counters, queue lengths (real and
+ideal) and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system
+call (no process per read). Layouts mirror bpf/port.h; a test checks them against the
+loader's `--layout`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from .shaping import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
 
-CLASS_STATS = struct.Struct(f"<7Q{HISTOGRAM_BUCKETS}Q")
-PORT_STATE = struct.Struct("<IIQ2Q2QIIII")  # followed by two CLASS_STATS (data, credit)
+CLASS_STATS = struct.Struct(f"<9Q{HISTOGRAM_BUCKETS}Q")
+PORT_STATE = struct.Struct("<IIQ2Q2Q2QIIII")  # followed by two CLASS_STATS (data, credit)
 PORT_STATE_SIZE = PORT_STATE.size + 2 * CLASS_STATS.size
-PORT_CONFIG = struct.Struct("<QQ2III2I2III2I")
+PORT_CONFIG = struct.Struct("<QQ2III2I2III2III")
+PORT_DEPARTURES = struct.Struct("<2Q2Q")
 KEY = struct.Struct("<I")
 
 _BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
@@ -84,13 +85,20 @@ class ClassStats:
     marked_packets: int
     marked_bytes: int
     max_queue_bytes: int
+    lag_sum_bytes: int  # over enqueues, |real - ideal queue|
+    max_lag_bytes: int
     histogram: tuple[int, ...]  # enqueues by queue length after them, bucket_bytes wide
     bucket_bytes: int
 
     @classmethod
     def unpack(cls, raw: bytes, bucket_bytes: int) -> "ClassStats":
         values = CLASS_STATS.unpack(raw)
-        return cls(*values[:7], histogram=tuple(values[7:]), bucket_bytes=bucket_bytes)
+        return cls(*values[:9], histogram=tuple(values[9:]), bucket_bytes=bucket_bytes)
+
+    @property
+    def mean_lag_bytes(self) -> float:
+        """How far, on average at an enqueue, the real queue was from an ideal port's."""
+        return self.lag_sum_bytes / self.enqueued_packets if self.enqueued_packets else 0.0
 
 
 @dataclass(frozen=True)
@@ -100,13 +108,16 @@ class PortConfig:
     buffer_bytes: tuple[int, int]  # data, credit
     ecn_threshold_bytes: int
     credit_mark_window: int
+    port_id: int
+    peer_port_id: int
 
     @classmethod
     def unpack(cls, raw: bytes) -> tuple["PortConfig", tuple[int, int]]:
         # Per-class arrays are indexed [data, credit] (PORT_CLASS_DATA = 0).
-        (link, credit, data_buffer, credit_buffer, k, window, _data_cls, _credit_cls,
-         data_bucket, credit_bucket, _overhead, _min_wire, _data_burst, _credit_burst) = PORT_CONFIG.unpack(raw)
-        return cls(link, credit, (data_buffer, credit_buffer), k, window), (data_bucket, credit_bucket)
+        (link, credit, data_buffer, credit_buffer, k, window, _data_cls, _credit_cls, data_bucket, credit_bucket,
+         _overhead, _min_wire, _data_burst, _credit_burst, port_id, peer_port_id) = PORT_CONFIG.unpack(raw)
+        return (cls(link, credit, (data_buffer, credit_buffer), k, window, port_id, peer_port_id),
+                (data_bucket, credit_bucket))
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,8 @@ class PortStats:
     port: str
     ifindex: int
     config: PortConfig
-    queue_bytes: tuple[float, float]  # fluid queues (data, credit) drained to the time of reading
+    queue_bytes: tuple[int, int]  # real queues (data, credit): admitted minus arrived at the peer
+    ideal_queue_bytes: tuple[float, float]  # an ideal port's (fluid) queues, drained to the time of reading
     mark_probability: float  # SprayPass Pd in force
     unparsed_packets: int
     data: ClassStats
@@ -137,6 +149,7 @@ class PortMaps:
     def __init__(self, state_dir: Path):
         self.index: dict[str, dict[str, int]] = json.loads((state_dir / PORT_INDEX_FILE).read_text())
         bpffs = state_dir.resolve() / "bpffs"
+        self.departures = PinnedMap(bpffs / "port_departures", PORT_DEPARTURES.size)
         self.maps = {
             node: (PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size),
                    PinnedMap(bpffs / node / "port_state", PORT_STATE_SIZE))
@@ -153,18 +166,21 @@ class PortMaps:
                 if raw_config is None or raw_state is None:
                     continue
                 config, buckets = PortConfig.unpack(raw_config)
-                _lock, _pad, last_ns, data_q, credit_q, _data_tokens, _credit_tokens, _win, _drops, pd_ppm, \
-                    unparsed = PORT_STATE.unpack_from(raw_state)
+                (_lock, _pad, last_ns, data_q, credit_q, _data_tokens, _credit_tokens, data_admitted,
+                 credit_admitted, _win, _drops, pd_ppm, unparsed) = PORT_STATE.unpack_from(raw_state)
+                data_departed, credit_departed, _, _ = PORT_DEPARTURES.unpack(self.departures.lookup(config.port_id))
                 stats = [ClassStats.unpack(raw_state[PORT_STATE.size + i * CLASS_STATS.size:]
                                            [:CLASS_STATS.size], buckets[i]) for i in (0, 1)]
                 result.append(PortStats(
                     node=node, port=port, ifindex=ifindex, config=config,
-                    queue_bytes=drain((data_q, credit_q), max(0, now - last_ns), config),
+                    queue_bytes=(max(0, data_admitted - data_departed), max(0, credit_admitted - credit_departed)),
+                    ideal_queue_bytes=drain((data_q, credit_q), max(0, now - last_ns), config),
                     mark_probability=pd_ppm / 1e6, unparsed_packets=unparsed, data=stats[0], credit=stats[1],
                 ))
         return result
 
     def close(self) -> None:
+        self.departures.close()
         for config_map, state_map in self.maps.values():
             config_map.close()
             state_map.close()
@@ -195,23 +211,24 @@ def data_fifo_backlog_wire_bytes(netlink: IPRoute, ifindex: int) -> int:
     raise LookupError(f"no data FIFO (qdisc 20:) on ifindex {ifindex}")
 
 
-def fluid_minus_real(maps: PortMaps, node: str, port: str, namespace_pid: int, samples: int,
-                     interval_s: float) -> list[float]:
-    """Samples of (fluid data queue - real data FIFO backlog) of one port, in bytes. The real
-    backlog is read between two reads of the fluid queue, and compared with their mean."""
+def queue_minus_backlog(maps: PortMaps, node: str, port: str, namespace_pid: int, samples: int,
+                        interval_s: float) -> list[float]:
+    """Samples of (the port program's data queue - the data FIFO's backlog from netlink, as
+    `tc -s qdisc` shows it) of one port, in bytes. The backlog is read between two reads of
+    the program's queue, and compared with their mean."""
     ifindex = maps.index[node][port]
     netlink = netlink_of(namespace_pid)
 
-    def fluid() -> float:
+    def measured() -> float:
         (queue,) = [p.queue_bytes[0] for p in maps.read() if (p.node, p.port) == (node, port)]
         return queue
 
     differences = []
     try:
         for _ in range(samples):
-            before = fluid()
-            real = data_fifo_backlog_wire_bytes(netlink, ifindex)
-            differences.append((before + fluid()) / 2 - real)
+            before = measured()
+            backlog = data_fifo_backlog_wire_bytes(netlink, ifindex)
+            differences.append((before + measured()) / 2 - backlog)
             time.sleep(interval_s)
     finally:
         netlink.close()

@@ -12,8 +12,8 @@ Every port gets the same tree, with the credit class only where the profile has 
         └── 1:20  data: rate = link - credit share, ceil = link └── 20: bfifo (or netem)
 
 The port program (bpf/port.bpf.c) steers packets into 1:10 / 1:20 and drops at the buffer
-sizes by its exact fluid queues; the leaf FIFOs get FIFO_MARGIN_FRAMES more room so that
-they never drop first.
+sizes, by the queue it measures (admitted minus arrived at the peer); the leaf FIFOs get
+FIFO_MARGIN_FRAMES more room so that they never drop first.
 """
 
 from __future__ import annotations
@@ -139,14 +139,16 @@ def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
     return commands
 
 
-def port_program_line(dev: str, shape: PortShape) -> str:
-    """The port's line in port_loader's config (field order: bpf/port_loader.c parse_line)."""
+def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: int) -> str:
+    """The port's line in port_loader's config (field order: bpf/port_loader.c parse_line).
+    `peer_port_id` is the port at the other end of the link: what arrives at `dev` has left
+    that port's queue."""
     return " ".join(str(v) for v in (
         dev, shape.link_bps // 8, shape.credit_bps // 8, shape.credit_buffer_bytes, shape.buffer_bytes,
         shape.ecn_threshold_bytes, shape.credit_mark_window, f"{CREDIT_CLASSID:x}", f"{DATA_CLASSID:x}",
         histogram_bucket_bytes(shape.credit_buffer_bytes), histogram_bucket_bytes(shape.buffer_bytes),
         WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES, CREDIT_BURST_BYTES if shape.credit_share else 0,
-        data_burst_bytes(shape),
+        data_burst_bytes(shape), port_id, peer_port_id,
     ))
 
 

@@ -10,7 +10,7 @@ import pytest
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
 from ccemu.port_program import PortProgram
-from ccemu.ports import CLASS_STATS, PORT_CONFIG, PORT_STATE_SIZE, PortMaps
+from ccemu.ports import CLASS_STATS, PORT_CONFIG, PORT_DEPARTURES, PORT_STATE_SIZE, PortMaps, queue_minus_backlog
 
 DATA_PAYLOAD = 1000
 DATA_WIRE_BYTES = DATA_PAYLOAD + 8 + 20 + 14 + 24  # UDP + IP + Ethernet + wire overhead
@@ -22,7 +22,7 @@ def test_python_mirror_of_the_port_maps_matches_the_c_layout():
                             check=True).stdout
     sizes = {line.split()[0]: int(line.split()[1]) for line in layout.splitlines()}
     assert sizes == {"port_config": PORT_CONFIG.size, "port_class_stats": CLASS_STATS.size,
-                     "port_state": PORT_STATE_SIZE}
+                     "port_state": PORT_STATE_SIZE, "port_departures": PORT_DEPARTURES.size}
 
 
 def star(tmp_path, hosts, rate_mbps, port):
@@ -151,3 +151,32 @@ def test_credits_keep_their_share_of_a_busy_port_and_data_gets_the_rest(tmp_path
 
     assert rate_pps(credits) == pytest.approx(credit_pps, rel=0.03)
     assert rate_pps(data) == pytest.approx(data_pps, rel=0.03)
+
+
+@pytest.mark.root
+def test_the_programs_queue_tracks_the_fifo_backlog_tc_shows_under_overload(tmp_path):
+    """benchmarks/ports.py prints the figures; here the mean must stay within one frame."""
+    rate_mbps = 5
+    line_pps = rate_mbps * 1e6 / 8 / DATA_WIRE_BYTES
+    with star(tmp_path, 3, rate_mbps, {"profile": "droptail", "buffer_bytes": 60_000}) as net:
+        egress = net.switches[0].intfs[3].name
+        namespace = net.instances[0].namespace
+        receiver = start_receiver(net, "h3", 7)
+        senders = [start_sender(net, h, "h3", 0.6 * line_pps, 5) for h in ("h1", "h2")]
+        time.sleep(1.0)
+        with PortMaps(net.inventory.state_dir) as maps:
+            differences = queue_minus_backlog(maps, namespace.name, egress, namespace.pid, 150, 0.02)
+        for s in senders:
+            result(s)
+        result(receiver)
+        loaded = port(net, "ovs0", egress)
+        time.sleep(0.5)
+        drained = all_ports(net)
+
+    mean_abs = sum(abs(d) for d in differences) / len(differences)
+    print(f"program queue - tc backlog: mean |diff| {mean_abs:.0f} B, max {max(map(abs, differences)):.0f} B")
+    assert mean_abs <= 1538, f"mean |program queue - tc backlog| {mean_abs:.0f} B"
+    assert loaded.data.max_queue_bytes > 30_000 and loaded.data.dropped_packets > 0
+    # Departures are counted at the peer, in another namespace: a port numbered wrong would
+    # be left with a phantom queue here.
+    assert [(p.node, p.port, p.queue_bytes) for p in drained if p.queue_bytes != (0, 0)] == []

@@ -2,6 +2,7 @@ import pytest
 
 from ccemu.config import parse_config
 from ccemu.kernel import KernelFeatures
+from ccemu.port_program import PortIds, number_ports
 from ccemu.shaping import PortShape, port_program_line, port_qdiscs
 
 NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
@@ -20,7 +21,7 @@ def test_droptail_port_is_htb_at_link_rate_with_wire_overhead_and_only_a_data_cl
     assert all("overhead 24 mpu 84" in line for line in lines if line.startswith("class"))
     assert not any("1:10" in line for line in lines)
     assert "classid 1:20 htb rate 25000000bit ceil 25000000bit" in lines[2]
-    # The FIFO has room beyond the buffer: the port program's fluid queue drops first.
+    # The FIFO has room beyond the buffer: the port program drops first.
     assert lines[3] == f"qdisc replace dev e1-eth1 parent 1:20 handle 20: bfifo limit {30000 + 4 * 1514}"
 
 
@@ -32,20 +33,21 @@ def test_expresspass_port_caps_credits_at_their_share_and_lets_data_borrow_the_l
 
 
 def test_port_program_line_carries_every_setting_in_the_loader_field_order():
-    line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8))
+    line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8),
+                             port_id=7, peer_port_id=2)
     fields = line.split()
-    assert len(fields) == 15
+    assert len(fields) == 17
     name, link_Bps, credit_Bps, credit_buffer, data_buffer, k, window, credit_cls, data_cls = fields[:9]
     assert (name, link_Bps, credit_buffer, data_buffer, k, window) == ("s1-eth3", "1000000", "672", "150000", "0", "4")
     assert int(credit_Bps) == round(8e6 * 84 / 1622) // 8
     assert (credit_cls, data_cls) == ("10010", "10020")
-    assert fields[11:] == ["24", "84", "168", str(2 * 1538)]
+    assert fields[11:] == ["24", "84", "168", str(2 * 1538), "7", "2"]
 
 
 def test_dctcp_threshold_reaches_the_port_program():
     shape = shape_of({"profile": "dctcp", "ecn_threshold_bytes": 20000, "buffer_bytes": 60000})
     assert (shape.ecn_threshold_bytes, shape.credit_share) == (20000, 0.0)
-    assert port_program_line("x", shape).split()[5] == "20000"
+    assert port_program_line("x", shape, 1, 2).split()[5] == "20000"
 
 
 def test_fractional_rates_are_not_rounded_to_whole_megabits():
@@ -69,3 +71,14 @@ def test_link_delay_puts_netem_under_the_data_class():
 def test_bad_shapes_raise_instead_of_being_ignored(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PortShape(**kwargs)
+
+
+def test_every_port_is_numbered_once_and_points_at_the_other_end_of_its_link():
+    ids = number_ports([("s1-eth1", "h1-eth1"), ("s1-eth2", "s2-eth1")])
+    assert ids == {"h1-eth1": PortIds(1, 2), "s1-eth1": PortIds(2, 1),
+                   "s1-eth2": PortIds(3, 4), "s2-eth1": PortIds(4, 3)}
+
+
+def test_an_interface_on_two_links_is_refused():
+    with pytest.raises(ValueError, match="s1-eth1 is on two links"):
+        number_ports([("s1-eth1", "h1-eth1"), ("s1-eth1", "s2-eth1")])

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Egress port program: see port.h. Attached with clsact on every switch port and host NIC.
+/* Port programs: see port.h. Attached with clsact at egress and ingress of every switch
+ * port and host NIC.
  *
- * Fluid model of the port (exact at every packet): the link drains R_link wire bytes/s;
- * the credit class is served first but never above R_credit; data gets the rest. Like the
- * HTB classes it models, a class that idles saves up its unused drain as tokens, up to its
- * burst, and a packet that finds tokens leaves at once. A packet that would overflow its
- * class's buffer is dropped here (the HTB leaf FIFOs are sized so that they never drop
- * first); the rest is steered to its HTB class via skb->priority. */
+ * Egress decides on the real queue: admitted bytes of the class minus the bytes its peer has
+ * seen arrive. A packet that would overflow its class's buffer is dropped here (the HTB leaf
+ * FIFOs are sized so that they never drop first); DCTCP and SprayPass marks follow the same
+ * queue; the rest is steered to its HTB class via skb->priority.
+ *
+ * Beside it, the ideal port, a fluid model exact at every packet: the link drains R_link wire
+ * bytes/s; the credit class is served first but never above R_credit; data gets the rest. Like
+ * the HTB classes it models, a class that idles saves up its unused drain as tokens, up to its
+ * burst, and a packet that finds tokens leaves at once. When the machine falls behind (CPU
+ * stalls, hypervisor steal) the real queue grows past the ideal one: the lag counters say by
+ * how much. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -19,9 +25,12 @@
 #include "port.h"
 
 #define NSEC_PER_SEC 1000000000ULL
-#define MAX_IDLE_NS NSEC_PER_SEC /* beyond a second idle every queue here is empty */
+/* Beyond a second idle every queue here is empty: the fluid queues restart, and so does the
+ * real one, forgetting any packet lost after the queue (e.g. a full backlog at the peer). */
+#define MAX_IDLE_NS NSEC_PER_SEC
 #define INET_ECN_MASK 3
 #define INET_ECN_CE 3
+#define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -36,6 +45,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct port_state);
 } port_state SEC(".maps");
+
+/* One map for the whole run: the loaders pin it once, beside the namespaces' directories. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PORT_MAX_FABRIC_PORTS);
+	__type(key, __u32);
+	__type(value, struct port_departures);
+} port_departures SEC(".maps");
 
 struct parsed {
 	int ip_offset;   /* -1: not IPv4 */
@@ -90,33 +107,76 @@ static __always_inline __u64 min_u64(__u64 a, __u64 b)
 	return a < b ? a : b;
 }
 
+static __always_inline __u32 class_of(const struct parsed *p, const struct port_config *cfg)
+{
+	return p->is_credit && cfg->credit_rate_Bps ? PORT_CLASS_CREDIT : PORT_CLASS_DATA;
+}
+
+static __always_inline __u64 wire_bytes(const struct __sk_buff *skb, const struct port_config *cfg)
+{
+	__u64 wire = skb->len + cfg->wire_overhead_bytes;
+
+	return wire < cfg->min_wire_bytes ? cfg->min_wire_bytes : wire;
+}
+
+/* Arrival here = departure from the peer's queue. The peer's classes are this port's: every
+ * port of a run has the same profile. */
+SEC("tc")
+int port_ingress(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	struct port_config *cfg = bpf_map_lookup_elem(&port_config, &ifindex);
+	struct port_departures *departed;
+	struct parsed p;
+	__u32 cls;
+
+	if (!cfg)
+		return TC_ACT_OK;
+	departed = bpf_map_lookup_elem(&port_departures, &cfg->peer_port_id);
+	if (!departed)
+		return TC_ACT_OK;
+	parse(skb, &p);
+	cls = class_of(&p, cfg) & 1;
+	__sync_fetch_and_add(&departed->bytes[cls], wire_bytes(skb, cfg));
+	__sync_fetch_and_add(&departed->packets[cls], 1);
+	return TC_ACT_OK;
+}
+
 SEC("tc")
 int port_egress(struct __sk_buff *skb)
 {
 	__u32 ifindex = skb->ifindex;
 	struct port_config *cfg = bpf_map_lookup_elem(&port_config, &ifindex);
 	struct port_state *st = bpf_map_lookup_elem(&port_state, &ifindex);
+	struct port_departures *departures;
 	struct port_class_stats *stats;
 	struct parsed p;
-	__u64 now, elapsed, link_mb, credit_mb, credit_drained, data_mb, data_drained, wire, queue, limit;
+	__u64 now, elapsed, link_mb, credit_mb, credit_drained, data_mb, data_drained, wire, queue, ideal, lag;
+	__u64 departed[PORT_CLASSES];
 	__u32 cls, bucket, random;
 	int drop = 0, mark = 0;
 
 	if (!cfg || !st)
 		return TC_ACT_OK; /* not a port we were configured for: fail open */
+	departures = bpf_map_lookup_elem(&port_departures, &cfg->port_id);
+	if (!departures)
+		return TC_ACT_OK;
 
 	parse(skb, &p);
-	cls = p.is_credit && cfg->credit_rate_Bps ? PORT_CLASS_CREDIT : PORT_CLASS_DATA;
-	wire = skb->len + cfg->wire_overhead_bytes;
-	if (wire < cfg->min_wire_bytes)
-		wire = cfg->min_wire_bytes;
+	cls = class_of(&p, cfg) & 1;
+	wire = wire_bytes(skb, cfg);
 	random = bpf_get_prandom_u32() % 1000000;
 	now = bpf_ktime_get_ns();
+	departed[PORT_CLASS_DATA] = READ_ONCE(departures->bytes[PORT_CLASS_DATA]);
+	departed[PORT_CLASS_CREDIT] = READ_ONCE(departures->bytes[PORT_CLASS_CREDIT]);
 
 	bpf_spin_lock(&st->lock);
 	elapsed = now > st->last_ns ? now - st->last_ns : 0;
-	if (elapsed > MAX_IDLE_NS)
+	if (elapsed > MAX_IDLE_NS) {
 		elapsed = MAX_IDLE_NS;
+		st->admitted_bytes[PORT_CLASS_DATA] = departed[PORT_CLASS_DATA];
+		st->admitted_bytes[PORT_CLASS_CREDIT] = departed[PORT_CLASS_CREDIT];
+	}
 	st->last_ns = now;
 	/* milli-bytes drained in `elapsed`: credits first (capped), data gets the rest. */
 	link_mb = elapsed * cfg->link_rate_Bps / 1000000;
@@ -132,25 +192,31 @@ int port_egress(struct __sk_buff *skb)
 	st->tokens_mbytes[PORT_CLASS_DATA] = min_u64(st->tokens_mbytes[PORT_CLASS_DATA] + data_mb - data_drained,
 						     (__u64)cfg->burst_bytes[PORT_CLASS_DATA] * 1000);
 
-	stats = &st->stats[cls & 1];
-	queue = st->queue_mbytes[cls & 1];
-	limit = (__u64)cfg->buffer_bytes[cls & 1] * 1000;
-	if (queue + wire * 1000 > limit) {
+	stats = &st->stats[cls];
+	/* Departures are counted by another CPU without this lock: never ahead of admissions
+	 * for long, but a read may catch them a packet ahead. */
+	queue = st->admitted_bytes[cls] > departed[cls] ? st->admitted_bytes[cls] - departed[cls] : 0;
+	if (queue + wire > cfg->buffer_bytes[cls]) {
 		drop = 1;
 		stats->dropped_packets++;
 		stats->dropped_bytes += wire;
-	} else if (st->tokens_mbytes[cls & 1] >= wire * 1000) {
-		st->tokens_mbytes[cls & 1] -= wire * 1000; /* leaves at once: the queue stays as it is */
 	} else {
-		queue += wire * 1000;
-		st->queue_mbytes[cls & 1] = queue;
-	}
-	if (!drop) {
+		queue += wire;
+		st->admitted_bytes[cls] += wire;
 		stats->enqueued_packets++;
 		stats->enqueued_bytes += wire;
-		if (queue / 1000 > stats->max_queue_bytes)
-			stats->max_queue_bytes = queue / 1000;
-		bucket = cfg->hist_bucket_bytes[cls & 1] ? queue / 1000 / cfg->hist_bucket_bytes[cls & 1] : 0;
+		if (st->tokens_mbytes[cls] >= wire * 1000)
+			st->tokens_mbytes[cls] -= wire * 1000; /* leaves at once: the ideal queue stays */
+		else
+			st->queue_mbytes[cls] += wire * 1000;
+		ideal = st->queue_mbytes[cls] / 1000;
+		lag = queue > ideal ? queue - ideal : ideal - queue;
+		stats->lag_sum_bytes += lag;
+		if (lag > stats->max_lag_bytes)
+			stats->max_lag_bytes = lag;
+		if (queue > stats->max_queue_bytes)
+			stats->max_queue_bytes = queue;
+		bucket = cfg->hist_bucket_bytes[cls] ? queue / cfg->hist_bucket_bytes[cls] : 0;
 		if (bucket >= PORT_HIST_BUCKETS)
 			bucket = PORT_HIST_BUCKETS - 1;
 		stats->queue_histogram[bucket & (PORT_HIST_BUCKETS - 1)]++;
@@ -170,7 +236,7 @@ int port_egress(struct __sk_buff *skb)
 		mark = !drop && random < st->mark_probability_ppm;
 	} else if (cls == PORT_CLASS_DATA && cfg->ecn_threshold_bytes) {
 		/* DCTCP: ECN-capable packets that find the queue above K are marked. */
-		mark = !drop && (p.tos & INET_ECN_MASK) && queue / 1000 > cfg->ecn_threshold_bytes;
+		mark = !drop && (p.tos & INET_ECN_MASK) && queue > cfg->ecn_threshold_bytes;
 	}
 	if (mark) {
 		stats->marked_packets++;
@@ -184,7 +250,7 @@ int port_egress(struct __sk_buff *skb)
 		return TC_ACT_STOLEN;
 	if (mark && (p.tos & INET_ECN_MASK) != INET_ECN_CE)
 		set_ce(skb, p.ip_offset, p.tos);
-	skb->priority = cfg->classid[cls & 1];
+	skb->priority = cfg->classid[cls];
 	return TC_ACT_OK;
 }
 

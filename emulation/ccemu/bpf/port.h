@@ -1,9 +1,13 @@
 /* Shared by port.bpf.c (kernel side), port_loader.c and ccemu/ports.py (which mirrors the
  * layouts with the struct module; tests compare them with `port_loader --layout`).
  *
- * One egress program per port: it classifies credits vs data (transport/wire-format.md),
- * keeps an exact fluid queue per class draining at the rates HTB gives the classes, drops
- * at the buffer size, CE-marks, and counts. The HTB classes under it do the real shaping. */
+ * Two programs per port. At egress, before the HTB tree that does the real shaping, it
+ * classifies credits vs data (transport/wire-format.md), drops at the buffer size, CE-marks
+ * and counts. At ingress, it counts what the port at the other end of the link has sent:
+ * a packet arriving here has left that port's queue. A port's queue is thus measured, not
+ * modelled: admitted minus departed bytes. An exact fluid queue per class, draining at the
+ * rates HTB gives the classes, is kept beside it as the ideal port; the gap between the two
+ * is how far the emulation lags behind an ideal switch. */
 #ifndef CCEMU_PORT_H
 #define CCEMU_PORT_H
 
@@ -11,7 +15,8 @@
 #define PORT_CLASS_CREDIT 1
 #define PORT_CLASSES 2
 #define PORT_HIST_BUCKETS 64
-#define PORT_MAX_PORTS 4096
+#define PORT_MAX_PORTS 4096      /* per namespace */
+#define PORT_MAX_FABRIC_PORTS 65536 /* port ids of a whole run */
 
 /* Wire format: a ccemu packet is UDP whose payload starts with this magic and a type. */
 #define CCEMU_MAGIC 0xCCE1
@@ -29,6 +34,15 @@ struct port_config {
 	__u32 wire_overhead_bytes;  /* preamble + SFD + FCS + IFG added to skb->len */
 	__u32 min_wire_bytes;       /* a minimum frame on the wire */
 	__u32 burst_bytes[PORT_CLASSES]; /* the HTB classes' burst: what they send at once after idling */
+	__u32 port_id;              /* this port in the run's port_departures map */
+	__u32 peer_port_id;         /* the port at the other end of the link (whose packets arrive here) */
+};
+
+/* Per port of the run (key: port id, shared by every namespace of the run): what has left
+ * the port's queue, counted where it arrives, at the peer's ingress. */
+struct port_departures {
+	__u64 bytes[PORT_CLASSES];
+	__u64 packets[PORT_CLASSES];
 };
 
 struct port_class_stats {
@@ -39,6 +53,8 @@ struct port_class_stats {
 	__u64 marked_packets;
 	__u64 marked_bytes;
 	__u64 max_queue_bytes;
+	__u64 lag_sum_bytes;        /* sum over enqueues of |real - ideal queue| */
+	__u64 max_lag_bytes;
 	__u64 queue_histogram[PORT_HIST_BUCKETS]; /* one count per enqueue, by queue length after it */
 };
 
@@ -46,8 +62,9 @@ struct port_state {
 	struct bpf_spin_lock lock;            /* egress may run on several CPUs at once */
 	__u32 pad;
 	__u64 last_ns;                        /* when the fluid queues were last drained */
-	__u64 queue_mbytes[PORT_CLASSES];     /* fluid queue lengths in milli-bytes */
+	__u64 queue_mbytes[PORT_CLASSES];     /* ideal (fluid) queue lengths in milli-bytes */
 	__u64 tokens_mbytes[PORT_CLASSES];    /* unused drain saved up while idle, <= burst */
+	__u64 admitted_bytes[PORT_CLASSES];   /* real queue = admitted - departed */
 	__u32 window_credits;                 /* credits seen in the current N_cdt window */
 	__u32 window_drops;                   /* of which dropped */
 	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */
