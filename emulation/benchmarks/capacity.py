@@ -67,11 +67,13 @@ def idle_rtt_ms(net: FabricNet, src: str, dst: str, count: int = 20) -> float:
 
 
 def detach_port_programs(net: FabricNet) -> None:
-    """Take the port program off every port (HTB then classifies everything as data)."""
+    """Take the port programs off every port (HTB then classifies everything as data)."""
     for node_name, ports in net.port_index.items():
         node = next(n for n in net.hosts + [i.namespace for i in net.instances] if n.name == node_name)
-        node.cmd("; ".join(f"tc filter del dev {port} egress" for port in ports))
-        left = [port for port in ports if node.cmd(f"tc filter show dev {port} egress").strip()]
+        for port in ports:  # one port a command: a shell line of them all overflows Mininet's
+            node.cmd(f"tc filter del dev {port} egress; tc filter del dev {port} ingress")
+        left = [port for port in ports for hook in ("egress", "ingress")
+                if node.cmd(f"tc filter show dev {port} {hook}").strip()]
         if left:
             raise RuntimeError(f"port programs still attached in {node_name}: {left}")
 

@@ -11,7 +11,7 @@ pub const CREDIT_PAYLOAD_BYTES: usize = 18;
 const HEADER_BYTES: usize = 4;
 
 /// The packet types; the numbers are the header's type byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Kind {
     CreditRequest = 1,
@@ -19,6 +19,8 @@ pub enum Kind {
     Data = 3,
     CreditStop = 4,
     Ack = 5,
+    Finish = 6,
+    Nack = 7,
 }
 
 impl Kind {
@@ -29,6 +31,8 @@ impl Kind {
             3 => Kind::Data,
             4 => Kind::CreditStop,
             5 => Kind::Ack,
+            6 => Kind::Finish,
+            7 => Kind::Nack,
             other => return Err(Error::UnknownKind(other)),
         })
     }
@@ -42,13 +46,26 @@ pub enum Packet {
     CreditRequest { flow: u32, size_bytes: u64 },
     /// Receiver -> sender: permission to send one data packet. Minimum frame size.
     Credit { flow: u32, credit_seq: u32, sent_us: u32 },
-    /// Sender -> receiver: data packet `seq` of the flow, echoing the credit it spends.
-    Data { flow: u32, seq: u32, echo_credit_seq: u32, echo_sent_us: u32, payload_len: u16 },
+    /// Sender -> receiver: data packet `seq` of the flow, echoing the credit it spends
+    /// (window schemes: `echo_credit_seq` 0, `echo_sent_us` the data's own send time).
+    /// `last`: the flow's last packet (tells a window scheme's receiver the flow's length).
+    Data { flow: u32, seq: u32, echo_credit_seq: u32, echo_sent_us: u32, payload_len: u16, last: bool },
     /// Sender -> receiver: no more credits needed.
     CreditStop { flow: u32 },
     /// Receiver -> sender (window-based schemes): cumulative ack, with ECN echo.
     Ack { flow: u32, cumulative: u32, ece: bool, echo_sent_us: u32 },
+    /// Receiver -> sender: every byte arrived, at `end_us` of the receiver's clock (hosts of
+    /// one emulation share a clock); `credits_sent` by the receiver for the flow.
+    Finish { flow: u32, end_us: u64, credits_sent: u32 },
+    /// Receiver -> sender (credit schemes): these data packets never arrived; spend the
+    /// next credits on them. At most [`NACK_MAX_SEQS`].
+    Nack { flow: u32, missing: Vec<u32> },
 }
+
+/// Sequence numbers one Nack carries at most (a data-sized packet).
+pub const NACK_MAX_SEQS: usize = 256;
+/// Header flag of a data packet: the flow's last packet.
+const FLAG_LAST: u8 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -57,6 +74,8 @@ pub enum Error {
     UnknownKind(u8),
     /// A data packet whose declared payload is longer than the datagram.
     Truncated,
+    /// A nack listing more than [`NACK_MAX_SEQS`] sequence numbers.
+    NackTooLong(u16),
 }
 
 impl fmt::Display for Error {
@@ -66,6 +85,7 @@ impl fmt::Display for Error {
             Error::BadMagic(magic) => write!(f, "magic {magic:#06x} is not ccemu's {MAGIC:#06x}"),
             Error::UnknownKind(kind) => write!(f, "unknown packet type {kind}"),
             Error::Truncated => write!(f, "data payload longer than the datagram"),
+            Error::NackTooLong(n) => write!(f, "nack of {n} sequence numbers, at most {NACK_MAX_SEQS}"),
         }
     }
 }
@@ -83,6 +103,8 @@ impl Packet {
             Packet::Data { .. } => Kind::Data,
             Packet::CreditStop { .. } => Kind::CreditStop,
             Packet::Ack { .. } => Kind::Ack,
+            Packet::Finish { .. } => Kind::Finish,
+            Packet::Nack { .. } => Kind::Nack,
         }
     }
 
@@ -92,7 +114,10 @@ impl Packet {
         let start = out.len();
         out.extend_from_slice(&MAGIC.to_be_bytes());
         out.push(self.kind() as u8);
-        out.push(0);
+        out.push(match self {
+            Packet::Data { last: true, .. } => FLAG_LAST,
+            _ => 0,
+        });
         match *self {
             Packet::CreditRequest { flow, size_bytes } => {
                 put32(out, flow);
@@ -104,7 +129,7 @@ impl Packet {
                 put32(out, sent_us);
                 out.resize(start + CREDIT_PAYLOAD_BYTES, 0);
             }
-            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len } => {
+            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last: _ } => {
                 put32(out, flow);
                 put32(out, seq);
                 put32(out, echo_credit_seq);
@@ -119,6 +144,19 @@ impl Packet {
                 out.push(ece as u8);
                 put32(out, echo_sent_us);
             }
+            Packet::Finish { flow, end_us, credits_sent } => {
+                put32(out, flow);
+                out.extend_from_slice(&end_us.to_be_bytes());
+                put32(out, credits_sent);
+            }
+            Packet::Nack { flow, ref missing } => {
+                put32(out, flow);
+                let count = missing.len().min(NACK_MAX_SEQS);
+                out.extend_from_slice(&(count as u16).to_be_bytes());
+                for &seq in &missing[..count] {
+                    put32(out, seq);
+                }
+            }
         }
     }
 
@@ -129,7 +167,7 @@ impl Packet {
             return Err(Error::BadMagic(magic));
         }
         let kind = Kind::from_byte(r.u8()?)?;
-        r.u8()?;
+        let flags = r.u8()?;
         Ok(match kind {
             Kind::CreditRequest => Packet::CreditRequest { flow: r.u32()?, size_bytes: r.u64()? },
             Kind::Credit => Packet::Credit { flow: r.u32()?, credit_seq: r.u32()?, sent_us: r.u32()? },
@@ -139,10 +177,20 @@ impl Packet {
                 if bytes.len() < r.at + payload_len as usize {
                     return Err(Error::Truncated);
                 }
-                Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len }
+                Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last: flags & FLAG_LAST != 0 }
             }
             Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
             Kind::Ack => Packet::Ack { flow: r.u32()?, cumulative: r.u32()?, ece: r.u8()? != 0, echo_sent_us: r.u32()? },
+            Kind::Finish => Packet::Finish { flow: r.u32()?, end_us: r.u64()?, credits_sent: r.u32()? },
+            Kind::Nack => {
+                let flow = r.u32()?;
+                let count = r.u16()?;
+                if count as usize > NACK_MAX_SEQS {
+                    return Err(Error::NackTooLong(count));
+                }
+                let missing = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
+                Packet::Nack { flow, missing }
+            }
         })
     }
 }
@@ -198,7 +246,7 @@ mod tests {
 
     #[test]
     fn data_carries_its_payload_length_in_zeros() {
-        let bytes = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 1000 });
+        let bytes = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 1000, last: false });
         assert_eq!(bytes.len(), DATA_HEADER_BYTES + 1000);
     }
 
@@ -207,9 +255,10 @@ mod tests {
         assert_eq!(Packet::decode(&[0x12, 0x34, 2, 0]), Err(Error::BadMagic(0x1234)));
         assert_eq!(Packet::decode(&[0xCC, 0xE1, 99, 0]), Err(Error::UnknownKind(99)));
         assert!(matches!(Packet::decode(&[0xCC, 0xE1, 2, 0, 1]), Err(Error::TooShort { .. })));
-        let mut data = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 10 });
+        let mut data = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 10, last: true });
         data.truncate(data.len() - 1);
         assert_eq!(Packet::decode(&data), Err(Error::Truncated));
+        assert_eq!(Packet::decode(&[0xCC, 0xE1, 7, 0, 0, 0, 0, 1, 0xFF, 0xFF]), Err(Error::NackTooLong(0xFFFF)));
     }
 
     fn any_packet() -> impl Strategy<Value = Packet> {
@@ -217,14 +266,18 @@ mod tests {
             (any::<u32>(), any::<u64>()).prop_map(|(flow, size_bytes)| Packet::CreditRequest { flow, size_bytes }),
             (any::<u32>(), any::<u32>(), any::<u32>())
                 .prop_map(|(flow, credit_seq, sent_us)| Packet::Credit { flow, credit_seq, sent_us }),
-            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000).prop_map(
-                |(flow, seq, echo_credit_seq, echo_sent_us, payload_len)| Packet::Data {
-                    flow, seq, echo_credit_seq, echo_sent_us, payload_len
+            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000, any::<bool>()).prop_map(
+                |(flow, seq, echo_credit_seq, echo_sent_us, payload_len, last)| Packet::Data {
+                    flow, seq, echo_credit_seq, echo_sent_us, payload_len, last
                 }
             ),
             any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
             (any::<u32>(), any::<u32>(), any::<bool>(), any::<u32>())
                 .prop_map(|(flow, cumulative, ece, echo_sent_us)| Packet::Ack { flow, cumulative, ece, echo_sent_us }),
+            (any::<u32>(), any::<u64>(), any::<u32>())
+                .prop_map(|(flow, end_us, credits_sent)| Packet::Finish { flow, end_us, credits_sent }),
+            (any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=NACK_MAX_SEQS))
+                .prop_map(|(flow, missing)| Packet::Nack { flow, missing }),
         ]
     }
 
@@ -241,9 +294,9 @@ mod tests {
 
         #[test]
         fn bytes_after_a_valid_header_never_panic_the_parser(
-            kind in 0u8..8, rest in proptest::collection::vec(any::<u8>(), 0..40)
+            kind in 0u8..10, flags in any::<u8>(), rest in proptest::collection::vec(any::<u8>(), 0..40)
         ) {
-            let mut bytes = vec![0xCC, 0xE1, kind, 0];
+            let mut bytes = vec![0xCC, 0xE1, kind, flags];
             bytes.extend(rest);
             let _ = Packet::decode(&bytes);
         }

@@ -1,0 +1,155 @@
+//! ExpressPass, sending side: asks for credits, spends each credit on one data packet, stops
+//! the credits when it has nothing left (early: as soon as the credits of the last RTT
+//! cover what remains), and counts the credits it could not use.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{packets_of, payload_of, Ctx};
+use crate::endpoint::{Ecn, EndpointConfig, FlowRecord, FlowSpec, HostId};
+use crate::wire::Packet;
+
+pub(crate) struct CreditSender {
+    spec: FlowSpec,
+    path_id: u8,
+    mss: u16,
+    packets: u32,
+    /// Next never-sent packet.
+    next_seq: u32,
+    /// Packets the receiver reported missing, to spend the next credits on.
+    resend: VecDeque<u32>,
+    start_us: u64,
+    request_sent_at: Instant,
+    first_credit_at: Option<Instant>,
+    /// Request -> first credit: the sender's only RTT sample (paces its credit stops).
+    rtt: Option<Duration>,
+    /// Set while a credit stop is out and unanswered by a Finish.
+    stop_sent_at: Option<Instant>,
+    /// Arrival times of the credits of the last RTT (early credit stop).
+    recent_credits: VecDeque<Instant>,
+    credits_wasted: u64,
+    retransmits: u64,
+}
+
+impl CreditSender {
+    pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, config: &EndpointConfig) -> Self {
+        let packets = packets_of(spec.size_bytes, config.mss).min(u32::MAX as u64) as u32;
+        ctx.send(spec.dst, path_id, Ecn::NotEct, &Packet::CreditRequest { flow: spec.id, size_bytes: spec.size_bytes });
+        Self {
+            spec,
+            path_id,
+            mss: config.mss,
+            packets,
+            next_seq: 0,
+            resend: VecDeque::new(),
+            start_us: ctx.now_us,
+            request_sent_at: ctx.now,
+            first_credit_at: None,
+            rtt: None,
+            stop_sent_at: None,
+            recent_credits: VecDeque::new(),
+            credits_wasted: 0,
+            retransmits: 0,
+        }
+    }
+
+    fn remaining(&self) -> u64 {
+        (self.packets - self.next_seq) as u64 + self.resend.len() as u64
+    }
+
+    pub fn on_credit(&mut self, ctx: &mut Ctx, credit_seq: u32, sent_us: u32, path_id: u8) {
+        if self.first_credit_at.is_none() {
+            self.first_credit_at = Some(ctx.now);
+            self.rtt = Some(ctx.now - self.request_sent_at);
+        }
+        let rtt = self.rtt.unwrap_or_default();
+        self.recent_credits.push_back(ctx.now);
+        while self.recent_credits.front().is_some_and(|&t| ctx.now - t > rtt) {
+            self.recent_credits.pop_front();
+        }
+        let seq = if let Some(seq) = self.resend.pop_front() {
+            self.retransmits += 1;
+            seq
+        } else if self.next_seq < self.packets {
+            self.next_seq += 1;
+            self.next_seq - 1
+        } else {
+            // Nothing to send: the credit is wasted. Repeat the stop at most once per RTT
+            // in case the first one was lost.
+            self.credits_wasted += 1;
+            if self.stop_sent_at.is_none_or(|at| ctx.now - at >= rtt) {
+                self.send_stop(ctx);
+            }
+            return;
+        };
+        let payload_len = payload_of(seq, self.spec.size_bytes, self.mss);
+        ctx.send(self.spec.dst, path_id, Ecn::NotEct, &Packet::Data {
+            flow: self.spec.id,
+            seq,
+            echo_credit_seq: credit_seq,
+            echo_sent_us: sent_us,
+            payload_len,
+            last: seq + 1 == self.packets,
+        });
+        // Early credit stop: the credits already on their way cover what is left.
+        if self.stop_sent_at.is_none() && self.recent_credits.len() as u64 >= self.remaining() {
+            self.send_stop(ctx);
+        }
+    }
+
+    fn send_stop(&mut self, ctx: &mut Ctx) {
+        ctx.send(self.spec.dst, self.path_id, Ecn::NotEct, &Packet::CreditStop { flow: self.spec.id });
+        self.stop_sent_at = Some(ctx.now);
+    }
+
+    /// The receiver misses these packets: spend the next credits on them (it restarts the
+    /// credits after the stop that made it look).
+    pub fn on_nack(&mut self, missing: &[u32]) {
+        for &seq in missing {
+            if seq < self.next_seq && !self.resend.contains(&seq) {
+                self.resend.push_back(seq);
+            }
+        }
+        if !self.resend.is_empty() {
+            self.stop_sent_at = None;
+        }
+    }
+
+    /// Unanswered credit request, or a stop without a Finish: ask again.
+    pub fn deadline(&self, config: &EndpointConfig) -> Option<Instant> {
+        if self.first_credit_at.is_none() {
+            Some(self.request_sent_at + config.control_timeout)
+        } else {
+            self.stop_sent_at.map(|at| at + config.control_timeout)
+        }
+    }
+
+    /// Returns the control packets sent again.
+    pub fn on_timeout(&mut self, ctx: &mut Ctx, _config: &EndpointConfig) -> u64 {
+        if self.first_credit_at.is_none() {
+            ctx.send(self.spec.dst, self.path_id, Ecn::NotEct, &Packet::CreditRequest {
+                flow: self.spec.id,
+                size_bytes: self.spec.size_bytes,
+            });
+            self.request_sent_at = ctx.now;
+        } else {
+            self.send_stop(ctx);
+        }
+        1
+    }
+
+    pub fn record(&self, host: HostId, end_us: u64, credits_sent: u32) -> FlowRecord {
+        FlowRecord {
+            id: self.spec.id,
+            src: host,
+            dst: self.spec.dst,
+            size_bytes: self.spec.size_bytes,
+            scheme: self.spec.scheme,
+            start_us: self.start_us,
+            end_us,
+            retransmits: self.retransmits,
+            credits_sent: credits_sent as u64,
+            credits_wasted: self.credits_wasted,
+        }
+    }
+}

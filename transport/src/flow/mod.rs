@@ -1,0 +1,152 @@
+//! Per-flow state machines, one file per role. Each takes `now` and an event, pushes the
+//! packets it wants sent into a [`Ctx`], and says when it next needs to be woken
+//! (`deadline`). The [`crate::Endpoint`] owns them and routes packets and timers.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+
+use crate::endpoint::{Ecn, HostId, Transmit};
+use crate::wire::Packet;
+
+pub mod credit_receiver;
+pub mod credit_sender;
+pub mod window_receiver;
+pub mod window_sender;
+
+/// What a flow's handler may touch besides its own state.
+pub(crate) struct Ctx<'a> {
+    pub now: Instant,
+    /// `now` in microseconds of the endpoint's clock (the wire carries its low 32 bits).
+    pub now_us: u64,
+    pub out: &'a mut VecDeque<Transmit>,
+    pub rng: &'a mut SmallRng,
+}
+
+impl Ctx<'_> {
+    pub fn send(&mut self, dst: HostId, path_id: u8, ecn: Ecn, packet: &Packet) {
+        let mut payload = Vec::new();
+        packet.encode(&mut payload);
+        self.out.push_back(Transmit { dst, path_id, ecn, kind: packet.kind(), payload });
+    }
+
+    /// Microseconds since `sent_us` (a 32-bit timestamp of this endpoint's clock).
+    pub fn since_us(&self, sent_us: u32) -> Duration {
+        Duration::from_micros((self.now_us as u32).wrapping_sub(sent_us) as u64)
+    }
+}
+
+/// Packets of a flow of `size_bytes` in segments of `mss` payload bytes (an empty flow still
+/// sends one packet, so that it has an end).
+pub(crate) fn packets_of(size_bytes: u64, mss: u16) -> u64 {
+    size_bytes.div_ceil(mss as u64).max(1)
+}
+
+/// Payload length of packet `seq` of a flow.
+pub(crate) fn payload_of(seq: u32, size_bytes: u64, mss: u16) -> u16 {
+    let before = seq as u64 * mss as u64;
+    size_bytes.saturating_sub(before).min(mss as u64) as u16
+}
+
+/// Which sequence numbers arrived: a bitmap grown on demand, with the lowest missing one.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ReceivedSet {
+    bits: Vec<u64>,
+    count: u64,
+    /// Every sequence number below this one arrived.
+    cumulative: u32,
+}
+
+impl ReceivedSet {
+    /// Records `seq`; false if it had arrived before.
+    pub fn insert(&mut self, seq: u32) -> bool {
+        let (word, bit) = ((seq / 64) as usize, seq % 64);
+        if word >= self.bits.len() {
+            self.bits.resize(word + 1, 0);
+        }
+        if self.bits[word] & (1 << bit) != 0 {
+            return false;
+        }
+        self.bits[word] |= 1 << bit;
+        self.count += 1;
+        while self.contains(self.cumulative) {
+            self.cumulative += 1;
+        }
+        true
+    }
+
+    pub fn contains(&self, seq: u32) -> bool {
+        self.bits.get((seq / 64) as usize).is_some_and(|w| w & (1 << (seq % 64)) != 0)
+    }
+
+    pub fn cumulative(&self) -> u32 {
+        self.cumulative
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Up to `limit` sequence numbers below `end` that have not arrived, lowest first.
+    pub fn missing(&self, end: u32, limit: usize) -> Vec<u32> {
+        (self.cumulative..end).filter(|&seq| !self.contains(seq)).take(limit).collect()
+    }
+}
+
+/// Smoothed RTT and variation (RFC 6298), and the retransmission timeout built on them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RttEstimator {
+    smoothed: Option<Duration>,
+    variation: Duration,
+}
+
+impl RttEstimator {
+    pub fn sample(&mut self, rtt: Duration) {
+        match self.smoothed {
+            None => {
+                self.smoothed = Some(rtt);
+                self.variation = rtt / 2;
+            }
+            Some(srtt) => {
+                let delta = srtt.abs_diff(rtt);
+                self.variation = (self.variation * 3 + delta) / 4;
+                self.smoothed = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    /// srtt + 4 rttvar, at least `min`; `initial` before the first sample.
+    pub fn rto(&self, min: Duration, initial: Duration) -> Duration {
+        match self.smoothed {
+            None => initial,
+            Some(srtt) => (srtt + 4 * self.variation).max(min),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cumulative_point_jumps_over_what_arrived_out_of_order() {
+        let mut set = ReceivedSet::default();
+        assert!(set.insert(1) && set.insert(2));
+        assert_eq!(set.cumulative(), 0);
+        assert_eq!(set.missing(5, 10), vec![0, 3, 4]);
+        assert!(set.insert(0));
+        assert!(!set.insert(2));
+        assert_eq!((set.cumulative(), set.count()), (3, 3));
+        assert!(set.insert(200));
+        assert_eq!(set.missing(202, 2), vec![3, 4]);
+    }
+
+    #[test]
+    fn the_last_packet_carries_what_is_left_of_the_flow() {
+        assert_eq!(packets_of(3000, 1450), 3);
+        assert_eq!(payload_of(1, 3000, 1450), 1450);
+        assert_eq!(payload_of(2, 3000, 1450), 100);
+        assert_eq!((packets_of(0, 1450), payload_of(0, 0, 1450)), (1, 0));
+    }
+}

@@ -1,0 +1,48 @@
+//! Window schemes (DCTCP), receiving side: one cumulative ack per data packet, echoing its
+//! CE mark and send time; the flow ends when every packet up to the last one arrived.
+
+use super::{Ctx, ReceivedSet};
+use crate::endpoint::{Ecn, HostId};
+use crate::flow::credit_receiver::OutOfRange;
+use crate::wire::Packet;
+
+/// How far beyond the cumulative ack a packet may be: more would mean a window of over a
+/// million packets (or a forged sequence number growing the bitmap).
+const MAX_AHEAD: u32 = 1 << 20;
+
+pub(crate) struct WindowReceiver {
+    src: HostId,
+    flow: u32,
+    path_id: u8,
+    received: ReceivedSet,
+    /// Packets of the flow, once its last one arrived.
+    packets: Option<u32>,
+}
+
+impl WindowReceiver {
+    pub fn new(src: HostId, flow: u32, path_id: u8) -> Self {
+        Self { src, flow, path_id, received: ReceivedSet::default(), packets: None }
+    }
+
+    pub fn path_id(&self) -> u8 {
+        self.path_id
+    }
+
+    pub fn on_data(&mut self, ctx: &mut Ctx, seq: u32, last: bool, echo_sent_us: u32, ce: bool)
+                   -> Result<bool, OutOfRange> {
+        if seq.saturating_sub(self.received.cumulative()) > MAX_AHEAD || self.packets.is_some_and(|n| seq >= n) {
+            return Err(OutOfRange);
+        }
+        if last {
+            self.packets = Some(seq + 1);
+        }
+        self.received.insert(seq);
+        ctx.send(self.src, self.path_id, Ecn::NotEct, &Packet::Ack {
+            flow: self.flow,
+            cumulative: self.received.cumulative(),
+            ece: ce,
+            echo_sent_us,
+        });
+        Ok(self.packets.is_some_and(|n| self.received.cumulative() >= n))
+    }
+}

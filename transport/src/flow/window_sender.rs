@@ -1,0 +1,167 @@
+//! Window schemes (DCTCP), sending side: a reliable window-based transfer over UDP. Sends
+//! while the window ([`crate::cc::WindowControl`]) allows, ECN-capable; new cumulative acks
+//! grow it, their CE echoes shrink it; three duplicate acks retransmit the first missing
+//! packet (NewReno-style recovery: one window cut per loss window); a retransmission timeout
+//! (RFC 6298, floored at `rto_min`) goes back to the first unacked packet.
+
+use std::time::Instant;
+
+use super::{packets_of, payload_of, Ctx, RttEstimator};
+use crate::cc::dctcp::Dctcp;
+use crate::cc::WindowControl;
+use crate::endpoint::{Ecn, EndpointConfig, FlowRecord, FlowSpec, HostId};
+use crate::wire::Packet;
+
+const DUPLICATE_ACKS: u32 = 3;
+/// Doubling of the timeout per unanswered retransmission stops here (2^6 x).
+const MAX_BACKOFF: u32 = 6;
+
+pub(crate) struct WindowSender {
+    spec: FlowSpec,
+    path_id: u8,
+    mss: u16,
+    packets: u32,
+    /// First packet not acknowledged.
+    unacked: u32,
+    /// Next packet to send (goes back to `unacked` after a timeout).
+    next_seq: u32,
+    /// One past the highest packet ever sent: below it, a send is a retransmission.
+    highest_sent: u32,
+    cc: Dctcp,
+    rtt: RttEstimator,
+    duplicate_acks: u32,
+    /// In loss recovery until this packet is acknowledged.
+    recover: Option<u32>,
+    rto_at: Option<Instant>,
+    backoff: u32,
+    start_us: u64,
+    retransmits: u64,
+}
+
+impl WindowSender {
+    pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, config: &EndpointConfig) -> Self {
+        let mut sender = Self {
+            packets: packets_of(spec.size_bytes, config.mss).min(u32::MAX as u64) as u32,
+            spec,
+            path_id,
+            mss: config.mss,
+            unacked: 0,
+            next_seq: 0,
+            highest_sent: 0,
+            cc: config.dctcp.build(),
+            rtt: RttEstimator::default(),
+            duplicate_acks: 0,
+            recover: None,
+            rto_at: None,
+            backoff: 0,
+            start_us: ctx.now_us,
+            retransmits: 0,
+        };
+        sender.send_window(ctx, config);
+        sender
+    }
+
+    fn in_flight_bytes(&self) -> u64 {
+        (self.next_seq - self.unacked) as u64 * self.mss as u64
+    }
+
+    fn send_window(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
+        while self.next_seq < self.packets && self.in_flight_bytes() < self.cc.window() {
+            self.send(ctx, self.next_seq);
+            self.next_seq += 1;
+        }
+        if self.rto_at.is_none() {
+            self.arm_rto(ctx, config);
+        }
+    }
+
+    fn send(&mut self, ctx: &mut Ctx, seq: u32) {
+        if seq < self.highest_sent {
+            self.retransmits += 1;
+        }
+        self.highest_sent = self.highest_sent.max(seq + 1);
+        ctx.send(self.spec.dst, self.path_id, Ecn::Ect0, &Packet::Data {
+            flow: self.spec.id,
+            seq,
+            echo_credit_seq: 0,
+            echo_sent_us: ctx.now_us as u32,
+            payload_len: payload_of(seq, self.spec.size_bytes, self.mss),
+            last: seq + 1 == self.packets,
+        });
+    }
+
+    fn arm_rto(&mut self, ctx: &Ctx, config: &EndpointConfig) {
+        let rto = self.rtt.rto(config.rto_min, config.rto_initial) * (1 << self.backoff);
+        self.rto_at = Some(ctx.now + rto);
+    }
+
+    pub fn on_ack(&mut self, ctx: &mut Ctx, cumulative: u32, ece: bool, echo_sent_us: u32, config: &EndpointConfig) {
+        if cumulative > self.highest_sent {
+            return; // acks what was never sent: not ours to believe
+        }
+        if cumulative > self.unacked {
+            // Karn: a sample from any new ack is fine here, since echo_sent_us is the send
+            // time of the very packet acknowledged, retransmitted or not.
+            self.rtt.sample(ctx.since_us(echo_sent_us));
+            let acked = (cumulative - self.unacked) as u64 * self.mss as u64;
+            self.cc.on_ack(ctx.now, acked, ece);
+            self.unacked = cumulative;
+            self.next_seq = self.next_seq.max(cumulative);
+            self.duplicate_acks = 0;
+            self.backoff = 0;
+            match self.recover {
+                Some(point) if cumulative >= point => self.recover = None,
+                Some(_) => self.send(ctx, cumulative), // partial ack: the next hole
+                None => {}
+            }
+            self.arm_rto(ctx, config);
+        } else if self.next_seq > self.unacked {
+            if ece {
+                self.cc.on_ack(ctx.now, 0, true);
+            }
+            self.duplicate_acks += 1;
+            if self.duplicate_acks == DUPLICATE_ACKS && self.recover.is_none() {
+                self.cc.on_loss(ctx.now);
+                self.recover = Some(self.next_seq);
+                self.send(ctx, self.unacked);
+            }
+        }
+        self.send_window(ctx, config);
+    }
+
+    /// The retransmission timer; after the last ack it waits for the Finish (and resends
+    /// the last packet if that was lost).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.rto_at
+    }
+
+    pub fn on_timeout(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
+        self.rto_at = None;
+        self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        if self.unacked >= self.packets {
+            self.send(ctx, self.packets - 1);
+            self.arm_rto(ctx, config);
+            return;
+        }
+        self.cc.on_timeout(ctx.now);
+        self.recover = None;
+        self.duplicate_acks = 0;
+        self.next_seq = self.unacked;
+        self.send_window(ctx, config);
+    }
+
+    pub fn record(&self, host: HostId, end_us: u64) -> FlowRecord {
+        FlowRecord {
+            id: self.spec.id,
+            src: host,
+            dst: self.spec.dst,
+            size_bytes: self.spec.size_bytes,
+            scheme: self.spec.scheme,
+            start_us: self.start_us,
+            end_us,
+            retransmits: self.retransmits,
+            credits_sent: 0,
+            credits_wasted: 0,
+        }
+    }
+}
