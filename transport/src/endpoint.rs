@@ -95,6 +95,9 @@ pub struct FlowRecord {
     pub end_us: u64,
     /// Data packets sent more than once.
     pub retransmits: u64,
+    /// Retransmission timeouts (window schemes), and how many of them proved spurious.
+    pub timeouts: u64,
+    pub spurious_timeouts: u64,
     pub credits_sent: u64,
     /// Credits that arrived when the sender had nothing left to send.
     pub credits_wasted: u64,
@@ -116,7 +119,15 @@ pub struct Counters {
     /// Parsed, but for no flow this host knows (and not a late packet of a finished one).
     pub unknown_flow: u64,
     pub data_bytes_received: u64,
+    /// Data packets that arrived CE-marked, and acks that echoed a mark.
+    pub ce_received: u64,
+    /// Window schemes: data packets that did not arrive in order (holes, reordering, duplicates).
+    pub data_out_of_order: u64,
+    pub ece_received: u64,
+    /// Per-flow figures, added when the flow finishes.
     pub data_retransmits: u64,
+    pub timeouts: u64,
+    pub spurious_timeouts: u64,
     pub credits_sent: u64,
     pub credits_wasted: u64,
     pub flows_started: u64,
@@ -258,7 +269,14 @@ impl Endpoint {
                 } else {
                     let config = &self.config;
                     self.receiving.entry((src, flow)).or_insert_with(|| {
-                        Receiving::Credit(CreditReceiver::new(&mut ctx, src, flow, size_bytes, incoming.path_id, config))
+                        Receiving::Credit(CreditReceiver::new(
+                            &mut ctx,
+                            src,
+                            flow,
+                            size_bytes,
+                            incoming.path_id,
+                            config,
+                        ))
                     });
                 }
             }
@@ -269,6 +287,7 @@ impl Endpoint {
             Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last } => {
                 self.counters.data_bytes_received += payload_len as u64;
                 let ce = incoming.ecn == Ecn::Ce;
+                self.counters.ce_received += ce as u64;
                 if let Some(done) = self.finished.get(&(src, flow)) {
                     send_finish(&mut ctx, src, flow, done);
                     return;
@@ -280,7 +299,10 @@ impl Endpoint {
                     .or_insert_with(|| Receiving::Window(WindowReceiver::new(src, flow, incoming.path_id)));
                 let complete = match receiver {
                     Receiving::Credit(r) => r.on_data(&mut ctx, seq, echo_credit_seq, echo_sent_us, config),
-                    Receiving::Window(r) => r.on_data(&mut ctx, seq, last, echo_sent_us, ce),
+                    Receiving::Window(r) => r.on_data(&mut ctx, seq, last, echo_sent_us, ce).map(|arrival| {
+                        self.counters.data_out_of_order += arrival.out_of_order as u64;
+                        arrival.complete
+                    }),
                 };
                 match complete {
                     Ok(true) => self.finish_receiving(now, src, flow),
@@ -297,10 +319,15 @@ impl Endpoint {
                     self.counters.unknown_flow += 1;
                 }
             }
-            Packet::Ack { flow, cumulative, ece, echo_sent_us } => match self.sending.get_mut(&flow) {
-                Some(Sending::Window(sender)) => sender.on_ack(&mut ctx, cumulative, ece, echo_sent_us, &self.config),
-                _ => self.counters.unknown_flow += 1,
-            },
+            Packet::Ack { flow, cumulative, ece, duplicate, echo_sent_us } => {
+                self.counters.ece_received += ece as u64;
+                match self.sending.get_mut(&flow) {
+                    Some(Sending::Window(sender)) => {
+                        sender.on_ack(&mut ctx, cumulative, ece, duplicate, echo_sent_us, &self.config)
+                    }
+                    _ => self.counters.unknown_flow += 1,
+                }
+            }
             Packet::Nack { flow, missing } => match self.sending.get_mut(&flow) {
                 Some(Sending::Credit(sender)) => sender.on_nack(&missing),
                 _ => self.counters.unknown_flow += 1,
@@ -314,6 +341,8 @@ impl Endpoint {
                     };
                     self.counters.flows_finished += 1;
                     self.counters.data_retransmits += record.retransmits;
+                    self.counters.timeouts += record.timeouts;
+                    self.counters.spurious_timeouts += record.spurious_timeouts;
                     self.counters.credits_wasted += record.credits_wasted;
                     self.records.push_back(record);
                 }
@@ -380,11 +409,15 @@ impl Endpoint {
     pub fn poll_record(&mut self) -> Option<FlowRecord> {
         self.records.pop_front()
     }
-
 }
 
 fn send_finish(ctx: &mut Ctx, src: HostId, flow: u32, done: &Finished) {
-    ctx.send(src, done.path_id, Ecn::NotEct, &Packet::Finish { flow, end_us: done.end_us, credits_sent: done.credits_sent });
+    ctx.send(
+        src,
+        done.path_id,
+        Ecn::NotEct,
+        &Packet::Finish { flow, end_us: done.end_us, credits_sent: done.credits_sent },
+    );
 }
 
 /// The path a flow takes when its spec does not pin one: a hash of host and flow id (the

@@ -51,7 +51,11 @@ impl SimConfig {
     }
 
     pub fn dctcp(hosts: u32, link_bps: f64, propagation: Duration, data_buffer_bytes: u64, k: u64) -> Self {
-        Self { credit_share: 0.0, ecn_threshold_bytes: Some(k), ..Self::expresspass(hosts, link_bps, propagation, data_buffer_bytes) }
+        Self {
+            credit_share: 0.0,
+            ecn_threshold_bytes: Some(k),
+            ..Self::expresspass(hosts, link_bps, propagation, data_buffer_bytes)
+        }
     }
 
     /// Data payload rate an ExpressPass flow can reach on one link: the link minus the credit
@@ -97,12 +101,23 @@ struct Port {
 }
 
 enum Event {
-    Start { host: HostId, spec: FlowSpec },
+    Start {
+        host: HostId,
+        spec: FlowSpec,
+    },
     /// Arrives at the switch and joins the port toward its destination.
     AtSwitch(InFlight),
-    Deliver { host: HostId, packet: InFlight },
+    Deliver {
+        host: HostId,
+        packet: InFlight,
+    },
     PortFree(usize),
     Wake(HostId),
+    /// The port sends nothing until then (a CPU stall of the emulator, say).
+    Stall {
+        port: usize,
+        until: Instant,
+    },
 }
 
 struct Scheduled {
@@ -219,6 +234,13 @@ impl Network {
         self.losses.push((kind, nth));
     }
 
+    /// From `after` the start, the switch port toward `host` sends nothing for `stall`: what a
+    /// CPU stall does to the emulated fabric.
+    pub fn stall_switch_port(&mut self, host: HostId, after: Duration, stall: Duration) {
+        let port = (self.config.hosts + host - 1) as usize;
+        self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
+    }
+
     pub fn start_flow(&mut self, after: Duration, host: HostId, spec: FlowSpec) {
         self.schedule(self.start + after, Event::Start { host, spec });
     }
@@ -270,15 +292,29 @@ impl Network {
             Event::Deliver { host, packet } => {
                 if packet.transmit.kind == Kind::Data {
                     if let Ok(Packet::Data { flow, payload_len, .. }) = Packet::decode(&packet.transmit.payload) {
-                        self.deliveries.push(Delivery { at: self.now, src: packet.src, flow, payload_bytes: payload_len as u64 });
+                        self.deliveries.push(Delivery {
+                            at: self.now,
+                            src: packet.src,
+                            flow,
+                            payload_bytes: payload_len as u64,
+                        });
                     }
                 }
                 let ecn = if packet.ce { Ecn::Ce } else { packet.transmit.ecn };
-                let incoming = Incoming { src: packet.src, path_id: packet.transmit.path_id, ecn, payload: &packet.transmit.payload };
+                let incoming = Incoming {
+                    src: packet.src,
+                    path_id: packet.transmit.path_id,
+                    ecn,
+                    payload: &packet.transmit.payload,
+                };
                 self.hosts[host as usize - 1].handle_packet(self.now, incoming);
                 self.after(host);
             }
             Event::PortFree(port) => self.try_send(port),
+            Event::Stall { port, until } => {
+                self.ports[port].busy_until = self.ports[port].busy_until.max(until);
+                self.schedule(until, Event::PortFree(port));
+            }
             Event::Wake(host) => {
                 if self.wakes[host as usize - 1] == Some(self.now) {
                     self.wakes[host as usize - 1] = None;
@@ -298,7 +334,8 @@ impl Network {
             if self.losses.contains(&(transmit.kind, *sent)) {
                 continue;
             }
-            let wire_bytes = (transmit.payload.len() as u64 + HEADERS_BYTES + WIRE_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
+            let wire_bytes =
+                (transmit.payload.len() as u64 + HEADERS_BYTES + WIRE_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
             self.enqueue(index, InFlight { src: host, transmit, ce: false, wire_bytes });
         }
         while let Some(record) = self.hosts[index].poll_record() {

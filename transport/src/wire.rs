@@ -53,7 +53,9 @@ pub enum Packet {
     /// Sender -> receiver: no more credits needed.
     CreditStop { flow: u32 },
     /// Receiver -> sender (window-based schemes): cumulative ack, with ECN echo.
-    Ack { flow: u32, cumulative: u32, ece: bool, echo_sent_us: u32 },
+    /// `duplicate`: the packet acknowledged had arrived before (so this ack says nothing
+    /// about a hole: like a D-SACK, it tells the sender a retransmission was spurious).
+    Ack { flow: u32, cumulative: u32, ece: bool, duplicate: bool, echo_sent_us: u32 },
     /// Receiver -> sender: every byte arrived, at `end_us` of the receiver's clock (hosts of
     /// one emulation share a clock); `credits_sent` by the receiver for the flow.
     Finish { flow: u32, end_us: u64, credits_sent: u32 },
@@ -69,7 +71,10 @@ const FLAG_LAST: u8 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    TooShort { needed: usize, got: usize },
+    TooShort {
+        needed: usize,
+        got: usize,
+    },
     BadMagic(u16),
     UnknownKind(u8),
     /// A data packet whose declared payload is longer than the datagram.
@@ -138,10 +143,10 @@ impl Packet {
                 out.resize(out.len() + payload_len as usize, 0);
             }
             Packet::CreditStop { flow } => put32(out, flow),
-            Packet::Ack { flow, cumulative, ece, echo_sent_us } => {
+            Packet::Ack { flow, cumulative, ece, duplicate, echo_sent_us } => {
                 put32(out, flow);
                 put32(out, cumulative);
-                out.push(ece as u8);
+                out.push(ece as u8 | (duplicate as u8) << 1);
                 put32(out, echo_sent_us);
             }
             Packet::Finish { flow, end_us, credits_sent } => {
@@ -180,7 +185,10 @@ impl Packet {
                 Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last: flags & FLAG_LAST != 0 }
             }
             Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
-            Kind::Ack => Packet::Ack { flow: r.u32()?, cumulative: r.u32()?, ece: r.u8()? != 0, echo_sent_us: r.u32()? },
+            Kind::Ack => {
+                let (flow, cumulative, bits) = (r.u32()?, r.u32()?, r.u8()?);
+                Packet::Ack { flow, cumulative, ece: bits & 1 != 0, duplicate: bits & 2 != 0, echo_sent_us: r.u32()? }
+            }
             Kind::Finish => Packet::Finish { flow: r.u32()?, end_us: r.u64()?, credits_sent: r.u32()? },
             Kind::Nack => {
                 let flow = r.u32()?;
@@ -246,7 +254,14 @@ mod tests {
 
     #[test]
     fn data_carries_its_payload_length_in_zeros() {
-        let bytes = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 1000, last: false });
+        let bytes = encoded(&Packet::Data {
+            flow: 1,
+            seq: 2,
+            echo_credit_seq: 3,
+            echo_sent_us: 4,
+            payload_len: 1000,
+            last: false,
+        });
         assert_eq!(bytes.len(), DATA_HEADER_BYTES + 1000);
     }
 
@@ -255,7 +270,14 @@ mod tests {
         assert_eq!(Packet::decode(&[0x12, 0x34, 2, 0]), Err(Error::BadMagic(0x1234)));
         assert_eq!(Packet::decode(&[0xCC, 0xE1, 99, 0]), Err(Error::UnknownKind(99)));
         assert!(matches!(Packet::decode(&[0xCC, 0xE1, 2, 0, 1]), Err(Error::TooShort { .. })));
-        let mut data = encoded(&Packet::Data { flow: 1, seq: 2, echo_credit_seq: 3, echo_sent_us: 4, payload_len: 10, last: true });
+        let mut data = encoded(&Packet::Data {
+            flow: 1,
+            seq: 2,
+            echo_credit_seq: 3,
+            echo_sent_us: 4,
+            payload_len: 10,
+            last: true,
+        });
         data.truncate(data.len() - 1);
         assert_eq!(Packet::decode(&data), Err(Error::Truncated));
         assert_eq!(Packet::decode(&[0xCC, 0xE1, 7, 0, 0, 0, 0, 1, 0xFF, 0xFF]), Err(Error::NackTooLong(0xFFFF)));
@@ -264,18 +286,36 @@ mod tests {
     fn any_packet() -> impl Strategy<Value = Packet> {
         prop_oneof![
             (any::<u32>(), any::<u64>()).prop_map(|(flow, size_bytes)| Packet::CreditRequest { flow, size_bytes }),
-            (any::<u32>(), any::<u32>(), any::<u32>())
-                .prop_map(|(flow, credit_seq, sent_us)| Packet::Credit { flow, credit_seq, sent_us }),
+            (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(flow, credit_seq, sent_us)| Packet::Credit {
+                flow,
+                credit_seq,
+                sent_us
+            }),
             (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000, any::<bool>()).prop_map(
                 |(flow, seq, echo_credit_seq, echo_sent_us, payload_len, last)| Packet::Data {
-                    flow, seq, echo_credit_seq, echo_sent_us, payload_len, last
+                    flow,
+                    seq,
+                    echo_credit_seq,
+                    echo_sent_us,
+                    payload_len,
+                    last
                 }
             ),
             any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
-            (any::<u32>(), any::<u32>(), any::<bool>(), any::<u32>())
-                .prop_map(|(flow, cumulative, ece, echo_sent_us)| Packet::Ack { flow, cumulative, ece, echo_sent_us }),
-            (any::<u32>(), any::<u64>(), any::<u32>())
-                .prop_map(|(flow, end_us, credits_sent)| Packet::Finish { flow, end_us, credits_sent }),
+            (any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
+                |(flow, cumulative, ece, duplicate, echo_sent_us)| Packet::Ack {
+                    flow,
+                    cumulative,
+                    ece,
+                    duplicate,
+                    echo_sent_us
+                }
+            ),
+            (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(flow, end_us, credits_sent)| Packet::Finish {
+                flow,
+                end_us,
+                credits_sent
+            }),
             (any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=NACK_MAX_SEQS))
                 .prop_map(|(flow, missing)| Packet::Nack { flow, missing }),
         ]

@@ -33,8 +33,10 @@ fn long_flows_keep_the_queue_near_k_and_the_link_busy() {
     assert!((0.5 * K as f64..1.5 * K as f64).contains(&queue), "mean queue {queue:.0} B, K {K} B");
     let payload: u64 = net.deliveries.iter().filter(|d| d.at >= from && d.at < to).map(|d| d.payload_bytes).sum();
     let utilization = payload as f64 / (to - from).as_secs_f64() / (LINK / 8.0 * 1450.0 / FRAME as f64);
-    println!("DCTCP, 2 flows: mean queue {queue:.0} B (K {K} B), max {} B, utilization {utilization:.3}",
-             port.max_data_queue_bytes);
+    println!(
+        "DCTCP, 2 flows: mean queue {queue:.0} B (K {K} B), max {} B, utilization {utilization:.3}",
+        port.max_data_queue_bytes
+    );
     assert!(utilization >= 0.95, "utilization {utilization:.3}");
     assert_eq!(port.data_drops, 0);
 }
@@ -71,4 +73,38 @@ fn an_incast_that_overflows_the_buffer_still_completes_every_flow() {
     assert_eq!(net.records.len(), senders as usize);
     assert!(net.switch_port(senders + 1).data_drops > 0, "the incast was meant to overflow");
     assert!(net.records.iter().any(|r| r.retransmits > 0));
+}
+
+#[test]
+#[ignore]
+fn print_emulation_like_run() {
+    let mut net = Network::new(SimConfig::dctcp(2, 50e6, Duration::from_micros(100), 150_000, 30_000), |c| c);
+    net.start_flow(Duration::ZERO, 1, flow(1, 2, 20_000_000));
+    for i in 0..30u64 {
+        net.stall_switch_port(2, Duration::from_millis(100 * i + 37), Duration::from_millis(2 + i % 14));
+    }
+    net.run_to_completion(Duration::from_secs(60));
+    let r = &net.records[0];
+    println!(
+        "fct {:?} retransmits {} goodput {:.1} Mb/s drops {} max q {}",
+        r.fct(),
+        r.retransmits,
+        20e6 * 8.0 / r.fct().as_secs_f64() / 1e6,
+        net.switch_port(2).data_drops + net.host_port(1).data_drops,
+        net.host_port(1).max_data_queue_bytes.max(net.switch_port(2).max_data_queue_bytes)
+    );
+}
+
+#[test]
+fn a_stall_longer_than_the_timeout_is_found_spurious_and_nothing_is_sent_twice_but_one_packet() {
+    let mut net = network(2, 250 * FRAME);
+    net.start_flow(Duration::ZERO, 1, flow(1, 2, 20_000_000));
+    net.stall_switch_port(2, Duration::from_millis(5), Duration::from_millis(30));
+    net.run_to_completion(Duration::from_secs(1));
+    let record = &net.records[0];
+    assert!(record.timeouts >= 1, "the stall was meant to outlast the timeout");
+    assert_eq!((record.spurious_timeouts, record.retransmits), (record.timeouts, record.timeouts));
+    // The window was given back: the transfer lost little more than the stall itself.
+    let ideal = Duration::from_secs_f64(20e6 / (LINK / 8.0 * 1450.0 / FRAME as f64));
+    assert!(record.fct() < ideal + Duration::from_millis(32), "{:?} vs {ideal:?} + the 30 ms stall", record.fct());
 }

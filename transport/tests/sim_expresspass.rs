@@ -60,8 +60,9 @@ fn converge(senders: u32) -> (f64, Network) {
         net.start_flow(Duration::ZERO, sender, flow(sender, receiver, 1_000_000_000));
     }
     net.run_for(FAIR_TO * base_rtt());
-    let rates: Vec<f64> = (1..=senders).map(|s| rate(&net.deliveries, net.start(), FAIR_FROM * base_rtt(),
-                                                      FAIR_TO * base_rtt(), Some(s))).collect();
+    let rates: Vec<f64> = (1..=senders)
+        .map(|s| rate(&net.deliveries, net.start(), FAIR_FROM * base_rtt(), FAIR_TO * base_rtt(), Some(s)))
+        .collect();
     (jain_fairness(&rates), net)
 }
 
@@ -102,7 +103,11 @@ fn a_lost_credit_request_is_sent_again_and_the_flow_completes() {
     let record = &net.records[0];
     assert_eq!(net.host(1).counters().control_retransmits, 1);
     // One control timeout (100 ms) lost, then the transfer.
-    assert!(record.fct() > Duration::from_millis(100) && record.fct() < Duration::from_millis(110), "{:?}", record.fct());
+    assert!(
+        record.fct() > Duration::from_millis(100) && record.fct() < Duration::from_millis(110),
+        "{:?}",
+        record.fct()
+    );
 }
 
 #[test]

@@ -35,6 +35,7 @@ impl DctcpConfig {
             window_acked: 0,
             window_marked: 0,
             cut_this_window: false,
+            before_timeout: None,
         }
     }
 }
@@ -55,6 +56,8 @@ pub struct Dctcp {
     window_marked: u64,
     /// A window is cut at most once per window of data.
     cut_this_window: bool,
+    /// (window, slow start threshold) before the first of a run of timeouts.
+    before_timeout: Option<(u64, u64)>,
 }
 
 impl Dctcp {
@@ -69,6 +72,9 @@ impl Dctcp {
 
 impl WindowControl for Dctcp {
     fn on_ack(&mut self, _now: Instant, acked: u64, ece: bool) {
+        if acked > 0 {
+            self.before_timeout = None;
+        }
         self.window_acked += acked;
         if ece {
             self.window_marked += acked;
@@ -98,8 +104,15 @@ impl WindowControl for Dctcp {
     }
 
     fn on_timeout(&mut self, _now: Instant) {
+        self.before_timeout.get_or_insert((self.window, self.slow_start_threshold));
         self.slow_start_threshold = (self.window / 2).max(self.min_window());
         self.window = self.min_window();
+    }
+
+    fn on_spurious_timeout(&mut self, _now: Instant) {
+        if let Some((window, threshold)) = self.before_timeout.take() {
+            (self.window, self.slow_start_threshold) = (window, threshold);
+        }
     }
 
     fn window(&self) -> u64 {
@@ -149,6 +162,17 @@ mod tests {
             cc.on_ack(now, 1448, segment % 4 == 0);
         }
         assert!((cc.alpha() - 0.25).abs() < 0.05, "{}", cc.alpha());
+    }
+
+    #[test]
+    fn a_spurious_timeout_gives_the_window_back() {
+        let (mut cc, now) = (DctcpConfig::default().build(), Instant::now());
+        let before = cc.window();
+        cc.on_timeout(now);
+        cc.on_timeout(now);
+        assert_eq!(cc.window(), 2 * 1448);
+        cc.on_spurious_timeout(now);
+        assert_eq!(cc.window(), before);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub trait WindowControl {
     fn on_loss(&mut self, now: Instant);
     /// Retransmission timeout.
     fn on_timeout(&mut self, now: Instant);
+    /// The last timeouts were spurious (the originals arrived): undo what they did to the
+    /// window (RFC 4015's response).
+    fn on_spurious_timeout(&mut self, now: Instant);
     /// Congestion window, bytes.
     fn window(&self) -> u64;
 }

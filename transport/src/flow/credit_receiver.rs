@@ -40,7 +40,8 @@ pub(crate) struct CreditReceiver {
     /// Highest credit sequence number echoed so far.
     last_echo: Option<u32>,
     period: Period,
-    /// After a credit stop with data missing: when to ask for it.
+    /// After a credit stop with data missing: when to ask for it (two RTTs after the last
+    /// data packet).
     recovery_at: Option<Instant>,
 }
 
@@ -72,8 +73,14 @@ impl CreditReceiver {
     }
 
     /// Ok(true) once every packet of the flow has arrived.
-    pub fn on_data(&mut self, ctx: &mut Ctx, seq: u32, echo_credit_seq: u32, echo_sent_us: u32,
-                   config: &EndpointConfig) -> Result<bool, OutOfRange> {
+    pub fn on_data(
+        &mut self,
+        ctx: &mut Ctx,
+        seq: u32,
+        echo_credit_seq: u32,
+        echo_sent_us: u32,
+        config: &EndpointConfig,
+    ) -> Result<bool, OutOfRange> {
         if seq >= self.packets {
             return Err(OutOfRange);
         }
@@ -99,13 +106,20 @@ impl CreditReceiver {
             }
         }
         let rtt = self.rtt.unwrap_or(config.initial_rtt);
+        if self.recovery_at.is_some() {
+            // Stopped, and the data bought by the last credits is still coming in.
+            self.recovery_at = Some(ctx.now + 2 * rtt);
+        }
         if ctx.now - self.period.start >= rtt {
-            self.cc.on_feedback(ctx.now, CreditFeedback {
-                credits: self.period.credits,
-                lost: self.period.lost,
-                elapsed: ctx.now - self.period.start,
-                rtt,
-            });
+            self.cc.on_feedback(
+                ctx.now,
+                CreditFeedback {
+                    credits: self.period.credits,
+                    lost: self.period.lost,
+                    elapsed: ctx.now - self.period.start,
+                    rtt,
+                },
+            );
             self.period = Period { start: ctx.now, credits: 0, lost: 0 };
         }
         if self.received.count() == self.packets as u64 {
@@ -118,7 +132,8 @@ impl CreditReceiver {
 
     pub fn on_credit_stop(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
         self.next_credit_at = None;
-        // Data bought by the last credits may still be on its way: wait for it two RTTs.
+        // Data bought by the last credits may still be on its way: ask for what is missing
+        // only once none has arrived for two RTTs.
         let rtt = self.rtt.unwrap_or(config.initial_rtt);
         self.recovery_at = Some(ctx.now + 2 * rtt);
     }
@@ -142,11 +157,12 @@ impl CreditReceiver {
         if due > ctx.now {
             return;
         }
-        ctx.send(self.src, self.path_id, Ecn::NotEct, &Packet::Credit {
-            flow: self.flow,
-            credit_seq: self.next_credit_seq,
-            sent_us: ctx.now_us as u32,
-        });
+        ctx.send(
+            self.src,
+            self.path_id,
+            Ecn::NotEct,
+            &Packet::Credit { flow: self.flow, credit_seq: self.next_credit_seq, sent_us: ctx.now_us as u32 },
+        );
         self.next_credit_seq += 1;
         self.credits_sent += 1;
         let gap = self.cc.credit_gap(ctx.rng.random_range(-1.0..=1.0));

@@ -83,14 +83,19 @@ impl CreditSender {
             return;
         };
         let payload_len = payload_of(seq, self.spec.size_bytes, self.mss);
-        ctx.send(self.spec.dst, path_id, Ecn::NotEct, &Packet::Data {
-            flow: self.spec.id,
-            seq,
-            echo_credit_seq: credit_seq,
-            echo_sent_us: sent_us,
-            payload_len,
-            last: seq + 1 == self.packets,
-        });
+        ctx.send(
+            self.spec.dst,
+            path_id,
+            Ecn::NotEct,
+            &Packet::Data {
+                flow: self.spec.id,
+                seq,
+                echo_credit_seq: credit_seq,
+                echo_sent_us: sent_us,
+                payload_len,
+                last: seq + 1 == self.packets,
+            },
+        );
         // Early credit stop: the credits already on their way cover what is left.
         if self.stop_sent_at.is_none() && self.recent_credits.len() as u64 >= self.remaining() {
             self.send_stop(ctx);
@@ -127,10 +132,12 @@ impl CreditSender {
     /// Returns the control packets sent again.
     pub fn on_timeout(&mut self, ctx: &mut Ctx, _config: &EndpointConfig) -> u64 {
         if self.first_credit_at.is_none() {
-            ctx.send(self.spec.dst, self.path_id, Ecn::NotEct, &Packet::CreditRequest {
-                flow: self.spec.id,
-                size_bytes: self.spec.size_bytes,
-            });
+            ctx.send(
+                self.spec.dst,
+                self.path_id,
+                Ecn::NotEct,
+                &Packet::CreditRequest { flow: self.spec.id, size_bytes: self.spec.size_bytes },
+            );
             self.request_sent_at = ctx.now;
         } else {
             self.send_stop(ctx);
@@ -148,6 +155,8 @@ impl CreditSender {
             start_us: self.start_us,
             end_us,
             retransmits: self.retransmits,
+            timeouts: 0,
+            spurious_timeouts: 0,
             credits_sent: credits_sent as u64,
             credits_wasted: self.credits_wasted,
         }

@@ -10,6 +10,12 @@ use crate::wire::Packet;
 /// million packets (or a forged sequence number growing the bitmap).
 const MAX_AHEAD: u32 = 1 << 20;
 
+pub(crate) struct Arrival {
+    pub complete: bool,
+    /// Not the packet the cumulative ack waited for: a hole, reordering or a duplicate.
+    pub out_of_order: bool,
+}
+
 pub(crate) struct WindowReceiver {
     src: HostId,
     flow: u32,
@@ -28,21 +34,28 @@ impl WindowReceiver {
         self.path_id
     }
 
-    pub fn on_data(&mut self, ctx: &mut Ctx, seq: u32, last: bool, echo_sent_us: u32, ce: bool)
-                   -> Result<bool, OutOfRange> {
+    pub fn on_data(
+        &mut self,
+        ctx: &mut Ctx,
+        seq: u32,
+        last: bool,
+        echo_sent_us: u32,
+        ce: bool,
+    ) -> Result<Arrival, OutOfRange> {
         if seq.saturating_sub(self.received.cumulative()) > MAX_AHEAD || self.packets.is_some_and(|n| seq >= n) {
             return Err(OutOfRange);
         }
         if last {
             self.packets = Some(seq + 1);
         }
-        self.received.insert(seq);
-        ctx.send(self.src, self.path_id, Ecn::NotEct, &Packet::Ack {
-            flow: self.flow,
-            cumulative: self.received.cumulative(),
-            ece: ce,
-            echo_sent_us,
-        });
-        Ok(self.packets.is_some_and(|n| self.received.cumulative() >= n))
+        let out_of_order = seq != self.received.cumulative();
+        let duplicate = !self.received.insert(seq);
+        ctx.send(
+            self.src,
+            self.path_id,
+            Ecn::NotEct,
+            &Packet::Ack { flow: self.flow, cumulative: self.received.cumulative(), ece: ce, duplicate, echo_sent_us },
+        );
+        Ok(Arrival { complete: self.packets.is_some_and(|n| self.received.cumulative() >= n), out_of_order })
     }
 }

@@ -2,7 +2,11 @@
 //! while the window ([`crate::cc::WindowControl`]) allows, ECN-capable; new cumulative acks
 //! grow it, their CE echoes shrink it; three duplicate acks retransmit the first missing
 //! packet (NewReno-style recovery: one window cut per loss window); a retransmission timeout
-//! (RFC 6298, floored at `rto_min`) goes back to the first unacked packet.
+//! (RFC 6298, floored at `rto_min`) resends the first unacked packet, and goes back to it for
+//! the rest only if the original was lost: the ack's echoed send time tells whether the
+//! original or the retransmission arrived (Eifel detection, RFC 3522). On this emulator a
+//! CPU stall can hold packets past `rto_min`; resending the whole window then would double
+//! the load that caused it.
 
 use std::time::Instant;
 
@@ -34,8 +38,15 @@ pub(crate) struct WindowSender {
     recover: Option<u32>,
     rto_at: Option<Instant>,
     backoff: u32,
+    /// Set by a timeout: the first unacked packet was resent at this time (32-bit us).
+    resent_on_timeout_us: Option<u32>,
     start_us: u64,
     retransmits: u64,
+    timeouts: u64,
+    /// Timeouts found spurious by the echo of the ack that followed.
+    spurious_timeouts: u64,
+    /// Timeouts since the last new ack (all spurious, or none, once it comes).
+    unanswered_timeouts: u64,
 }
 
 impl WindowSender {
@@ -54,8 +65,12 @@ impl WindowSender {
             recover: None,
             rto_at: None,
             backoff: 0,
+            resent_on_timeout_us: None,
             start_us: ctx.now_us,
             retransmits: 0,
+            timeouts: 0,
+            spurious_timeouts: 0,
+            unanswered_timeouts: 0,
         };
         sender.send_window(ctx, config);
         sender
@@ -80,14 +95,19 @@ impl WindowSender {
             self.retransmits += 1;
         }
         self.highest_sent = self.highest_sent.max(seq + 1);
-        ctx.send(self.spec.dst, self.path_id, Ecn::Ect0, &Packet::Data {
-            flow: self.spec.id,
-            seq,
-            echo_credit_seq: 0,
-            echo_sent_us: ctx.now_us as u32,
-            payload_len: payload_of(seq, self.spec.size_bytes, self.mss),
-            last: seq + 1 == self.packets,
-        });
+        ctx.send(
+            self.spec.dst,
+            self.path_id,
+            Ecn::Ect0,
+            &Packet::Data {
+                flow: self.spec.id,
+                seq,
+                echo_credit_seq: 0,
+                echo_sent_us: ctx.now_us as u32,
+                payload_len: payload_of(seq, self.spec.size_bytes, self.mss),
+                last: seq + 1 == self.packets,
+            },
+        );
     }
 
     fn arm_rto(&mut self, ctx: &Ctx, config: &EndpointConfig) {
@@ -95,7 +115,15 @@ impl WindowSender {
         self.rto_at = Some(ctx.now + rto);
     }
 
-    pub fn on_ack(&mut self, ctx: &mut Ctx, cumulative: u32, ece: bool, echo_sent_us: u32, config: &EndpointConfig) {
+    pub fn on_ack(
+        &mut self,
+        ctx: &mut Ctx,
+        cumulative: u32,
+        ece: bool,
+        duplicate: bool,
+        echo_sent_us: u32,
+        config: &EndpointConfig,
+    ) {
         if cumulative > self.highest_sent {
             return; // acks what was never sent: not ours to believe
         }
@@ -103,21 +131,40 @@ impl WindowSender {
             // Karn: a sample from any new ack is fine here, since echo_sent_us is the send
             // time of the very packet acknowledged, retransmitted or not.
             self.rtt.sample(ctx.since_us(echo_sent_us));
+            if let Some(resent_us) = self.resent_on_timeout_us.take() {
+                // Echo older than the retransmission: the original arrived, the timeout was
+                // spurious and what followed it is still on its way. Otherwise go back.
+                let original_arrived = (resent_us.wrapping_sub(echo_sent_us) as i32) > 0;
+                if original_arrived {
+                    self.spurious_timeouts += self.unanswered_timeouts;
+                    self.cc.on_spurious_timeout(ctx.now);
+                } else {
+                    self.next_seq = cumulative;
+                }
+            }
             let acked = (cumulative - self.unacked) as u64 * self.mss as u64;
             self.cc.on_ack(ctx.now, acked, ece);
             self.unacked = cumulative;
             self.next_seq = self.next_seq.max(cumulative);
+            self.unanswered_timeouts = 0;
             self.duplicate_acks = 0;
             self.backoff = 0;
             match self.recover {
                 Some(point) if cumulative >= point => self.recover = None,
-                Some(_) => self.send(ctx, cumulative), // partial ack: the next hole
-                None => {}
+                Some(_) if !duplicate => self.send(ctx, cumulative), // partial ack: the next hole
+                _ => {}
             }
             self.arm_rto(ctx, config);
         } else if self.next_seq > self.unacked {
             if ece {
                 self.cc.on_ack(ctx.now, 0, true);
+            }
+            if duplicate {
+                // Our own needless retransmission came back: not a sign of a hole, and the
+                // recovery that sent it was spurious.
+                self.recover = None;
+                self.send_window(ctx, config);
+                return;
             }
             self.duplicate_acks += 1;
             if self.duplicate_acks == DUPLICATE_ACKS && self.recover.is_none() {
@@ -143,11 +190,14 @@ impl WindowSender {
             self.arm_rto(ctx, config);
             return;
         }
+        self.timeouts += 1;
+        self.unanswered_timeouts += 1;
         self.cc.on_timeout(ctx.now);
         self.recover = None;
         self.duplicate_acks = 0;
-        self.next_seq = self.unacked;
-        self.send_window(ctx, config);
+        self.send(ctx, self.unacked);
+        self.resent_on_timeout_us = Some(ctx.now_us as u32);
+        self.arm_rto(ctx, config);
     }
 
     pub fn record(&self, host: HostId, end_us: u64) -> FlowRecord {
@@ -160,6 +210,8 @@ impl WindowSender {
             start_us: self.start_us,
             end_us,
             retransmits: self.retransmits,
+            timeouts: self.timeouts,
+            spurious_timeouts: self.spurious_timeouts,
             credits_sent: 0,
             credits_wasted: 0,
         }

@@ -1,0 +1,272 @@
+//! `cchost`: one per emulated host, sender and receiver of every flow of the host. The shell
+//! around the sans-IO [`cchost::Endpoint`]: UDP sockets (one per path-id), a timerfd armed at
+//! the endpoint's next deadline (with 1 ns timer slack, for credit pacing), the flow schedule
+//! in, flow records and counters out.
+//!
+//! ```text
+//! cchost --host 1 --link-mbps 100 --schedule h1.flows --records h1.records --exit-when-done
+//! ```
+
+mod clock;
+mod schedule;
+mod sockets;
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cchost::{Endpoint, EndpointConfig, FlowRecord, Incoming};
+use clap::Parser;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use serde_json::json;
+
+use crate::clock::{Clock, Lateness, Timer};
+use crate::schedule::{parse_scheme, ScheduledFlow};
+use crate::sockets::{host_of, PathSockets, PATHS};
+
+const TIMER: Token = Token(PATHS);
+const COUNTERS_EVERY: Duration = Duration::from_millis(100);
+
+#[derive(Parser, Debug)]
+#[command(about = "ccemu's transport: one per emulated host, sends its scheduled flows and receives others'")]
+struct Args {
+    /// This host's number (h3 is 3); it binds 10.x.y.z of that number.
+    #[arg(long)]
+    host: u32,
+    /// Rate of this host's link, Mbit/s (ExpressPass credits at most its credit share).
+    #[arg(long)]
+    link_mbps: f64,
+    /// Flows to send, JSON lines (see schedule.rs); none: receive only.
+    #[arg(long)]
+    schedule: Option<PathBuf>,
+    /// Flow records out, JSON lines (default: stdout).
+    #[arg(long)]
+    records: Option<PathBuf>,
+    /// Counters, rewritten as one JSON object every 100 ms and at exit.
+    #[arg(long)]
+    counters: Option<PathBuf>,
+    /// Scheme of flows whose schedule line names none: expresspass or dctcp.
+    #[arg(long, default_value = "expresspass", value_parser = parse_scheme)]
+    scheme: cchost::Scheme,
+    /// CLOCK_MONOTONIC nanoseconds of the experiment's start, shared by every host: flow
+    /// starts count from it, records' times too. Default: now.
+    #[arg(long)]
+    epoch_ns: Option<u64>,
+    /// Sockets are bound to base + path-id (a multiple of 256).
+    #[arg(long, default_value_t = 40960)]
+    port_base: u16,
+    /// Exit once this host's flows are done and `--linger` seconds have passed.
+    #[arg(long)]
+    exit_when_done: bool,
+    /// Seconds to keep answering other hosts' flows after this host's own are done.
+    #[arg(long, default_value_t = 1.0)]
+    linger: f64,
+    /// Exit after this many seconds whatever is left.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// ExpressPass initial credit rate, fraction of the maximum (paper: 1/2; 1/16 for realistic workloads).
+    #[arg(long, default_value_t = 0.5)]
+    alpha: f64,
+    /// DCTCP retransmission timeout floor, ms.
+    #[arg(long, default_value_t = 10.0)]
+    rto_min_ms: f64,
+    /// Unanswered credit requests and stops are sent again after this long, ms.
+    #[arg(long, default_value_t = 100.0)]
+    control_timeout_ms: f64,
+    /// Seed of the credit pacing jitter (default: the host number).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("cchost h{}: {message}", args.host);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Outputs {
+    records: Box<dyn Write>,
+    counters: Option<PathBuf>,
+}
+
+impl Outputs {
+    fn write_record(&mut self, record: &FlowRecord) -> io::Result<()> {
+        let seconds = |us: u64| us as f64 / 1e6;
+        let line = json!({
+            "id": record.id, "src": record.src, "dst": record.dst, "size": record.size_bytes,
+            "start": seconds(record.start_us), "end": seconds(record.end_us), "fct": record.fct().as_secs_f64(),
+            "retransmits": record.retransmits, "timeouts": record.timeouts,
+            "spurious_timeouts": record.spurious_timeouts, "credits_sent": record.credits_sent,
+            "credits_wasted": record.credits_wasted, "scheme": record.scheme.name(),
+        });
+        writeln!(self.records, "{line}")?;
+        self.records.flush()
+    }
+
+    fn write_counters(&self, endpoint: &Endpoint, lateness: &Lateness, send_errors: u64) -> io::Result<()> {
+        let Some(path) = &self.counters else { return Ok(()) };
+        let c = endpoint.counters();
+        let value = json!({
+            "host": endpoint.config().host,
+            "sent_packets": kinds(&c.sent_packets), "received_packets": kinds(&c.received_packets),
+            "malformed": c.malformed, "unknown_flow": c.unknown_flow,
+            "data_bytes_received": c.data_bytes_received, "data_retransmits": c.data_retransmits,
+            "ce_received": c.ce_received, "data_out_of_order": c.data_out_of_order, "ece_received": c.ece_received,
+            "timeouts": c.timeouts, "spurious_timeouts": c.spurious_timeouts,
+            "credits_sent": c.credits_sent, "credits_wasted": c.credits_wasted,
+            "flows_started": c.flows_started, "flows_finished": c.flows_finished,
+            "control_retransmits": c.control_retransmits, "active_flows": endpoint.active_flows(),
+            "send_errors": send_errors, "timer_lateness": lateness.summary(),
+        });
+        let temporary = path.with_extension("tmp");
+        fs::write(&temporary, format!("{value}\n"))?;
+        fs::rename(&temporary, path)
+    }
+}
+
+/// Per packet type, by name (the wire's type numbers index the counters).
+fn kinds(counts: &[u64; 8]) -> serde_json::Value {
+    const NAMES: [&str; 8] = ["", "credit_request", "credit", "data", "credit_stop", "ack", "finish", "nack"];
+    NAMES.iter().zip(counts).skip(1).map(|(name, count)| (name.to_string(), json!(count))).collect()
+}
+
+fn open_records(path: Option<&Path>) -> Result<Box<dyn Write>, String> {
+    Ok(match path {
+        Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| format!("{}: {e}", path.display()))?)),
+        None => Box::new(io::stdout()),
+    })
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    if args.host == 0 || args.link_mbps <= 0.0 || !(0.0..=1.0).contains(&args.alpha) || args.alpha == 0.0 {
+        return Err("--host must be >= 1, --link-mbps > 0 and --alpha in (0, 1]".into());
+    }
+    let mut flows: Vec<ScheduledFlow> = match &args.schedule {
+        Some(path) => schedule::read(path, args.scheme)?,
+        None => Vec::new(),
+    };
+    let clock = Clock::new(args.epoch_ns);
+    let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, clock.epoch());
+    config.expresspass.alpha = args.alpha;
+    config.expresspass.w_init = args.alpha;
+    config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
+    config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
+    config.seed = args.seed.unwrap_or(args.host as u64);
+    let mut endpoint = Endpoint::new(config);
+    let mut sockets = PathSockets::bind(args.host, args.port_base).map_err(|e| e.to_string())?;
+    let mut outputs = Outputs { records: open_records(args.records.as_deref())?, counters: args.counters.clone() };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(|e| e.to_string())?;
+    }
+    let mut poll = Poll::new().map_err(|e| e.to_string())?;
+    for (path, socket) in sockets.sockets.iter().enumerate() {
+        poll.registry()
+            .register(&mut SourceFd(&socket.as_raw_fd()), Token(path), Interest::READABLE)
+            .map_err(|e| e.to_string())?;
+    }
+    let timer = Timer::new().map_err(|e| format!("timerfd: {e}"))?;
+    poll.registry().register(&mut SourceFd(&timer.fd()), TIMER, Interest::READABLE).map_err(|e| e.to_string())?;
+
+    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let linger = Duration::from_secs_f64(args.linger);
+    let mut events = Events::with_capacity(PATHS + 1);
+    let mut buffer = vec![0u8; 65536];
+    let mut lateness = Lateness::default();
+    let mut send_errors = 0u64;
+    let mut counters_due = Instant::now();
+    let mut done_since: Option<Instant> = None;
+    let mut armed: Option<Instant> = None;
+
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        while flows.last().is_some_and(|f| clock.epoch() + f.start <= now) {
+            let flow = flows.pop().expect("checked");
+            endpoint.start_flow(now, flow.spec);
+        }
+        if let Some(due) = endpoint.poll_timeout().filter(|&due| due <= now) {
+            if armed.is_some_and(|a| a == due) {
+                lateness.record(now - due);
+            }
+            endpoint.handle_timeout(now);
+        }
+        while let Some(transmit) = endpoint.poll_transmit() {
+            if sockets.send(transmit.path_id, transmit.dst, transmit.ecn, &transmit.payload).is_err() {
+                send_errors += 1;
+            }
+        }
+        while let Some(record) = endpoint.poll_record() {
+            outputs.write_record(&record).map_err(|e| format!("writing a flow record: {e}"))?;
+        }
+        if now >= counters_due {
+            outputs.write_counters(&endpoint, &lateness, send_errors).map_err(|e| format!("counters: {e}"))?;
+            counters_due = now + COUNTERS_EVERY;
+        }
+        let own_flows_done = flows.is_empty() && endpoint.active_flows() == 0;
+        done_since = if own_flows_done { done_since.or(Some(now)) } else { None };
+        if deadline.is_some_and(|d| now >= d) || (args.exit_when_done && done_since.is_some_and(|t| now - t >= linger))
+        {
+            break;
+        }
+
+        let mut wake = counters_due;
+        for next in [endpoint.poll_timeout(), flows.last().map(|f| clock.epoch() + f.start), deadline] {
+            wake = next.map_or(wake, |n| wake.min(n));
+        }
+        if let Some(t) = done_since.filter(|_| args.exit_when_done) {
+            wake = wake.min(t + linger);
+        }
+        if wake <= Instant::now() {
+            continue;
+        }
+        armed = Some(wake);
+        timer.arm(&clock, wake).map_err(|e| format!("timerfd: {e}"))?;
+        match poll.poll(&mut events, None) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+        for event in events.iter() {
+            if event.token() == TIMER {
+                timer.clear();
+                continue;
+            }
+            let path = event.token().0;
+            while let Ok(received) = sockets.receive(path, &mut buffer) {
+                let Some(src) = host_of(*received.from.ip()) else { continue };
+                let incoming = Incoming {
+                    src,
+                    path_id: received.from.port() as u8,
+                    ecn: received.ecn,
+                    payload: &buffer[..received.len],
+                };
+                endpoint.handle_packet(Instant::now(), incoming);
+            }
+        }
+    }
+    while let Some(record) = endpoint.poll_record() {
+        outputs.write_record(&record).map_err(|e| format!("writing a flow record: {e}"))?;
+    }
+    outputs.write_counters(&endpoint, &lateness, send_errors).map_err(|e| format!("counters: {e}"))?;
+    if endpoint.active_flows() > 0 || !flows.is_empty() {
+        eprintln!(
+            "cchost h{}: stopped with {} flows unfinished and {} not started",
+            args.host,
+            endpoint.active_flows(),
+            flows.len()
+        );
+    }
+    Ok(())
+}
