@@ -9,6 +9,8 @@ NAME ?= incast
 
 BPF_SRC := emulation/ccemu/bpf
 BPF_OUT := build/bpf
+CCHOST := build/cchost
+CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 
 APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool iperf3 \
 	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
@@ -16,7 +18,7 @@ APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool i
 
 .PHONY: setup apt-packages experiment test bench clean distclean
 
-setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader
+setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
 
 # Checks what is missing first so that a set-up machine pays ~0.1 s, not an apt run.
 apt-packages:
@@ -47,12 +49,17 @@ $(BPF_OUT)/port_loader: $(BPF_SRC)/port_loader.c $(BPF_SRC)/port.h | apt-package
 	@mkdir -p $(BPF_OUT)
 	gcc -O2 -Wall -Werror -I$(BPF_SRC) -o $@ $< -lbpf
 
+# The transport every emulated host runs (ccemu finds it in build/).
+$(CCHOST): transport/Cargo.toml transport/Cargo.lock $(shell find transport/src -name '*.rs')
+	@[ -x "$(CARGO)" ] || { echo "make setup: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
+	$(CARGO) build --quiet --release --locked --manifest-path transport/Cargo.toml
+	install -D transport/target/release/cchost $@
+
 experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
 
-CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
-
 test: setup
+	$(CARGO) fmt --manifest-path transport/Cargo.toml --check
 	$(CARGO) clippy --quiet --manifest-path transport/Cargo.toml --all-targets -- -D warnings
 	$(CARGO) test --manifest-path transport/Cargo.toml
 	cd emulation && ../$(VENV)/bin/ruff check --quiet . && ../$(PYTHON) -m pytest
@@ -61,6 +68,7 @@ bench: setup
 	$(PYTHON) emulation/benchmarks/bringup.py
 	$(PYTHON) emulation/benchmarks/capacity.py
 	$(PYTHON) emulation/benchmarks/ports.py
+	$(PYTHON) emulation/benchmarks/transport.py
 
 # Removes what killed runs left behind (by their recorded inventory).
 clean: setup

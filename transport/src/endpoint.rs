@@ -19,7 +19,7 @@ use crate::cc::expresspass::ExpressPassConfig;
 use crate::flow::credit_receiver::CreditReceiver;
 use crate::flow::credit_sender::CreditSender;
 use crate::flow::window_receiver::WindowReceiver;
-use crate::flow::window_sender::WindowSender;
+use crate::flow::window_sender::{AckInfo, WindowSender};
 use crate::flow::Ctx;
 use crate::wire::{Kind, Packet};
 
@@ -319,12 +319,14 @@ impl Endpoint {
                     self.counters.unknown_flow += 1;
                 }
             }
-            Packet::Ack { flow, cumulative, ece, duplicate, echo_sent_us } => {
+            Packet::Ack { flow, cumulative, ece, duplicate, hole, echo_sent_us } => {
                 self.counters.ece_received += ece as u64;
                 match self.sending.get_mut(&flow) {
-                    Some(Sending::Window(sender)) => {
-                        sender.on_ack(&mut ctx, cumulative, ece, duplicate, echo_sent_us, &self.config)
-                    }
+                    Some(Sending::Window(sender)) => sender.on_ack(
+                        &mut ctx,
+                        AckInfo { cumulative, ece, duplicate, hole, echo_sent_us },
+                        &self.config,
+                    ),
                     _ => self.counters.unknown_flow += 1,
                 }
             }

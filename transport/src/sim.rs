@@ -118,6 +118,11 @@ enum Event {
         port: usize,
         until: Instant,
     },
+    /// A packet held back by `delay`, joining its host's port late.
+    Late {
+        port: usize,
+        packet: InFlight,
+    },
 }
 
 struct Scheduled {
@@ -164,6 +169,8 @@ pub struct Network {
     order: u64,
     /// Lose the n-th packet (1-based) of a kind that any host sends.
     losses: Vec<(Kind, u64)>,
+    /// Hold the n-th packet of a kind back this long, so that the next ones overtake it.
+    delays: Vec<(Kind, u64, Duration)>,
     sent_by_kind: HashMap<Kind, u64>,
     pub records: Vec<FlowRecord>,
     pub deliveries: Vec<Delivery>,
@@ -197,6 +204,7 @@ impl Network {
             events: BinaryHeap::new(),
             order: 0,
             losses: Vec::new(),
+            delays: Vec::new(),
             sent_by_kind: HashMap::new(),
             records: Vec::new(),
             deliveries: Vec::new(),
@@ -234,10 +242,22 @@ impl Network {
         self.losses.push((kind, nth));
     }
 
+    /// Hold the `nth` packet of `kind` back by `by` before its host's port (packets sent
+    /// after it overtake it: reordering, as CPUs of the emulator can cause).
+    pub fn delay(&mut self, kind: Kind, nth: u64, by: Duration) {
+        self.delays.push((kind, nth, by));
+    }
+
     /// From `after` the start, the switch port toward `host` sends nothing for `stall`: what a
     /// CPU stall does to the emulated fabric.
     pub fn stall_switch_port(&mut self, host: HostId, after: Duration, stall: Duration) {
         let port = (self.config.hosts + host - 1) as usize;
+        self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
+    }
+
+    /// The same for `host`'s own NIC.
+    pub fn stall_host_port(&mut self, host: HostId, after: Duration, stall: Duration) {
+        let port = host as usize - 1;
         self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
     }
 
@@ -311,6 +331,7 @@ impl Network {
                 self.after(host);
             }
             Event::PortFree(port) => self.try_send(port),
+            Event::Late { port, packet } => self.enqueue(port, packet),
             Event::Stall { port, until } => {
                 self.ports[port].busy_until = self.ports[port].busy_until.max(until);
                 self.schedule(until, Event::PortFree(port));
@@ -336,7 +357,12 @@ impl Network {
             }
             let wire_bytes =
                 (transmit.payload.len() as u64 + HEADERS_BYTES + WIRE_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
-            self.enqueue(index, InFlight { src: host, transmit, ce: false, wire_bytes });
+            let delay = self.delays.iter().find(|(kind, nth, _)| (*kind, *nth) == (transmit.kind, *sent)).map(|d| d.2);
+            let packet = InFlight { src: host, transmit, ce: false, wire_bytes };
+            match delay {
+                Some(by) => self.schedule(self.now + by, Event::Late { port: index, packet }),
+                None => self.enqueue(index, packet),
+            }
         }
         while let Some(record) = self.hosts[index].poll_record() {
             self.records.push(record);

@@ -55,7 +55,9 @@ pub enum Packet {
     /// Receiver -> sender (window-based schemes): cumulative ack, with ECN echo.
     /// `duplicate`: the packet acknowledged had arrived before (so this ack says nothing
     /// about a hole: like a D-SACK, it tells the sender a retransmission was spurious).
-    Ack { flow: u32, cumulative: u32, ece: bool, duplicate: bool, echo_sent_us: u32 },
+    /// `hole`: packets above `cumulative` have arrived, so `cumulative` is missing rather
+    /// than merely not there yet (a one-bit SACK).
+    Ack { flow: u32, cumulative: u32, ece: bool, duplicate: bool, hole: bool, echo_sent_us: u32 },
     /// Receiver -> sender: every byte arrived, at `end_us` of the receiver's clock (hosts of
     /// one emulation share a clock); `credits_sent` by the receiver for the flow.
     Finish { flow: u32, end_us: u64, credits_sent: u32 },
@@ -143,10 +145,10 @@ impl Packet {
                 out.resize(out.len() + payload_len as usize, 0);
             }
             Packet::CreditStop { flow } => put32(out, flow),
-            Packet::Ack { flow, cumulative, ece, duplicate, echo_sent_us } => {
+            Packet::Ack { flow, cumulative, ece, duplicate, hole, echo_sent_us } => {
                 put32(out, flow);
                 put32(out, cumulative);
-                out.push(ece as u8 | (duplicate as u8) << 1);
+                out.push(ece as u8 | (duplicate as u8) << 1 | (hole as u8) << 2);
                 put32(out, echo_sent_us);
             }
             Packet::Finish { flow, end_us, credits_sent } => {
@@ -187,7 +189,8 @@ impl Packet {
             Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
             Kind::Ack => {
                 let (flow, cumulative, bits) = (r.u32()?, r.u32()?, r.u8()?);
-                Packet::Ack { flow, cumulative, ece: bits & 1 != 0, duplicate: bits & 2 != 0, echo_sent_us: r.u32()? }
+                let (ece, duplicate, hole) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+                Packet::Ack { flow, cumulative, ece, duplicate, hole, echo_sent_us: r.u32()? }
             }
             Kind::Finish => Packet::Finish { flow: r.u32()?, end_us: r.u64()?, credits_sent: r.u32()? },
             Kind::Nack => {
@@ -302,12 +305,13 @@ mod tests {
                 }
             ),
             any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
-            (any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
-                |(flow, cumulative, ece, duplicate, echo_sent_us)| Packet::Ack {
+            (any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
+                |(flow, cumulative, ece, duplicate, hole, echo_sent_us)| Packet::Ack {
                     flow,
                     cumulative,
                     ece,
                     duplicate,
+                    hole,
                     echo_sent_us
                 }
             ),

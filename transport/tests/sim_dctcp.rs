@@ -78,13 +78,20 @@ fn an_incast_that_overflows_the_buffer_still_completes_every_flow() {
 #[test]
 #[ignore]
 fn print_emulation_like_run() {
-    let mut net = Network::new(SimConfig::dctcp(2, 50e6, Duration::from_micros(100), 150_000, 30_000), |c| c);
+    let mut net = Network::new(SimConfig::dctcp(2, 40e6, Duration::from_micros(100), 150_000, 30_000), |c| c);
     net.start_flow(Duration::ZERO, 1, flow(1, 2, 20_000_000));
     for i in 0..30u64 {
         net.stall_switch_port(2, Duration::from_millis(100 * i + 37), Duration::from_millis(2 + i % 14));
+        net.stall_host_port(1, Duration::from_millis(100 * i + 81), Duration::from_millis(3 + i % 17));
     }
     net.run_to_completion(Duration::from_secs(60));
     let r = &net.records[0];
+    println!(
+        "timeouts {} spurious {} out of order {}",
+        r.timeouts,
+        r.spurious_timeouts,
+        net.host(2).counters().data_out_of_order
+    );
     println!(
         "fct {:?} retransmits {} goodput {:.1} Mb/s drops {} max q {}",
         r.fct(),
@@ -107,4 +114,17 @@ fn a_stall_longer_than_the_timeout_is_found_spurious_and_nothing_is_sent_twice_b
     // The window was given back: the transfer lost little more than the stall itself.
     let ideal = Duration::from_secs_f64(20e6 / (LINK / 8.0 * 1450.0 / FRAME as f64));
     assert!(record.fct() < ideal + Duration::from_millis(32), "{:?} vs {ideal:?} + the 30 ms stall", record.fct());
+}
+
+#[test]
+fn reordering_costs_at_most_one_needless_retransmission_and_no_timeout() {
+    for overtaken_by in [1u64, 3, 10] {
+        let mut net = network(2, 250 * FRAME);
+        let frame_time = Duration::from_secs_f64(FRAME as f64 * 8.0 / LINK);
+        net.delay(Kind::Data, 100, frame_time * overtaken_by as u32 + frame_time / 2);
+        net.start_flow(Duration::ZERO, 1, flow(1, 2, 2_000_000));
+        net.run_to_completion(Duration::from_secs(1));
+        let record = &net.records[0];
+        assert!(record.retransmits <= 1 && record.timeouts == 0, "overtaken by {overtaken_by}: {record:?}");
+    }
 }

@@ -12,6 +12,9 @@ use crate::cc::{CreditFeedback, CreditRateControl};
 use crate::endpoint::{Ecn, EndpointConfig, HostId};
 use crate::wire::{Packet, NACK_MAX_SEQS};
 
+/// Credits a late timer may send back to back (the port's credit buffer is 8).
+const CATCH_UP_CREDITS: u32 = 4;
+
 /// A data packet whose sequence number the flow cannot have.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct OutOfRange;
@@ -166,8 +169,10 @@ impl CreditReceiver {
         self.next_credit_seq += 1;
         self.credits_sent += 1;
         let gap = self.cc.credit_gap(ctx.rng.random_range(-1.0..=1.0));
-        // Keep the average rate after a late wake-up, but never owe more than one credit:
-        // a burst would only be dropped by the credit queue of this host's own port.
-        self.next_credit_at = Some((due + gap).max(ctx.now.checked_sub(gap).unwrap_or(ctx.now)));
+        // Keep the average rate after a late wake-up by sending the credits owed at once, up
+        // to CATCH_UP_CREDITS: this host's own port paces them out at the credit share and
+        // its credit queue holds that many; more would be dropped there.
+        let owed_limit = gap * CATCH_UP_CREDITS;
+        self.next_credit_at = Some((due + gap).max(ctx.now.checked_sub(owed_limit).unwrap_or(ctx.now)));
     }
 }

@@ -50,11 +50,19 @@ impl WindowReceiver {
         }
         let out_of_order = seq != self.received.cumulative();
         let duplicate = !self.received.insert(seq);
+        let hole = self.received.count() > self.received.cumulative() as u64;
         ctx.send(
             self.src,
             self.path_id,
             Ecn::NotEct,
-            &Packet::Ack { flow: self.flow, cumulative: self.received.cumulative(), ece: ce, duplicate, echo_sent_us },
+            &Packet::Ack {
+                flow: self.flow,
+                cumulative: self.received.cumulative(),
+                ece: ce,
+                duplicate,
+                hole,
+                echo_sent_us,
+            },
         );
         Ok(Arrival { complete: self.packets.is_some_and(|n| self.received.cumulative() >= n), out_of_order })
     }

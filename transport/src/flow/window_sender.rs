@@ -20,6 +20,15 @@ const DUPLICATE_ACKS: u32 = 3;
 /// Doubling of the timeout per unanswered retransmission stops here (2^6 x).
 const MAX_BACKOFF: u32 = 6;
 
+/// What an ack says (wire.rs `Packet::Ack`).
+pub(crate) struct AckInfo {
+    pub cumulative: u32,
+    pub ece: bool,
+    pub duplicate: bool,
+    pub hole: bool,
+    pub echo_sent_us: u32,
+}
+
 pub(crate) struct WindowSender {
     spec: FlowSpec,
     path_id: u8,
@@ -115,15 +124,8 @@ impl WindowSender {
         self.rto_at = Some(ctx.now + rto);
     }
 
-    pub fn on_ack(
-        &mut self,
-        ctx: &mut Ctx,
-        cumulative: u32,
-        ece: bool,
-        duplicate: bool,
-        echo_sent_us: u32,
-        config: &EndpointConfig,
-    ) {
+    pub fn on_ack(&mut self, ctx: &mut Ctx, ack: AckInfo, config: &EndpointConfig) {
+        let AckInfo { cumulative, ece, duplicate, hole, echo_sent_us } = ack;
         if cumulative > self.highest_sent {
             return; // acks what was never sent: not ours to believe
         }
@@ -151,7 +153,9 @@ impl WindowSender {
             self.backoff = 0;
             match self.recover {
                 Some(point) if cumulative >= point => self.recover = None,
-                Some(_) if !duplicate => self.send(ctx, cumulative), // partial ack: the next hole
+                // A partial ack: the next hole, if the receiver has anything beyond it (on this
+                // emulator packets do get reordered across CPUs, so the frontier is no hole).
+                Some(_) if hole && !duplicate => self.send(ctx, cumulative),
                 _ => {}
             }
             self.arm_rto(ctx, config);
@@ -165,6 +169,9 @@ impl WindowSender {
                 self.recover = None;
                 self.send_window(ctx, config);
                 return;
+            }
+            if !hole {
+                return self.send_window(ctx, config);
             }
             self.duplicate_acks += 1;
             if self.duplicate_acks == DUPLICATE_ACKS && self.recover.is_none() {
