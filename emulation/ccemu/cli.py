@@ -1,4 +1,4 @@
-"""`ccemu`: check, bring up and clean emulated fabrics (experiments arrive with issue 5).
+"""`ccemu`: check, bring up and clean emulated fabrics; run experiments and report on them.
 
 Exit status: 0 all good, 1 a check failed or something could not be done, 2 bad config
 or arguments (nothing was started), 3 not implemented yet, 130 interrupted.
@@ -7,6 +7,7 @@ or arguments (nothing was started), 3 not implemented yet, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -51,8 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     run_in.add_argument("node", help="e.g. h1, or ovs0 for an OVS instance's namespace")
     run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="command ...")
 
-    experiment = commands.add_parser("experiment", help="run an experiment file")
+    experiment = commands.add_parser("experiment", help="run an experiment file and write its results bundle")
     experiment.add_argument("config", type=Path)
+    experiment.add_argument("--results", type=Path, default=Path("results"), help="bundles go to RESULTS/NAME/TIME")
+    experiment.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
+
+    report_cmd = commands.add_parser("report", help="regenerate summary.md and plots/ of a results bundle")
+    report_cmd.add_argument("bundle", type=Path)
 
     args = parser.parse_args(argv)
     setLogLevel("warning")
@@ -62,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
-                    "experiment": cmd_experiment}
+                    "experiment": cmd_experiment, "report": cmd_report}
         return handlers[args.command](args)
     except ConfigError as exc:
         print(f"ccemu: {exc}", file=sys.stderr)
@@ -234,14 +240,38 @@ def cmd_exec(args) -> int:
 
 
 def cmd_experiment(args) -> int:
+    from rich.console import Console
+
+    from .runner import IncastRunner, WorkloadNotRunnable
+
     config = load_config(args.config)
     _require_root("experiment")
-    print(f"experiment {config.name}: checking its fabric first")
-    if not check_fabric(config):
+    # Not a terminal (a pipe, a log): no squeezing into 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    try:
+        runner = IncastRunner(config, args.results, console)
+    except WorkloadNotRunnable as exc:
+        print(f"ccemu: NOT IMPLEMENTED: {exc}", file=sys.stderr)
+        return EXIT_NOT_IMPLEMENTED
+    if not args.skip_check:
+        console.print(f"experiment {config.name}: checking its fabric first")
+        if not check_fabric(config.for_scheme(config.schemes[0])):
+            return EXIT_FAILED
+    bundle = runner.run()
+    summary = json.loads((bundle / "manifest.json").read_text())["fidelity"]
+    print(f"fidelity: {summary['status']}" + "".join(f"\n  {r}" for r in summary["reasons"]))
+    print(f"results: {bundle}  (summary.md, plots/)")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import report
+
+    if not (args.bundle / "manifest.json").exists():
+        print(f"ccemu report: {args.bundle} is not a results bundle (no manifest.json)", file=sys.stderr)
         return EXIT_FAILED
-    print("NOT IMPLEMENTED YET: the workload runner and results bundle (issue 5). "
-          "Only the experiment's fabric was brought up and checked.", file=sys.stderr)
-    return EXIT_NOT_IMPLEMENTED
+    print(f"wrote {report(args.bundle)} and {args.bundle / 'plots'}/")
+    return 0
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ class DctcpPort(DropTailPort):
     @model_validator(mode="after")
     def _threshold_below_buffer(self) -> "DctcpPort":
         if self.ecn_threshold_bytes >= self.buffer_bytes:
-            raise _KeyedError(("port", "ecn_threshold_bytes"),
+            raise _KeyedError(("ecn_threshold_bytes",),
                               f"must be below port.buffer_bytes ({self.buffer_bytes}) (got {self.ecn_threshold_bytes})")
         return self
 
@@ -176,6 +176,85 @@ class FabricConfig(_Section):
         return max(1, min(wanted, switches))
 
 
+SCHEME_PORT_PROFILES = {"expresspass": ("expresspass", "spraypass"), "dctcp": ("dctcp",)}
+
+
+class SchemeConfig(_Section):
+    """One scheme of the comparison and the port profile its fabric runs."""
+
+    scheme: Literal["expresspass", "dctcp"]
+    port: PortConfig
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults_to_the_schemes(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("scheme") in SCHEME_PORT_PROFILES:
+            port = data.get("port") or {}
+            if isinstance(port, dict) and "profile" not in port:
+                data = {**data, "port": {"profile": data["scheme"], **port}}
+        return data
+
+    @model_validator(mode="after")
+    def _profile_fits_the_scheme(self) -> "SchemeConfig":
+        allowed = SCHEME_PORT_PROFILES[self.scheme]
+        if self.port.profile not in allowed:
+            raise _KeyedError(("port", "profile"), f"{self.scheme} needs {' or '.join(allowed)} ports "
+                                                   f"(got {self.port.profile!r})")
+        return self
+
+
+class IncastWorkload(_Section):
+    """N senders answer one aggregator with total_bytes / N each; the next round starts when
+    the last response arrived (the DCTCP+ paper's setup)."""
+
+    kind: Literal["incast"]
+    aggregator: str = Field("h1", pattern=r"^h[1-9][0-9]*$")
+    total_bytes: int = Field(1_000_000, ge=1, description="bytes per round, all responses together")
+    flows: list[int] = Field([4, 8, 16, 32], min_length=1, description="N values swept")
+    rounds: int = Field(3, ge=1, description="rounds per N")
+    round_timeout_s: float = Field(30.0, gt=0, description="a round not done by then is reported and ended")
+
+    @field_validator("flows")
+    @classmethod
+    def _positive(cls, flows: list[int]) -> list[int]:
+        if any(n < 1 for n in flows):
+            raise ValueError(f"every N must be >= 1 (got {flows})")
+        return flows
+
+
+class RealisticWorkload(_Section):
+    """Poisson arrivals at a target load with one of the four flow-size CDFs."""
+
+    kind: Literal["realistic"]
+    cdf: Literal["search", "mining", "cachefollower", "webserver"]
+    load: float = Field(0.5, gt=0, le=1, description="offered load on every host link")
+    flows: int = Field(1000, ge=1)
+
+
+class PermutationWorkload(_Section):
+    kind: Literal["permutation"]
+    size_bytes: int = Field(1_000_000, ge=1)
+
+
+class ShuffleWorkload(_Section):
+    kind: Literal["shuffle"]
+    tasks_per_host: int = Field(8, ge=1)
+    size_bytes: int = Field(1_000_000, ge=1)
+
+
+WorkloadConfig = Annotated[
+    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload], Field(discriminator="kind")
+]
+
+
+class TransportConfig(_Section):
+    """cchost's parameters (transport/src/bin/cchost)."""
+
+    alpha: float = Field(0.5, gt=0, le=1, description="ExpressPass initial credit rate / max (paper: 1/2)")
+    rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
+    control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
+
+
 class ExperimentConfig(_Section):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(1, ge=0)
@@ -183,6 +262,13 @@ class ExperimentConfig(_Section):
     link: LinkConfig = LinkConfig()
     port: PortConfig = DropTailPort()
     fabric: FabricConfig = FabricConfig()
+    schemes: list[SchemeConfig] = Field([], description="compared side by side, each on its own port profile")
+    workload: Union[WorkloadConfig, None] = None
+    transport: TransportConfig = TransportConfig()
+
+    def for_scheme(self, scheme: SchemeConfig) -> "ExperimentConfig":
+        """This experiment with the scheme's ports."""
+        return self.model_copy(update={"port": scheme.port})
 
     @model_validator(mode="before")
     @classmethod
@@ -194,12 +280,27 @@ class ExperimentConfig(_Section):
     @model_validator(mode="after")
     def _buffer_holds_a_frame(self) -> "ExperimentConfig":
         frame = self.link.mtu + ETHERNET_HEADER_BYTES
-        if self.port.buffer_bytes < frame:
-            raise _KeyedError(
-                ("port", "buffer_bytes"),
-                f"must hold at least one full frame, {frame} bytes at MTU {self.link.mtu} "
-                f"(got {self.port.buffer_bytes})",
-            )
+        ports = [(("port",), self.port)] + [(("schemes", str(i), "port"), s.port) for i, s in enumerate(self.schemes)]
+        for loc, port in ports:
+            if port.buffer_bytes < frame:
+                raise _KeyedError(
+                    (*loc, "buffer_bytes"),
+                    f"must hold at least one full frame, {frame} bytes at MTU {self.link.mtu} "
+                    f"(got {port.buffer_bytes})",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _workload_fits_the_topology(self) -> "ExperimentConfig":
+        if isinstance(self.workload, IncastWorkload):
+            hosts = len(self.topology.build().hosts)
+            number = int(self.workload.aggregator[1:])
+            if number > hosts:
+                raise _KeyedError(("workload", "aggregator"),
+                                  f"the topology has h1..h{hosts} (got {self.workload.aggregator})")
+        names = [s.scheme for s in self.schemes]
+        if len(set(names)) != len(names):
+            raise _KeyedError(("schemes",), f"each scheme once (got {names})")
         return self
 
 
@@ -231,15 +332,16 @@ def load_config(path: Path | str, kernel: KernelFeatures | None = None) -> Exper
     return parse_config(data, source=str(path), kernel=kernel)
 
 
-_UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", *PORT_PROFILES}
+_UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", "incast", "realistic", "permutation", "shuffle",
+               *PORT_PROFILES}
 
 
 def _describe(error: dict) -> str:
-    original = (error.get("ctx") or {}).get("error")
-    if isinstance(original, _KeyedError):
-        return f"{'.'.join(original.loc)}: {original}"
     # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k).
     loc = [str(part) for part in error["loc"] if part not in _UNION_TAGS]
+    original = (error.get("ctx") or {}).get("error")
+    if isinstance(original, _KeyedError):  # its key path is relative to the model that raised it
+        return f"{'.'.join([*loc, *original.loc])}: {original}"
     key = ".".join(loc) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":

@@ -41,6 +41,16 @@ def config(**sections):
     (config(port={"profile": "expresspass", "credit_share": 0.9}), "config: port.credit_share: input should be less"),
     (config(port={"ecn_threshold_bytes": 5000}), "config: port.ecn_threshold_bytes: unknown key"),
     (config(port={"profile": "spraypass", "credit_mark_window": 0}), "config: port.credit_mark_window: input"),
+    (config(schemes=[{"scheme": "dctcp", "port": {"profile": "expresspass"}}]),
+     "config: schemes.0.port.profile: dctcp needs dctcp ports (got 'expresspass')"),
+    (config(schemes=[{"scheme": "dctcp"}, {"scheme": "dctcp"}]), "config: schemes: each scheme once"),
+    (config(schemes=[{"scheme": "tcp"}]), "config: schemes.0.scheme: input should be 'expresspass' or 'dctcp'"),
+    (config(workload={"kind": "incast", "aggregator": "h17"}),
+     "config: workload.aggregator: the topology has h1..h16 (got h17)"),
+    (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),
+    (config(workload={"kind": "incst"}), "config: workload.kind: must be one of 'incast', 'realistic'"),
+    (config(workload={"kind": "realistic", "cdf": "search", "load": 1.5}), "config: workload.load: input should"),
+    (config(transport={"alpha": 0}), "config: transport.alpha: input should be greater than 0"),
 ])
 def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:
@@ -96,3 +106,17 @@ def test_cli_exits_2_with_one_line_and_starts_nothing(tmp_path):
     assert result.stderr.strip().splitlines() == [f"ccemu: {bad}: topology.k: must be even (got 3)"]
     assert result.stdout == ""
     assert not state_root.exists()
+
+
+def test_schemes_take_their_own_port_profile_by_default():
+    parsed = parse_config(config(schemes=[{"scheme": "expresspass"},
+                                          {"scheme": "dctcp", "port": {"ecn_threshold_bytes": 16000}}]),
+                          kernel=NO_NETEM)
+    assert [s.port.profile for s in parsed.schemes] == ["expresspass", "dctcp"]
+    assert parsed.for_scheme(parsed.schemes[1]).port.ecn_threshold_bytes == 16000
+
+
+def test_the_incast_experiment_file_is_valid():
+    parsed = load_config(REPO / "workloads" / "experiments" / "incast.yaml", kernel=NO_NETEM)
+    assert [s.scheme for s in parsed.schemes] == ["expresspass", "dctcp"]
+    assert parsed.workload.kind == "incast"

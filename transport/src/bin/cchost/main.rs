@@ -34,7 +34,7 @@ const TIMER: Token = Token(PATHS);
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Parser, Debug)]
-#[command(about = "ccemu's transport: one per emulated host, sends its scheduled flows and receives others'")]
+#[command(version, about = "ccemu's transport: one per emulated host, sends its scheduled flows and receives others'")]
 struct Args {
     /// This host's number (h3 is 3); it binds 10.x.y.z of that number.
     #[arg(long)]

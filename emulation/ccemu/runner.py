@@ -1,0 +1,240 @@
+"""Runs an experiment file: for each scheme and each incast N, a fresh fabric with the
+scheme's ports, cchost on the hosts, R rounds, port stats; then the results bundle.
+
+Ctrl-C ends the current round (its fabric is torn down as always) and the bundle is still
+written with what finished, marked interrupted."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import subprocess
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import fidelity
+from .cchost import ScheduledFlow, command, host_number, read_counters, read_records, write_schedule
+from .config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
+                     IncastWorkload, SchemeConfig)
+from .fabric import FabricNet
+from .ports import PortMaps
+from .report import report
+from .results import Bundle, provenance
+from .stats import histogram_mean, size_bucket
+from .workloads import incast_round
+
+START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every sender is up by then
+CREDIT_BURST_CREDITS = 2
+
+
+class WorkloadNotRunnable(RuntimeError):
+    pass
+
+
+@dataclass
+class Block:
+    """What one (scheme, N) fabric showed, for the fidelity verdict."""
+
+    scheme: str
+    n: int
+    steal: float
+    busy: float
+    lag_bytes: float
+    lateness_us: float | None
+
+
+def credit_gap_us(config: ExperimentConfig, port: ExpressPassPort) -> float:
+    """Gap between credits at the full credit rate of a link."""
+    return CREDIT_WIRE_BYTES * 8 / (config.link.rate_mbps * port.credit_share)
+
+
+def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, credit_queues: int) -> int:
+    """The reference's bound, C x (max - min credit-path delay): a credit waits at most its
+    buffer plus burst at each credit queue of its path, and each credit stands for a full
+    data frame, so the spread is at most that many frames per queue."""
+    return (port.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES) * credit_queues
+
+
+class IncastRunner:
+    def __init__(self, config: ExperimentConfig, results_root: Path, console: Console):
+        if not isinstance(config.workload, IncastWorkload):
+            kind = config.workload.kind if config.workload else "none"
+            raise WorkloadNotRunnable(f"{config.name}: only incast workloads run end to end so far (workload: {kind})")
+        if not config.schemes:
+            raise WorkloadNotRunnable(f"{config.name}: no schemes to compare (add a `schemes:` list)")
+        self.config = config
+        self.workload: IncastWorkload = config.workload
+        self.console = console
+        self.bundle = Bundle(results_root, config.name)
+        self.blocks: list[Block] = []
+        self.credit_queues = 0
+
+    def run(self) -> Path:
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        interrupted = False
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        try:
+            with Progress(*columns, console=self.console, transient=False) as progress:
+                rounds = len(self.workload.flows) * self.workload.rounds
+                tasks = {s.scheme: progress.add_task(f"{s.scheme:12}", total=rounds) for s in self.config.schemes}
+                for scheme in self.config.schemes:
+                    for n in self.workload.flows:
+                        self._run_block(scheme, n, progress, tasks[scheme.scheme])
+        except KeyboardInterrupt:
+            interrupted = True
+            self.console.print("[yellow]interrupted: writing the bundle with what finished[/yellow]")
+        self._write(started, interrupted)
+        if interrupted:
+            raise KeyboardInterrupt
+        return self.bundle.dir
+
+    def _run_block(self, scheme: SchemeConfig, n: int, progress: Progress, task) -> None:
+        config = self.config.for_scheme(scheme)
+        workdir = self.bundle.work / f"{scheme.scheme}-n{n}"
+        workdir.mkdir()
+        cpu_before = fidelity.CpuTimes.now()
+        run_id = f"{config.name}-{scheme.scheme}-n{n}-{secrets.token_hex(3)}"
+        with FabricNet(config, run_id=run_id) as net:
+            hosts = sorted((h.name for h in net.hosts), key=host_number)
+            aggregator = self.workload.aggregator
+            bottleneck = net[aggregator].defaultIntf().link
+            bottleneck_port = (bottleneck.intf2 if bottleneck.intf1.node.name == aggregator else bottleneck.intf1).name
+            self.credit_queues = 1 + max(len(path) for path in self._credit_paths(net, hosts, aggregator))
+            epoch = time.monotonic_ns()
+            receiver = net[aggregator].popen(self._cchost(aggregator, scheme, epoch, workdir, duration_s=24 * 3600))
+            try:
+                for round_number in range(1, self.workload.rounds + 1):
+                    progress.update(task, description=f"{scheme.scheme:12} N={n:<4} round {round_number}")
+                    self._run_round(net, hosts, scheme, n, round_number, workdir, epoch)
+                    progress.advance(task)
+            finally:
+                receiver.terminate()
+                receiver.wait(timeout=10)
+            with PortMaps(net.inventory.state_dir) as maps:
+                ports = maps.read()
+        steal, busy = fidelity.CpuTimes.now().since(cpu_before)
+        lag = 0.0
+        for p in ports:
+            is_bottleneck = p.port == bottleneck_port
+            lag = p.data.mean_lag_bytes if is_bottleneck else lag
+            self.bundle.ports.append({
+                "scheme": scheme.scheme, "n": n, "node": p.node, "port": p.port, "bottleneck": int(is_bottleneck),
+                "data_enqueued": p.data.enqueued_packets, "data_dropped": p.data.dropped_packets,
+                "data_marked": p.data.marked_packets, "max_data_queue": p.data.max_queue_bytes,
+                "mean_data_queue": round(histogram_mean(p.data.histogram, p.data.bucket_bytes)),
+                "mean_lag": round(p.data.mean_lag_bytes), "max_lag": p.data.max_lag_bytes,
+                "credit_enqueued": p.credit.enqueued_packets, "credit_dropped": p.credit.dropped_packets,
+                "credit_marked": p.credit.marked_packets, "max_credit_queue": p.credit.max_queue_bytes,
+                "bucket_bytes": p.data.bucket_bytes, "histogram": " ".join(map(str, p.data.histogram)),
+            })
+        counters = workdir / f"{aggregator}.counters"
+        lateness = None
+        if scheme.scheme == "expresspass" and counters.exists():
+            lateness = read_counters(counters)["timer_lateness"]["mean_us"]
+        self.blocks.append(Block(scheme.scheme, n, steal, busy, lag, lateness))
+
+    def _credit_paths(self, net: FabricNet, hosts: list[str], aggregator: str) -> list[list[str]]:
+        """Switches on the aggregator's path to each sender (credits queue at each of their
+        egress ports, after the aggregator's own NIC)."""
+        return [net.routing.path(aggregator, h, 0) for h in hosts if h != aggregator]
+
+    def _cchost(self, host: str, scheme: SchemeConfig, epoch: int, workdir: Path, **kwargs) -> list[str]:
+        transport = self.config.transport
+        extra = ("--alpha", str(transport.alpha), "--rto-min-ms", str(transport.rto_min_ms),
+                 "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
+                 "--seed", str(self.config.seed * 1000 + host_number(host)))
+        return command(host, self.config.link.rate_mbps, scheme.scheme, epoch, workdir, extra=extra, **kwargs)
+
+    def _run_round(self, net: FabricNet, hosts: list[str], scheme: SchemeConfig, n: int, round_number: int,
+                   workdir: Path, epoch: int) -> None:
+        """`epoch`: the aggregator's, which every sender shares (finish times are its clock's)."""
+        # The same flows for every scheme: the seed, N and the round decide them.
+        rng = random.Random(f"{self.config.seed}-{n}-{round_number}")
+        start = (time.monotonic_ns() - epoch) / 1e9 + START_DELAY_S
+        # Flow ids stay unique for the aggregator's whole life (it answers a repeated id as the
+        # finished flow it remembers).
+        first_id = (round_number - 1) * n + 1
+        flows = [(flow.src, ScheduledFlow(id=i, dst=host_number(flow.dst), size=flow.size, start=start))
+                 for i, flow in enumerate(incast_round(hosts, self.workload.aggregator, n,
+                                                       self.workload.total_bytes, rng), start=first_id)]
+        round_dir = workdir / f"round{round_number}"
+        round_dir.mkdir()
+        by_sender: dict[str, list[ScheduledFlow]] = defaultdict(list)
+        for src, flow in flows:
+            by_sender[src].append(flow)
+        senders = {
+            src: net[src].popen(self._cchost(src, scheme, epoch, round_dir, exit_when_done=True,
+                                             schedule=write_schedule(round_dir / f"{src}.flows", src_flows)))
+            for src, src_flows in by_sender.items()
+        }
+        deadline = time.monotonic() + START_DELAY_S + self.workload.round_timeout_s
+        try:
+            for proc in senders.values():
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass  # the flows left are reported below
+        finally:
+            for proc in senders.values():
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+        records = [dict(r, src_host=src) for src in senders for r in read_records(round_dir / f"{src}.records")]
+        for record in records:
+            self.bundle.flows.append({
+                "scheme": scheme.scheme, "n": n, "round": round_number, "id": record["id"],
+                "src": record["src_host"], "dst": f"h{record['dst']}", "size": record["size"],
+                "bucket": size_bucket(record["size"]), "start": record["start"], "end": record["end"],
+                "fct": record["fct"], "retransmits": record["retransmits"], "timeouts": record["timeouts"],
+                "spurious_timeouts": record["spurious_timeouts"], "credits_sent": record["credits_sent"],
+                "credits_wasted": record["credits_wasted"],
+            })
+        finished = {(r["src_host"], r["id"]) for r in records}
+        unfinished = [f"{src}#{flow.id}" for src, flow in flows if (src, flow.id) not in finished]
+        duration = max((r["end"] for r in records), default=0) - start if not unfinished else 0.0
+        sent = sum(r["size"] for r in records)
+        self.bundle.rounds.append({
+            "scheme": scheme.scheme, "n": n, "round": round_number, "flows": len(flows), "finished": len(records),
+            "bytes": sent, "duration": round(duration, 6),
+            "goodput_bps": round(sent * 8 / duration) if duration > 0 else 0, "unfinished": " ".join(unfinished),
+        })
+        if unfinished:
+            self.console.print(f"[red]{scheme.scheme} N={n} round {round_number}: {len(unfinished)} flows never "
+                               f"finished within {self.workload.round_timeout_s} s: {' '.join(unfinished[:10])}"
+                               f"{' ...' if len(unfinished) > 10 else ''}[/red]")
+
+    def _verdict(self) -> fidelity.Verdict:
+        overall = fidelity.Verdict()
+        frame = self.config.link.mtu + 14 + 24
+        for block in self.blocks:
+            port = next(s.port for s in self.config.schemes if s.scheme == block.scheme)
+            gap = credit_gap_us(self.config, port) if isinstance(port, ExpressPassPort) else None
+            verdict = fidelity.judge(block.steal, block.busy, block.lag_bytes, frame, block.lateness_us, gap)
+            for name, value in verdict.figures.items():
+                key = f"{block.scheme} N={block.n} {name}"
+                overall.figures[key] = value
+            overall.reasons += [f"{block.scheme} N={block.n}: {reason}" for reason in verdict.reasons]
+            overall.status = fidelity.worst(overall.status, verdict.status)
+        return overall
+
+    def _write(self, started: str, interrupted: bool) -> None:
+        self.bundle.write_tables()
+        verdict = self._verdict()
+        manifest = {
+            "config": self.config.model_dump(mode="json"), "seed": self.config.seed, "started": started,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "interrupted": interrupted,
+            "fidelity": verdict.as_dict(), **provenance(),
+        }
+        for scheme in self.config.schemes:
+            if isinstance(scheme.port, ExpressPassPort) and self.credit_queues:
+                manifest["expresspass_queue_bound_bytes"] = expresspass_queue_bound(self.config, scheme.port,
+                                                                                    self.credit_queues)
+                manifest["expresspass_credit_queues_on_longest_path"] = self.credit_queues
+            if isinstance(scheme.port, DctcpPort):
+                manifest["dctcp_k_bytes"] = scheme.port.ecn_threshold_bytes
+        self.bundle.write_manifest(manifest)
+        report(self.bundle.dir)

@@ -1,0 +1,98 @@
+"""`ccemu experiment` end to end on a small fabric (root; CI runs these)."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+SMALL_INCAST = """
+name: tiny-incast
+seed: 3
+topology: {kind: star, hosts: 5}
+link: {rate_mbps: 10}
+schemes:
+  - scheme: expresspass
+  - scheme: dctcp
+    port: {ecn_threshold_bytes: 15000, buffer_bytes: 30000}
+workload: {kind: incast, aggregator: h1, total_bytes: %d, flows: %s, rounds: %d}
+"""
+
+
+def start_experiment(tmp_path, total_bytes, flows, rounds):
+    config = tmp_path / "incast.yaml"
+    config.write_text(SMALL_INCAST % (total_bytes, flows, rounds))
+    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
+    return subprocess.Popen([sys.executable, "-m", "ccemu.cli", "experiment", str(config), "--skip-check",
+                             "--results", str(tmp_path / "results")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def table(bundle, name):
+    with open(bundle / f"{name}.csv", newline="") as source:
+        return list(csv.DictReader(source))
+
+
+def only_bundle(tmp_path):
+    (bundle,) = (tmp_path / "results" / "tiny-incast").iterdir()
+    return bundle
+
+
+def assert_nothing_left(tmp_path, interfaces_before):
+    assert set(os.listdir("/sys/class/net")) == interfaces_before
+    assert not (tmp_path / "state").exists() or list((tmp_path / "state").iterdir()) == []
+
+
+@pytest.mark.root
+def test_an_incast_experiment_leaves_a_bundle_that_puts_the_schemes_side_by_side(tmp_path):
+    interfaces_before = set(os.listdir("/sys/class/net"))
+    run = start_experiment(tmp_path, 200_000, [2, 8], 2)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    bundle = only_bundle(tmp_path)
+    assert f"results: {bundle}" in " ".join(out.split())
+
+    flows, rounds, ports = table(bundle, "flows"), table(bundle, "rounds"), table(bundle, "ports")
+    assert len(flows) == 2 * (2 + 8) * 2  # schemes x N x rounds
+    assert all(r["unfinished"] == "" for r in rounds)
+    assert {f["bucket"] for f in flows} == {"M", "L"}  # 100 KB and 25 KB responses
+    # Every scheme answers the same flows: same sources and sizes per N and round.
+    same = {(f["n"], f["round"], f["id"], f["src"], f["size"]) for f in flows if f["scheme"] == "expresspass"}
+    assert same == {(f["n"], f["round"], f["id"], f["src"], f["size"]) for f in flows if f["scheme"] == "dctcp"}
+    expresspass_ports = [p for p in ports if p["scheme"] == "expresspass"]
+    assert sum(int(p["data_dropped"]) for p in expresspass_ports) == 0
+    assert [p["port"] for p in ports if p["bottleneck"] == "1"] == ["s1-eth1"] * 4  # toward the aggregator
+    assert sum(int(p["data_marked"]) for p in ports if p["scheme"] == "dctcp") > 0
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["fidelity"]["status"] in ("PASS", "WARN", "FAIL")
+    assert manifest["git_commit"] and manifest["versions"]["cchost"].startswith("cchost")
+    assert manifest["interrupted"] is False
+    summary = (bundle / "summary.md").read_text()
+    assert "ExpressPass data queue bound" in summary and "| dctcp | 8 |" in summary
+    assert sorted(p.name for p in (bundle / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
+                                                                    "queue_cdf.png"]
+    report = subprocess.run([sys.executable, "-m", "ccemu.cli", "report", str(bundle)], capture_output=True,
+                            text=True)
+    assert report.returncode == 0 and (bundle / "summary.md").read_text() == summary
+    assert_nothing_left(tmp_path, interfaces_before)
+
+
+@pytest.mark.root
+def test_ctrl_c_stops_the_experiment_cleanly_and_keeps_what_was_done(tmp_path):
+    interfaces_before = set(os.listdir("/sys/class/net"))
+    run = start_experiment(tmp_path, 1_000_000, [2, 4, 8, 16], 3)
+    time.sleep(8)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    bundle = only_bundle(tmp_path)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["interrupted"] is True
+    assert 0 < len(table(bundle, "rounds")) < 2 * 4 * 3
+    assert "**Interrupted**" in (bundle / "summary.md").read_text()
+    assert_nothing_left(tmp_path, interfaces_before)
