@@ -16,9 +16,13 @@ from pathlib import Path
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
 
-STEAL_WARN, STEAL_FAIL = 0.05, 0.20
+# Steal only hints (it is seen here from 0 to 36 % per run); the lag and the pacing say
+# whether it hurt.
+STEAL_WARN, STEAL_FAIL = 0.15, 0.35
 BUSY_WARN = 0.95
-LAG_WARN_FRAMES, LAG_FAIL_FRAMES = 1.0, 3.0
+# A fluid queue drains a frame bit by bit, a real port holds it whole until it is sent: about
+# one frame of difference is the model, not lag (measured 0.6-0.8 frames on a quiet machine).
+LAG_WARN_FRAMES, LAG_FAIL_FRAMES = 2.0, 4.0
 PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
 
 
