@@ -16,7 +16,7 @@ APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool i
 	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
 	procps iputils-ping
 
-.PHONY: setup apt-packages experiment test bench clean distclean
+.PHONY: setup apt-packages experiment test bench dashboards clean distclean
 
 setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
 
@@ -69,6 +69,11 @@ bench: setup
 	$(PYTHON) emulation/benchmarks/capacity.py
 	$(PYTHON) emulation/benchmarks/ports.py
 	$(PYTHON) emulation/benchmarks/transport.py
+
+# Loads dashboards/*.json into a running Grafana (token in $$GRAFANA_TOKEN, or user:pass@ in the URL).
+dashboards: setup
+	@[ -n "$(GRAFANA_URL)" ] || { echo "make dashboards: set GRAFANA_URL, e.g. GRAFANA_URL=http://127.0.0.1:3000" >&2; exit 2; }
+	$(PYTHON) -m ccemu.dashboards upload $(GRAFANA_URL)
 
 # Removes what killed runs left behind (by their recorded inventory).
 clean: setup

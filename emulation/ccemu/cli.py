@@ -18,6 +18,7 @@ from mininet.log import setLogLevel
 
 from .config import ConfigError, ExperimentConfig, load_config, parse_config
 from .inventory import DEFAULT_STATE_ROOT, Inventory
+from .monitoring import MONITORING_STATE
 
 EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -56,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     experiment.add_argument("config", type=Path)
     experiment.add_argument("--results", type=Path, default=Path("results"), help="bundles go to RESULTS/NAME/TIME")
     experiment.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
+    experiment.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
+    experiment.add_argument("--keep-monitoring", action="store_true",
+                            help="keep Prometheus up after the run, until Ctrl-C")
+
+    monitor = commands.add_parser("monitor", help="serve a finished run's Prometheus data again (until Ctrl-C)")
+    monitor.add_argument("bundle", type=Path)
+    monitor.add_argument("--port", type=int, default=9090, help="on 127.0.0.1")
 
     report_cmd = commands.add_parser("report", help="regenerate summary.md and plots/ of a results bundle")
     report_cmd.add_argument("bundle", type=Path)
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
-                    "experiment": cmd_experiment, "report": cmd_report}
+                    "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor}
         return handlers[args.command](args)
     except ConfigError as exc:
         print(f"ccemu: {exc}", file=sys.stderr)
@@ -175,7 +183,7 @@ def cmd_up(args) -> int:
 def cmd_clean(args) -> int:
     _require_root("clean")
     status = 0
-    runs = Inventory.all_runs(DEFAULT_STATE_ROOT)
+    runs = Inventory.all_runs(DEFAULT_STATE_ROOT) + Inventory.all_runs(DEFAULT_STATE_ROOT / MONITORING_STATE)
     for inventory in runs:
         if inventory.orchestrator.alive():
             print(f"{inventory.run_id}: still running (pid {inventory.orchestrator.pid}); stop it first")
@@ -249,7 +257,8 @@ def cmd_experiment(args) -> int:
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
-        runner = IncastRunner(config, args.results, console)
+        runner = IncastRunner(config, args.results, console, monitoring=not args.no_monitoring,
+                              keep_monitoring=args.keep_monitoring)
     except WorkloadNotRunnable as exc:
         print(f"ccemu: NOT IMPLEMENTED: {exc}", file=sys.stderr)
         return EXIT_NOT_IMPLEMENTED
@@ -262,6 +271,27 @@ def cmd_experiment(args) -> int:
     print(f"fidelity: {summary['status']}" + "".join(f"\n  {r}" for r in summary["reasons"]))
     print(f"results: {bundle}  (summary.md, plots/)")
     return 0
+
+
+def cmd_monitor(args) -> int:
+    from .monitoring import MonitoringError, Prometheus
+
+    if not (args.bundle / "prometheus" / "data").is_dir():
+        print(f"ccemu monitor: {args.bundle} holds no Prometheus data (run without --no-monitoring)",
+              file=sys.stderr)
+        return EXIT_FAILED
+    name = json.loads((args.bundle / "manifest.json").read_text())["config"]["name"]
+    try:
+        prometheus = Prometheus(args.bundle, None, name, port=args.port)
+    except MonitoringError as exc:
+        print(f"ccemu monitor: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"Prometheus with {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        prometheus.stop()
 
 
 def cmd_report(args) -> int:

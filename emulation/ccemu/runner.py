@@ -21,7 +21,10 @@ from . import fidelity
 from .cchost import ScheduledFlow, command, host_number, read_counters, read_records, write_schedule
 from .config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
                      IncastWorkload, SchemeConfig)
+from .collector import Block as CollectorBlock
+from .collector import ExperimentCollector, MetricsServer
 from .fabric import FabricNet
+from .monitoring import SCRAPE_INTERVAL_S, Prometheus
 from .ports import PortMaps
 from .report import report
 from .results import Bundle, provenance
@@ -61,7 +64,8 @@ def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, cre
 
 
 class IncastRunner:
-    def __init__(self, config: ExperimentConfig, results_root: Path, console: Console):
+    def __init__(self, config: ExperimentConfig, results_root: Path, console: Console, monitoring: bool = True,
+                 keep_monitoring: bool = False):
         if not isinstance(config.workload, IncastWorkload):
             kind = config.workload.kind if config.workload else "none"
             raise WorkloadNotRunnable(f"{config.name}: only incast workloads run end to end so far (workload: {kind})")
@@ -73,9 +77,45 @@ class IncastRunner:
         self.bundle = Bundle(results_root, config.name)
         self.blocks: list[Block] = []
         self.credit_queues = 0
+        self.monitoring, self.keep_monitoring = monitoring, keep_monitoring
+        self.collector: ExperimentCollector | None = None
+        self.prometheus: Prometheus | None = None
+        self.metrics_server: MetricsServer | None = None
 
     def run(self) -> Path:
+        if not self.monitoring:
+            return self._run()
+        self.collector = ExperimentCollector(self.config.name)
+        server = MetricsServer(self.collector)
+        try:
+            prometheus = Prometheus(self.bundle.dir, server.port, self.config.name)
+        except BaseException:
+            server.close()
+            raise
+        self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
+        # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
+        deadline = time.monotonic() + 15
+        while self.collector.scrapes == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.prometheus, self.metrics_server = prometheus, server
+        try:
+            bundle = self._run()
+            if self.keep_monitoring:
+                self.console.print(f"Prometheus stays at {prometheus.url} until Ctrl-C")
+                while True:
+                    time.sleep(3600)
+            return bundle
+        except KeyboardInterrupt:
+            if not self.keep_monitoring or not (self.bundle.dir / "manifest.json").exists():
+                raise
+            return self.bundle.dir
+        finally:
+            prometheus.stop()
+            server.close()
+
+    def _run(self) -> Path:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.started_at = time.monotonic()
         interrupted = False
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
@@ -107,14 +147,22 @@ class IncastRunner:
             self.credit_queues = 1 + max(len(path) for path in self._credit_paths(net, hosts, aggregator))
             epoch = time.monotonic_ns()
             receiver = net[aggregator].popen(self._cchost(aggregator, scheme, epoch, workdir, duration_s=24 * 3600))
+            if self.collector:
+                self.collector.attach(CollectorBlock(scheme.scheme, n, net.inventory.state_dir, workdir))
             try:
                 for round_number in range(1, self.workload.rounds + 1):
                     progress.update(task, description=f"{scheme.scheme:12} N={n:<4} round {round_number}")
+                    if self.collector:
+                        self.collector.set_round(round_number)
                     self._run_round(net, hosts, scheme, n, round_number, workdir, epoch)
                     progress.advance(task)
+                if self.collector:
+                    time.sleep(SCRAPE_INTERVAL_S + 0.5)  # the block's last figures get scraped
             finally:
                 receiver.terminate()
                 receiver.wait(timeout=10)
+                if self.collector:
+                    self.collector.detach()
             with PortMaps(net.inventory.state_dir) as maps:
                 ports = maps.read()
         steal, busy = fidelity.CpuTimes.now().since(cpu_before)
@@ -229,6 +277,13 @@ class IncastRunner:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "interrupted": interrupted,
             "fidelity": verdict.as_dict(), **provenance(),
         }
+        if self.collector and self.prometheus and self.metrics_server:
+            manifest["monitoring"] = {
+                "seconds": round(time.monotonic() - self.started_at, 1), "scrapes": self.collector.scrapes,
+                "collector_cpu_seconds": round(self.collector.scrape_cpu_seconds, 3),
+                "prometheus_cpu_seconds": round(self.prometheus.cpu_seconds(), 3),
+                "prometheus_url": self.prometheus.url, "collector_port": self.metrics_server.port,
+            }
         for scheme in self.config.schemes:
             if isinstance(scheme.port, ExpressPassPort) and self.credit_queues:
                 manifest["expresspass_queue_bound_bytes"] = expresspass_queue_bound(self.config, scheme.port,
