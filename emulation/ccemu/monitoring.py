@@ -34,6 +34,9 @@ def free_loopback_port(preferred: int = DEFAULT_PORT) -> int:
     """`preferred` if free on 127.0.0.1, else any free port."""
     for port in (preferred, 0):
         with socket.socket() as probe:
+            # As Prometheus binds (Go sets SO_REUSEADDR): connections of an earlier server
+            # lingering in TIME_WAIT do not make the port busy.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
