@@ -146,3 +146,17 @@ fn the_run_is_deterministic() {
     };
     assert_eq!(fcts(), fcts());
 }
+
+#[test]
+fn repeated_credit_stops_do_not_hold_off_the_request_for_a_lost_packet() {
+    // Stops repeated faster than the receiver's two-RTT wait once pushed that wait back forever.
+    let mut net = Network::new(SimConfig::expresspass(2, LINK, PROPAGATION, DATA_BUFFER), |c| cchost::EndpointConfig {
+        control_timeout: base_rtt() / 2,
+        ..c
+    });
+    net.lose(Kind::Data, 10);
+    net.start_flow(Duration::ZERO, 1, flow(1, 2, 30_000));
+    net.run_to_completion(Duration::from_secs(1));
+    assert_eq!(net.records.len(), 1);
+    assert_eq!(net.records[0].retransmits, 1);
+}

@@ -136,9 +136,12 @@ impl CreditReceiver {
     pub fn on_credit_stop(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
         self.next_credit_at = None;
         // Data bought by the last credits may still be on its way: ask for what is missing
-        // only once none has arrived for two RTTs.
-        let rtt = self.rtt.unwrap_or(config.initial_rtt);
-        self.recovery_at = Some(ctx.now + 2 * rtt);
+        // only once none has arrived for two RTTs (data pushes the wait back; a repeated stop
+        // must not, or stops repeated faster than that would hold it off forever).
+        if self.recovery_at.is_none() {
+            let rtt = self.rtt.unwrap_or(config.initial_rtt);
+            self.recovery_at = Some(ctx.now + 2 * rtt);
+        }
     }
 
     pub fn deadline(&self) -> Option<Instant> {
