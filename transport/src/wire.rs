@@ -61,8 +61,9 @@ pub enum Packet {
     /// Receiver -> sender: every byte arrived, at `end_us` of the receiver's clock (hosts of
     /// one emulation share a clock); `credits_sent` by the receiver for the flow.
     Finish { flow: u32, end_us: u64, credits_sent: u32 },
-    /// Receiver -> sender (credit schemes): these data packets never arrived; spend the
-    /// next credits on them. At most [`NACK_MAX_SEQS`].
+    /// Receiver -> sender (credit schemes): these data packets never arrived (lost, or never
+    /// sent because credits an early stop counted on were dropped); the receiver restarts its
+    /// credits and the sender spends them on these. At most [`NACK_MAX_SEQS`].
     Nack { flow: u32, missing: Vec<u32> },
 }
 

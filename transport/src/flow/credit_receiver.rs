@@ -111,7 +111,7 @@ impl CreditReceiver {
         let rtt = self.rtt.unwrap_or(config.initial_rtt);
         if self.recovery_at.is_some() {
             // Stopped, and the data bought by the last credits is still coming in.
-            self.recovery_at = Some(ctx.now + 2 * rtt);
+            self.recovery_at = Some(ctx.now + self.recovery_wait(rtt));
         }
         if ctx.now - self.period.start >= rtt {
             self.cc.on_feedback(
@@ -136,12 +136,18 @@ impl CreditReceiver {
     pub fn on_credit_stop(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
         self.next_credit_at = None;
         // Data bought by the last credits may still be on its way: ask for what is missing
-        // only once none has arrived for two RTTs (data pushes the wait back; a repeated stop
-        // must not, or stops repeated faster than that would hold it off forever).
+        // only once none has arrived for a while (`recovery_wait`; data pushes the wait back,
+        // a repeated stop must not, or stops repeated faster would hold it off forever).
         if self.recovery_at.is_none() {
             let rtt = self.rtt.unwrap_or(config.initial_rtt);
-            self.recovery_at = Some(ctx.now + 2 * rtt);
+            self.recovery_at = Some(ctx.now + self.recovery_wait(rtt));
         }
+    }
+
+    /// How long no data must arrive before packets count as missing: two RTTs, plus two of
+    /// the flow's own credit gaps (a flow among many gets its packets that far apart).
+    fn recovery_wait(&self, rtt: Duration) -> Duration {
+        2 * (rtt + self.cc.credit_gap(0.0))
     }
 
     pub fn deadline(&self) -> Option<Instant> {
