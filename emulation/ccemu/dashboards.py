@@ -92,7 +92,7 @@ def dashboards() -> dict[str, dict]:
                  "{{scheme}} N={{n}} {{host}}")], "pps", 12, 0),
         _panel(3, "Credit waste", "timeseries",
                [(f"sum by (scheme, n) (ccemu_host_credits_wasted_total{{{s}}}) / "
-                 f"sum by (scheme, n) (ccemu_host_credits_sent_total{{{s}}}) > 0", "{{scheme}} N={{n}}")],
+                 f"sum by (scheme, n) (ccemu_host_credits_sent_total{{{s}}})", "{{scheme}} N={{n}}")],
                "percentunit", 0, 8, description="Credits that arrived when the sender had nothing left to send"),
         _panel(4, "Credit drops", "timeseries",
                [(f'sum by (scheme, n) (rate(ccemu_port_dropped_packets_total{{{s}, class="credit"}}'

@@ -125,5 +125,9 @@ class Prometheus:
         if self.process.poll() is None:
             self.process.wait(timeout=5)
         self.log.close()
+        try:
+            self.inventory.state_dir.parent.rmdir()  # monitoring/, once no run is left in it
+        except OSError:
+            pass
         if problems:
             raise MonitoringError(f"stopping prometheus: {'; '.join(problems)}")

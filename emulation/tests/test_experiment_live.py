@@ -86,7 +86,10 @@ def test_an_incast_experiment_leaves_a_bundle_that_puts_the_schemes_side_by_side
 def test_ctrl_c_stops_the_experiment_cleanly_and_keeps_what_was_done(tmp_path):
     interfaces_before = set(os.listdir("/sys/class/net"))
     run = start_experiment(tmp_path, 1_000_000, [2, 4, 8, 16], 3)
-    time.sleep(15)  # Prometheus up and scraping (~5 s), then a few rounds
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "results").glob("*/*/work/*/round2/*.records")):  # a few rounds are done
+        assert time.monotonic() < deadline and run.poll() is None, "no round finished"
+        time.sleep(0.2)
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=120)
     assert run.returncode == 130, err

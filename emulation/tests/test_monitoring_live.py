@@ -136,4 +136,4 @@ def test_a_monitored_run_feeds_every_dashboard_panel_and_listens_on_loopback_onl
     finally:
         monitor.send_signal(2)
         monitor.wait(timeout=30)
-    assert list((tmp_path / "state" / "monitoring").iterdir()) == []
+    assert list((tmp_path / "state").rglob("state.json")) == []
