@@ -12,6 +12,7 @@ pub struct Clock {
     /// The same moment as an `Instant` and as CLOCK_MONOTONIC nanoseconds.
     anchor: (Instant, u64),
     epoch: Instant,
+    epoch_ns: u64,
 }
 
 fn monotonic_ns() -> u64 {
@@ -24,16 +25,29 @@ fn monotonic_ns() -> u64 {
 impl Clock {
     pub fn new(epoch_ns: Option<u64>) -> Self {
         let anchor = (Instant::now(), monotonic_ns());
-        let epoch = match epoch_ns {
-            Some(ns) if ns <= anchor.1 => anchor.0 - Duration::from_nanos(anchor.1 - ns),
-            Some(ns) => anchor.0 + Duration::from_nanos(ns - anchor.1),
-            None => anchor.0,
+        let epoch_ns = epoch_ns.unwrap_or(anchor.1);
+        let epoch = if epoch_ns <= anchor.1 {
+            anchor.0 - Duration::from_nanos(anchor.1 - epoch_ns)
+        } else {
+            anchor.0 + Duration::from_nanos(epoch_ns - anchor.1)
         };
-        Self { anchor, epoch }
+        Self { anchor, epoch, epoch_ns }
     }
 
+    /// When the schedule's start offsets count from.
     pub fn epoch(&self) -> Instant {
         self.epoch
+    }
+
+    /// CLOCK_MONOTONIC's zero: the endpoint's time base, the same for every host of the
+    /// machine whatever their epochs (finish times come from the receiver's clock).
+    pub fn origin(&self) -> Instant {
+        self.anchor.0.checked_sub(Duration::from_nanos(self.anchor.1)).unwrap_or(self.anchor.0)
+    }
+
+    /// Seconds after the epoch of a time in microseconds since the origin.
+    pub fn seconds_after_epoch(&self, us: u64) -> f64 {
+        (us as f64 * 1e3 - self.epoch_ns as f64) / 1e9
     }
 
     fn monotonic_ns_of(&self, at: Instant) -> u64 {

@@ -54,8 +54,9 @@ struct Args {
     /// Scheme of flows whose schedule line names none: expresspass or dctcp.
     #[arg(long, default_value = "expresspass", value_parser = parse_scheme)]
     scheme: cchost::Scheme,
-    /// CLOCK_MONOTONIC nanoseconds of the experiment's start, shared by every host: flow
-    /// starts count from it, records' times too. Default: now.
+    /// CLOCK_MONOTONIC nanoseconds of the experiment's start: flow starts count from it, and
+    /// records' times are written as seconds after it. Default: now. (FCTs are right either
+    /// way: every host's times are CLOCK_MONOTONIC, the same in every namespace.)
     #[arg(long)]
     epoch_ns: Option<u64>,
     /// Sockets are bound to base + path-id (a multiple of 256).
@@ -101,8 +102,8 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn write_record(&mut self, record: &FlowRecord) -> io::Result<()> {
-        let seconds = |us: u64| us as f64 / 1e6;
+    fn write_record(&mut self, record: &FlowRecord, clock: &Clock) -> io::Result<()> {
+        let seconds = |us: u64| clock.seconds_after_epoch(us);
         let line = json!({
             "id": record.id, "src": record.src, "dst": record.dst, "size": record.size_bytes,
             "start": seconds(record.start_us), "end": seconds(record.end_us), "fct": record.fct().as_secs_f64(),
@@ -157,7 +158,7 @@ fn run(args: &Args) -> Result<(), String> {
         None => Vec::new(),
     };
     let clock = Clock::new(args.epoch_ns);
-    let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, clock.epoch());
+    let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, clock.origin());
     config.expresspass.alpha = args.alpha;
     config.expresspass.w_init = args.alpha;
     config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
@@ -208,7 +209,7 @@ fn run(args: &Args) -> Result<(), String> {
             }
         }
         while let Some(record) = endpoint.poll_record() {
-            outputs.write_record(&record).map_err(|e| format!("writing a flow record: {e}"))?;
+            outputs.write_record(&record, &clock).map_err(|e| format!("writing a flow record: {e}"))?;
         }
         if now >= counters_due {
             outputs.write_counters(&endpoint, &lateness, send_errors).map_err(|e| format!("counters: {e}"))?;
@@ -257,7 +258,7 @@ fn run(args: &Args) -> Result<(), String> {
         }
     }
     while let Some(record) = endpoint.poll_record() {
-        outputs.write_record(&record).map_err(|e| format!("writing a flow record: {e}"))?;
+        outputs.write_record(&record, &clock).map_err(|e| format!("writing a flow record: {e}"))?;
     }
     outputs.write_counters(&endpoint, &lateness, send_errors).map_err(|e| format!("counters: {e}"))?;
     if endpoint.active_flows() > 0 || !flows.is_empty() {
