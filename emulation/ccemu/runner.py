@@ -6,6 +6,7 @@ written with what finished, marked interrupted."""
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
 import subprocess
@@ -81,10 +82,12 @@ class IncastRunner:
         self.collector: ExperimentCollector | None = None
         self.prometheus: Prometheus | None = None
         self.metrics_server: MetricsServer | None = None
+        self.started_at = time.monotonic()
 
     def run(self) -> Path:
+        """Runs every block, writes the bundle and says where it is."""
         if not self.monitoring:
-            return self._run()
+            return self._announce(self._run())
         self.collector = ExperimentCollector(self.config.name)
         server = MetricsServer(self.collector)
         try:
@@ -99,19 +102,26 @@ class IncastRunner:
             time.sleep(0.1)
         self.prometheus, self.metrics_server = prometheus, server
         try:
-            bundle = self._run()
+            bundle = self._announce(self._run())
             if self.keep_monitoring:
                 self.console.print(f"Prometheus stays at {prometheus.url} until Ctrl-C")
-                while True:
-                    time.sleep(3600)
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    pass  # the user is done looking: the run itself finished
             return bundle
-        except KeyboardInterrupt:
-            if not self.keep_monitoring or not (self.bundle.dir / "manifest.json").exists():
-                raise
-            return self.bundle.dir
         finally:
             prometheus.stop()
             server.close()
+
+    @staticmethod
+    def _announce(bundle: Path) -> Path:
+        # Plain prints: a path wrapped at 80 columns by rich is no use to a script.
+        verdict = json.loads((bundle / "manifest.json").read_text())["fidelity"]
+        print(f"fidelity: {verdict['status']}" + "".join(f"\n  {r}" for r in verdict["reasons"]))
+        print(f"results: {bundle}  (summary.md, plots/)", flush=True)
+        return bundle
 
     def _run(self) -> Path:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
