@@ -55,6 +55,16 @@ def prometheus_config(metrics_port: int | None, experiment: str) -> str:
     return f"global:\n  scrape_interval: {SCRAPE_INTERVAL_S}s\n{scrape}"
 
 
+def query_range(url: str, expression: str, start: float, end: float, step: float = 1.0) -> list[dict]:
+    """The series a range query at the Prometheus at `url` returns."""
+    params = {"query": expression, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
+    with urllib.request.urlopen(f"{url}/api/v1/query_range?{urllib.parse.urlencode(params)}", timeout=30) as r:
+        body = json.loads(r.read())
+    if body.get("status") != "success":
+        raise MonitoringError(f"query {expression!r} failed: {body}")
+    return body["data"]["result"]
+
+
 class Prometheus:
     """One Prometheus process over `bundle`/prometheus/ (config and TSDB)."""
 
@@ -93,26 +103,6 @@ class Prometheus:
                 time.sleep(0.2)
         self.stop()
         raise MonitoringError(f"prometheus not ready on {self.url} within {timeout:.0f} s")
-
-    def query(self, expression: str, at: float | None = None) -> list[dict]:
-        """Instant query; the result vector."""
-        params = {"query": expression}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=10) as r:
-            body = json.loads(r.read())
-        if body.get("status") != "success":
-            raise MonitoringError(f"query {expression!r} failed: {body}")
-        return body["data"]["result"]
-
-    def query_range(self, expression: str, start: float, end: float, step: float = 1.0) -> list[dict]:
-        params = {"query": expression, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
-        with urllib.request.urlopen(f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}",
-                                    timeout=30) as r:
-            body = json.loads(r.read())
-        if body.get("status") != "success":
-            raise MonitoringError(f"query {expression!r} failed: {body}")
-        return body["data"]["result"]
 
     def cpu_seconds(self) -> float:
         """CPU time Prometheus has used so far."""

@@ -75,7 +75,8 @@ def summary_markdown(directory: Path) -> str:
               "| scheme | N | goodput Mbit/s | FCT mean ms | p99 ms | max ms | max queue B | mean queue B | "
               "data drops | CE marks | timeouts | retransmits | credit drops | credit waste | unfinished |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in incast_table(flows, rounds, ports):
+    table = incast_table(flows, rounds, ports)
+    for row in table:
         lines.append(f"| {row['scheme']} | {row['n']} | {row['goodput_mbps']:.2f} | {row['fct_mean_ms']:.1f} | "
                      f"{row['fct_p99_ms']:.1f} | {row['fct_max_ms']:.1f} | {row['max_queue']} | "
                      f"{row['mean_queue']:.0f} | {row['data_drops']} | {row['marks']} | {row['timeouts']} | "
@@ -86,7 +87,7 @@ def summary_markdown(directory: Path) -> str:
 
     bound = manifest.get("expresspass_queue_bound_bytes")
     if bound:
-        worst = max((r["max_queue"] for r in incast_table(flows, rounds, ports) if r["scheme"] == "expresspass"),
+        worst = max((r["max_queue"] for r in table if r["scheme"] == "expresspass"),
                     default=0)
         lines += [f"ExpressPass data queue bound: {bound} B = (credit buffer + burst) x (84 + 1538) B x "
                   f"{manifest.get('expresspass_credit_queues_on_longest_path')} credit queues on the longest "

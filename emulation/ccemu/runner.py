@@ -22,13 +22,13 @@ from . import fidelity
 from .cchost import ScheduledFlow, command, host_number, read_counters, read_records, write_schedule
 from .config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
                      IncastWorkload, SchemeConfig)
-from .collector import Block as CollectorBlock
-from .collector import ExperimentCollector, MetricsServer
+from .collector import Block, ExperimentCollector, MetricsServer
 from .fabric import FabricNet
 from .monitoring import SCRAPE_INTERVAL_S, Prometheus
 from .ports import PortMaps
 from .report import report
 from .results import Bundle, provenance
+from .shaping import WIRE_OVERHEAD_BYTES, PortShape
 from .stats import histogram_mean, size_bucket
 from .workloads import incast_round
 
@@ -41,7 +41,7 @@ class WorkloadNotRunnable(RuntimeError):
 
 
 @dataclass
-class Block:
+class BlockFigures:
     """What one (scheme, N) fabric showed, for the fidelity verdict."""
 
     scheme: str
@@ -76,7 +76,7 @@ class IncastRunner:
         self.workload: IncastWorkload = config.workload
         self.console = console
         self.bundle = Bundle(results_root, config.name)
-        self.blocks: list[Block] = []
+        self.blocks: list[BlockFigures] = []
         self.credit_queues = 0
         self.monitoring, self.keep_monitoring = monitoring, keep_monitoring
         self.collector: ExperimentCollector | None = None
@@ -158,7 +158,7 @@ class IncastRunner:
             epoch = time.monotonic_ns()
             receiver = net[aggregator].popen(self._cchost(aggregator, scheme, epoch, workdir, duration_s=24 * 3600))
             if self.collector:
-                self.collector.attach(CollectorBlock(scheme.scheme, n, net.inventory.state_dir, workdir))
+                self.collector.attach(Block(scheme.scheme, n, net.inventory.state_dir, workdir))
             try:
                 for round_number in range(1, self.workload.rounds + 1):
                     progress.update(task, description=f"{scheme.scheme:12} N={n:<4} round {round_number}")
@@ -194,7 +194,7 @@ class IncastRunner:
         lateness = None
         if scheme.scheme == "expresspass" and counters.exists():
             lateness = read_counters(counters)["timer_lateness"]["mean_us"]
-        self.blocks.append(Block(scheme.scheme, n, steal, busy, lag, lateness))
+        self.blocks.append(BlockFigures(scheme.scheme, n, steal, busy, lag, lateness))
 
     def _credit_paths(self, net: FabricNet, hosts: list[str], aggregator: str) -> list[list[str]]:
         """Switches on the aggregator's path to each sender (credits queue at each of their
@@ -267,7 +267,7 @@ class IncastRunner:
 
     def _verdict(self) -> fidelity.Verdict:
         overall = fidelity.Verdict()
-        frame = self.config.link.mtu + 14 + 24
+        frame = PortShape.of(self.config).frame_bytes + WIRE_OVERHEAD_BYTES
         for block in self.blocks:
             port = next(s.port for s in self.config.schemes if s.scheme == block.scheme)
             gap = credit_gap_us(self.config, port) if isinstance(port, ExpressPassPort) else None

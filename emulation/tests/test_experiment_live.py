@@ -9,27 +9,13 @@ import sys
 import time
 
 import pytest
+from incast_runs import start_experiment as start_incast
 
-SMALL_INCAST = """
-name: tiny-incast
-seed: 3
-topology: {kind: star, hosts: 5}
-link: {rate_mbps: 10}
-schemes:
-  - scheme: expresspass
-  - scheme: dctcp
-    port: {ecn_threshold_bytes: 15000, buffer_bytes: 30000}
-workload: {kind: incast, aggregator: h1, total_bytes: %d, flows: %s, rounds: %d}
-"""
 
 
 def start_experiment(tmp_path, total_bytes, flows, rounds):
-    config = tmp_path / "incast.yaml"
-    config.write_text(SMALL_INCAST % (total_bytes, flows, rounds))
-    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
-    return subprocess.Popen([sys.executable, "-m", "ccemu.cli", "experiment", str(config), "--skip-check",
-                             "--results", str(tmp_path / "results")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    run, _ = start_incast(tmp_path, "tiny-incast", 3, total_bytes, flows, rounds)
+    return run
 
 
 def table(bundle, name):

@@ -8,26 +8,14 @@ import re
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from incast_runs import start_experiment
 
 from ccemu.dashboards import DASHBOARD_DIR, dashboards, panel_queries, rendered
-
-SMALL_INCAST = """
-name: monitored
-seed: 5
-topology: {kind: star, hosts: 5}
-link: {rate_mbps: 10}
-schemes:
-  - scheme: expresspass
-  - scheme: dctcp
-    port: {ecn_threshold_bytes: 15000, buffer_bytes: 30000}
-workload: {kind: incast, aggregator: h1, total_bytes: 1000000, flows: [2, 8], rounds: 2}
-"""
-
+from ccemu.monitoring import query_range
 
 def listening_sockets_of(pids: set[int]) -> list[str]:
     """Local addresses of the TCP sockets in LISTEN state held by `pids` (root namespace)."""
@@ -70,14 +58,6 @@ def wait_for_line(proc, pattern: str, timeout: float = 60) -> re.Match:
     pytest.fail(f"no line matching {pattern!r}: {proc.stderr.read() if proc.stderr else ''}")
 
 
-def query_range(url: str, expression: str, start: float, end: float) -> list:
-    params = urllib.parse.urlencode({"query": expression, "start": start, "end": end, "step": 1})
-    with urllib.request.urlopen(f"{url}/api/v1/query_range?{params}", timeout=30) as response:
-        body = json.loads(response.read())
-    assert body["status"] == "success", body
-    return body["data"]["result"]
-
-
 def test_the_committed_dashboards_are_what_the_generator_writes():
     for uid, dashboard in dashboards().items():
         assert (DASHBOARD_DIR / f"{uid}.json").read_text() == rendered(dashboard), \
@@ -86,12 +66,7 @@ def test_the_committed_dashboards_are_what_the_generator_writes():
 
 @pytest.mark.root
 def test_a_monitored_run_feeds_every_dashboard_panel_and_listens_on_loopback_only(tmp_path):
-    config = tmp_path / "monitored.yaml"
-    config.write_text(SMALL_INCAST)
-    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
-    run = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "experiment", str(config), "--skip-check",
-                            "--results", str(tmp_path / "results")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    run, env = start_experiment(tmp_path, "monitored", 5, 1_000_000, [2, 8], 2)
     try:
         collector_port = int(wait_for_line(run, r"collector 127\.0\.0\.1:(\d+)/metrics").group(1))
         deadline = time.monotonic() + 60

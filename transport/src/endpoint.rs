@@ -104,6 +104,24 @@ pub struct FlowRecord {
 }
 
 impl FlowRecord {
+    /// The record of `spec` sent by `src`, its per-scheme figures zero.
+    pub(crate) fn of(spec: &FlowSpec, src: HostId, start_us: u64, end_us: u64) -> Self {
+        Self {
+            id: spec.id,
+            src,
+            dst: spec.dst,
+            size_bytes: spec.size_bytes,
+            scheme: spec.scheme,
+            start_us,
+            end_us,
+            retransmits: 0,
+            timeouts: 0,
+            spurious_timeouts: 0,
+            credits_sent: 0,
+            credits_wasted: 0,
+        }
+    }
+
     pub fn fct(&self) -> Duration {
         Duration::from_micros(self.end_us.saturating_sub(self.start_us))
     }
@@ -384,7 +402,8 @@ impl Endpoint {
         for flow in self.sending.values_mut() {
             match flow {
                 Sending::Credit(s) if s.deadline(&self.config).is_some_and(|d| d <= now) => {
-                    self.counters.control_retransmits += s.on_timeout(&mut ctx, &self.config)
+                    s.on_timeout(&mut ctx);
+                    self.counters.control_retransmits += 1;
                 }
                 Sending::Window(s) if s.deadline().is_some_and(|d| d <= now) => s.on_timeout(&mut ctx, &self.config),
                 _ => {}
@@ -393,7 +412,7 @@ impl Endpoint {
         for flow in self.receiving.values_mut() {
             if let Receiving::Credit(r) = flow {
                 if r.deadline().is_some_and(|d| d <= now) {
-                    r.on_timeout(&mut ctx, &self.config);
+                    r.on_timeout(&mut ctx);
                 }
             }
         }

@@ -255,12 +255,6 @@ impl Network {
         self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
     }
 
-    /// The same for `host`'s own NIC.
-    pub fn stall_host_port(&mut self, host: HostId, after: Duration, stall: Duration) {
-        let port = host as usize - 1;
-        self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
-    }
-
     pub fn start_flow(&mut self, after: Duration, host: HostId, spec: FlowSpec) {
         self.schedule(self.start + after, Event::Start { host, spec });
     }

@@ -76,33 +76,6 @@ fn an_incast_that_overflows_the_buffer_still_completes_every_flow() {
 }
 
 #[test]
-#[ignore]
-fn print_emulation_like_run() {
-    let mut net = Network::new(SimConfig::dctcp(2, 40e6, Duration::from_micros(100), 150_000, 30_000), |c| c);
-    net.start_flow(Duration::ZERO, 1, flow(1, 2, 20_000_000));
-    for i in 0..30u64 {
-        net.stall_switch_port(2, Duration::from_millis(100 * i + 37), Duration::from_millis(2 + i % 14));
-        net.stall_host_port(1, Duration::from_millis(100 * i + 81), Duration::from_millis(3 + i % 17));
-    }
-    net.run_to_completion(Duration::from_secs(60));
-    let r = &net.records[0];
-    println!(
-        "timeouts {} spurious {} out of order {}",
-        r.timeouts,
-        r.spurious_timeouts,
-        net.host(2).counters().data_out_of_order
-    );
-    println!(
-        "fct {:?} retransmits {} goodput {:.1} Mb/s drops {} max q {}",
-        r.fct(),
-        r.retransmits,
-        20e6 * 8.0 / r.fct().as_secs_f64() / 1e6,
-        net.switch_port(2).data_drops + net.host_port(1).data_drops,
-        net.host_port(1).max_data_queue_bytes.max(net.switch_port(2).max_data_queue_bytes)
-    );
-}
-
-#[test]
 fn a_stall_longer_than_the_timeout_is_found_spurious_and_nothing_is_sent_twice_but_one_packet() {
     let mut net = network(2, 250 * FRAME);
     net.start_flow(Duration::ZERO, 1, flow(1, 2, 20_000_000));

@@ -157,7 +157,7 @@ impl CreditReceiver {
         }
     }
 
-    pub fn on_timeout(&mut self, ctx: &mut Ctx, _config: &EndpointConfig) {
+    pub fn on_timeout(&mut self, ctx: &mut Ctx) {
         if self.recovery_at.is_some_and(|at| at <= ctx.now) {
             // Stopped with packets missing: name them, and pay for them with fresh credits.
             self.recovery_at = None;

@@ -34,8 +34,7 @@ pub(crate) struct CreditSender {
 impl CreditSender {
     pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, config: &EndpointConfig) -> Self {
         let packets = packets_of(spec.size_bytes, config.mss).min(u32::MAX as u64) as u32;
-        ctx.send(spec.dst, path_id, Ecn::NotEct, &Packet::CreditRequest { flow: spec.id, size_bytes: spec.size_bytes });
-        Self {
+        let mut sender = Self {
             spec,
             path_id,
             mss: config.mss,
@@ -50,7 +49,15 @@ impl CreditSender {
             recent_credits: VecDeque::new(),
             credits_wasted: 0,
             retransmits: 0,
-        }
+        };
+        sender.send_request(ctx);
+        sender
+    }
+
+    fn send_request(&mut self, ctx: &mut Ctx) {
+        let request = Packet::CreditRequest { flow: self.spec.id, size_bytes: self.spec.size_bytes };
+        ctx.send(self.spec.dst, self.path_id, Ecn::NotEct, &request);
+        self.request_sent_at = ctx.now;
     }
 
     fn remaining(&self) -> u64 {
@@ -129,36 +136,21 @@ impl CreditSender {
         }
     }
 
-    /// Returns the control packets sent again.
-    pub fn on_timeout(&mut self, ctx: &mut Ctx, _config: &EndpointConfig) -> u64 {
+    /// Sends one control packet again.
+    pub fn on_timeout(&mut self, ctx: &mut Ctx) {
         if self.first_credit_at.is_none() {
-            ctx.send(
-                self.spec.dst,
-                self.path_id,
-                Ecn::NotEct,
-                &Packet::CreditRequest { flow: self.spec.id, size_bytes: self.spec.size_bytes },
-            );
-            self.request_sent_at = ctx.now;
+            self.send_request(ctx);
         } else {
             self.send_stop(ctx);
         }
-        1
     }
 
     pub fn record(&self, host: HostId, end_us: u64, credits_sent: u32) -> FlowRecord {
         FlowRecord {
-            id: self.spec.id,
-            src: host,
-            dst: self.spec.dst,
-            size_bytes: self.spec.size_bytes,
-            scheme: self.spec.scheme,
-            start_us: self.start_us,
-            end_us,
             retransmits: self.retransmits,
-            timeouts: 0,
-            spurious_timeouts: 0,
             credits_sent: credits_sent as u64,
             credits_wasted: self.credits_wasted,
+            ..FlowRecord::of(&self.spec, host, self.start_us, end_us)
         }
     }
 }

@@ -209,18 +209,10 @@ impl WindowSender {
 
     pub fn record(&self, host: HostId, end_us: u64) -> FlowRecord {
         FlowRecord {
-            id: self.spec.id,
-            src: host,
-            dst: self.spec.dst,
-            size_bytes: self.spec.size_bytes,
-            scheme: self.spec.scheme,
-            start_us: self.start_us,
-            end_us,
             retransmits: self.retransmits,
             timeouts: self.timeouts,
             spurious_timeouts: self.spurious_timeouts,
-            credits_sent: 0,
-            credits_wasted: 0,
+            ..FlowRecord::of(&self.spec, host, self.start_us, end_us)
         }
     }
 }

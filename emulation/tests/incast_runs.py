@@ -1,0 +1,30 @@
+"""`ccemu experiment` on a small two-scheme incast, in its own process, for the live tests."""
+
+import os
+import subprocess
+import sys
+
+SMALL_INCAST = """
+name: {name}
+seed: {seed}
+topology: {{kind: star, hosts: 5}}
+link: {{rate_mbps: 10}}
+schemes:
+  - scheme: expresspass
+  - scheme: dctcp
+    port: {{ecn_threshold_bytes: 15000, buffer_bytes: 30000}}
+workload: {{kind: incast, aggregator: h1, total_bytes: {total_bytes}, flows: {flows}, rounds: {rounds}}}
+"""
+
+
+def start_experiment(tmp_path, name, seed, total_bytes, flows, rounds):
+    """(the running `ccemu experiment`, its environment); state under tmp_path/state,
+    bundles under tmp_path/results."""
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(SMALL_INCAST.format(name=name, seed=seed, total_bytes=total_bytes, flows=flows,
+                                          rounds=rounds))
+    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
+    run = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "experiment", str(config), "--skip-check",
+                            "--results", str(tmp_path / "results")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return run, env
