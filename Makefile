@@ -11,18 +11,29 @@ BPF_SRC := emulation/ccemu/bpf
 BPF_OUT := build/bpf
 CCHOST := build/cchost
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
+# Lints the hosted-CI workflow in `make test`; a pinned version from the Go module proxy, so every
+# machine lints alike (to bump it: change the version and remove build/actionlint).
+ACTIONLINT := build/actionlint
+ACTIONLINT_VERSION := v1.7.12
 
+# Debian 12's names; apt-packages adapts two of them where the machine needs it (see there).
 APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool iperf3 \
 	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
 	procps iputils-ping
 
-.PHONY: setup apt-packages experiment test bench dashboards clean distclean
+.PHONY: setup apt-packages experiment test smoke bench dashboards clean distclean
 
-setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
+setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST) $(ACTIONLINT)
 
 # Checks what is missing first so that a set-up machine pays ~0.1 s, not an apt run.
+# Ubuntu (/etc/os-release; the hosted CI runner) ships bpftool in linux-tools-common before 25.04,
+# not as a package of its own. A Docker engine already there (Docker's docker-ce, as on the hosted
+# runner) stands in for docker.io: its containerd.io conflicts with docker.io's containerd.
 apt-packages:
-	@missing=$$(for p in $(APT_PACKAGES); do \
+	@pkgs="$(APT_PACKAGES)"; \
+	[ "$$(. /etc/os-release && echo "$$ID")" = ubuntu ] && pkgs="$${pkgs/bpftool/linux-tools-common}"; \
+	command -v dockerd >/dev/null && pkgs="$${pkgs/docker.io/}"; \
+	missing=$$(for p in $$pkgs; do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
@@ -55,6 +66,15 @@ $(CCHOST): transport/Cargo.toml transport/Cargo.lock $(shell find transport/src 
 	$(CARGO) build --quiet --release --locked --manifest-path transport/Cargo.toml
 	install -D transport/target/release/cchost $@
 
+# Rebuilt only when missing. Without Go it says so once and make test skips the lint.
+$(ACTIONLINT):
+	@if command -v go >/dev/null; then \
+		echo "Building actionlint $(ACTIONLINT_VERSION) into $(@D)/"; \
+		GOBIN="$(CURDIR)/$(@D)" go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION); \
+	else \
+		echo "make setup: go not found: $@ not built, so make test will not lint .github/workflows/ci.yml" >&2; \
+	fi
+
 experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
 
@@ -62,7 +82,14 @@ test: setup
 	$(CARGO) fmt --manifest-path transport/Cargo.toml --check
 	$(CARGO) clippy --quiet --manifest-path transport/Cargo.toml --all-targets -- -D warnings
 	$(CARGO) test --manifest-path transport/Cargo.toml
-	cd emulation && ../$(VENV)/bin/ruff check --quiet . && ../$(PYTHON) -m pytest
+	@if [ -x $(ACTIONLINT) ]; then echo "$(ACTIONLINT) .github/workflows/ci.yml"; $(ACTIONLINT) .github/workflows/ci.yml; \
+	else echo "make test: $(ACTIONLINT) missing (no go to build it): .github/workflows/ci.yml not linted"; fi
+	cd emulation && ../$(VENV)/bin/ruff check --quiet . ../ci && ../$(PYTHON) -m pytest
+
+# CI's smoke emulation (under 3 minutes): a k=4 fabric check and one incast round per scheme,
+# invariants checked on the results bundle (ci/smoke.py says which).
+smoke: setup
+	$(PYTHON) ci/smoke.py
 
 bench: setup
 	$(PYTHON) emulation/benchmarks/bringup.py

@@ -1,11 +1,12 @@
 """Forwarding capacity of the emulated fabric (benchmark, not a test: prints figures).
 
-8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, at several
-link rates and OVS instance counts. Each pair's client port is chosen (by asking OVS which
-path-id it would hash the flow to) so that no two flows share a link: a shortfall is then
-the emulator's, not ECMP's. Prints per rate and variant: goodput / ideal per pair (ideal =
-link rate x 1448/1538, TCP payload per wire frame), ovs-vswitchd CPU (fraction of one
-core, summed over instances), hypervisor steal, and the idle RTT h1 -> h16 (5 switches).
+8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, each on a path of
+its own (ccemu.tcpload), at several link rates and OVS instance counts. Prints per rate and
+variant: goodput / ideal per pair (ideal = link rate x 1448/1538, TCP payload per wire frame),
+ovs-vswitchd CPU (fraction of one core, summed over instances), hypervisor steal, the idle
+RTT h1 -> h16 (5 switches), and switch residence: how long packets waited inside the
+switches between ports (p50 and p99 in frame times at the link rate; the fidelity verdict
+WARNs from 2 and FAILs from 8) and how many the switches lost in there.
 
     sudo .venv/bin/python emulation/benchmarks/capacity.py [--rates 5 10 25 50] [--instances 1 2]
 """
@@ -13,7 +14,6 @@ core, summed over instances), hypervisor steal, and the idle RTT h1 -> h16 (5 sw
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -22,29 +22,9 @@ from mininet.log import setLogLevel
 
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
-from ccemu.verify import flow_path_id
-
-TCP_PAYLOAD_PER_WIRE_FRAME = 1448 / 1538  # MSS with timestamps / (1500 + 14 + 24)
-IPERF_PORT = 5201
-FIRST_CLIENT_PORT = 40000
-PAIRS = [(f"h{i}", f"h{i + 8}") for i in range(1, 9)]
-
-
-def disjoint_client_ports(net: FabricNet) -> dict[tuple[str, str], int]:
-    """A client port per pair such that no two flows leave through the same switch port."""
-    used: set[tuple[str, int]] = set()
-    chosen = {}
-    for src, dst in PAIRS:
-        for cport in range(FIRST_CLIENT_PORT, FIRST_CLIENT_PORT + 512):
-            pid = flow_path_id(net, src, dst, "tcp", cport, IPERF_PORT)
-            ports = set(net.routing.ports_on_path(src, dst, pid))
-            if not ports & used:
-                used |= ports
-                chosen[(src, dst)] = cport
-                break
-        else:
-            raise RuntimeError(f"no client port gives {src} -> {dst} a path of its own")
-    return chosen
+from ccemu.fidelity import SwitchFigures
+from ccemu.ports import PortMaps
+from ccemu.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
 
 
 def cpu_ticks(pid: int) -> int:
@@ -93,36 +73,27 @@ def run_once(rate_mbps: float, instances: int, seconds: float, ovs_options: list
         if not port_programs:
             detach_port_programs(net)
         rtt = idle_rtt_ms(net, "h1", "h16")
-        cports = disjoint_client_ports(net)
-        servers = [net[dst].popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]) for _, dst in PAIRS]
-        time.sleep(0.5)
         daemons = [d.pid for inst in net.instances for d in inst.daemons]
-        ovs_before = sum(cpu_ticks(pid) for pid in daemons)
-        total_before, steal_before = system_ticks()
-        started = time.monotonic()
-        clients = {
-            (src, dst): net[src].popen(["iperf3", "-c", net[dst].IP(), "-p", str(IPERF_PORT), "--cport",
-                                        str(cports[(src, dst)]), "-t", str(seconds), "-J"])
-            for src, dst in PAIRS
-        }
-        results = {}
-        for pair, proc in clients.items():
-            out, err = proc.communicate(timeout=seconds + 30)
-            report = json.loads(out)
-            if "error" in report:
-                raise RuntimeError(f"iperf3 {pair}: {report['error']}")
-            results[pair] = report["end"]["sum_received"]["bits_per_second"] / 1e6
-        wall = time.monotonic() - started
-        ovs_cpu = (sum(cpu_ticks(pid) for pid in daemons) - ovs_before) / os.sysconf("SC_CLK_TCK") / wall
+        before = {}
+
+        def start_measuring():
+            before.update(ovs=sum(cpu_ticks(pid) for pid in daemons), system=system_ticks(),
+                          started=time.monotonic())
+
+        results = run_pairs(net, seconds, on_start=start_measuring)
+        wall = time.monotonic() - before["started"]
+        ovs_cpu = (sum(cpu_ticks(pid) for pid in daemons) - before["ovs"]) / os.sysconf("SC_CLK_TCK") / wall
         total_after, steal_after = system_ticks()
-        for proc in servers:
-            proc.wait(timeout=10)
+        total_before, steal_before = before["system"]
+        time.sleep(0.5)  # what is still inside a switch arrives
+        with PortMaps(net.inventory.state_dir) as maps:
+            switches = SwitchFigures.of(maps.read(), maps.frame_ns)
     ideal = rate_mbps * TCP_PAYLOAD_PER_WIRE_FRAME
     ratios = [results[p] / ideal for p in PAIRS]
     return {
         "rate": rate_mbps, "instances": instances, "ratios": ratios, "aggregate_mbps": sum(results.values()),
         "ovs_cpu": ovs_cpu, "steal": (steal_after - steal_before) / max(1, total_after - total_before),
-        "idle_rtt_ms": rtt,
+        "idle_rtt_ms": rtt, "switches": switches,
     }
 
 
@@ -142,7 +113,8 @@ def main() -> None:
           f"ratio = goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}); OVS options: {args.ovs_option or 'none'}"
           f"{'; OVS instances pinned to CPUs' if args.pin_cpus else ''}")
     header = (f"{'OVS inst':>8} {'programs':>8} {'rate Mb/s':>9} {'min':>6} {'median':>6} {'max':>6} "
-              f"{'aggr Mb/s':>9} {'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11}  per-pair ratios")
+              f"{'aggr Mb/s':>9} {'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11} {'res p50':>7} {'res p99':>7} "
+              f"{'sw lost':>7}  per-pair ratios")
     print(header)
     for instances in args.instances:
         for rate in args.rates:
@@ -152,7 +124,9 @@ def main() -> None:
                 print(f"{instances:>8} {'on' if programs else 'off':>8} {rate:>9g} {min(ratios):>6.3f} "
                       f"{statistics.median(ratios):>6.3f} "
                       f"{max(ratios):>6.3f} {r['aggregate_mbps']:>9.1f} {r['ovs_cpu']:>7.0%} {r['steal']:>6.1%} "
-                      f"{r['idle_rtt_ms']:>11.2f}  " + " ".join(f"{x:.2f}" for x in ratios), flush=True)
+                      f"{r['idle_rtt_ms']:>11.2f} {r['switches'].residence_frames(0.5):>7.2f} "
+                      f"{r['switches'].residence_frames(0.99):>7.2f} {r['switches'].lost_packets:>7}  "
+                      + " ".join(f"{x:.2f}" for x in ratios), flush=True)
 
 
 if __name__ == "__main__":

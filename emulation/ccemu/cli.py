@@ -1,7 +1,18 @@
 """`ccemu`: check, bring up and clean emulated fabrics; run experiments and report on them.
 
-Exit status: 0 all good, 1 a check failed or something could not be done, 2 bad config
-or arguments (nothing was started), 3 not implemented yet, 130 interrupted.
+Every failure is one line on stderr saying what failed and what to do (the traceback only
+with --debug), nothing of the run is left behind, and the exit status names the kind:
+
+    0  all good
+    1  a check failed, or an unexpected error
+    2  bad config or arguments: nothing was started
+    3  not implemented yet
+    4  the experiment ran and wrote its bundle, but some flows never finished
+    5  a part of ccemu is not built or a tool is missing: `make setup`
+    6  the fabric could not be brought up (OVS, namespaces, port programs)
+    7  Prometheus or the collector could not start
+    8  the config needs more than this machine has: nothing was started
+  130  interrupted (what was up is torn down)
 """
 
 from __future__ import annotations
@@ -20,11 +31,38 @@ from .config import ConfigError, ExperimentConfig, load_config, parse_config
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 from .monitoring import MONITORING_STATE
 
-EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_INTERRUPTED = 1, 2, 3, 130
+# The statuses of the module docstring, which `ccemu --help` shows.
+EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_UNFINISHED = 1, 2, 3, 4
+EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING, EXIT_DOES_NOT_FIT = 5, 6, 7, 8
+EXIT_INTERRUPTED = 130
+
+
+def _failures() -> list[tuple[type, int, str]]:
+    """(exception class, exit status, what to do) for the failures ccemu knows, most specific
+    first. Imported here: the modules behind them pull in Mininet, pyroute2 and friends."""
+    from .cchost import CchostMissing
+    from .config import DoesNotFit
+    from .fabric import FabricError
+    from .monitoring import MonitoringError
+    from .ovs import OvsError
+    from .port_program import PortProgramMissing
+
+    return [
+        (DoesNotFit, EXIT_DOES_NOT_FIT, ""),
+        (ConfigError, EXIT_BAD_CONFIG, ""),
+        (PortProgramMissing, EXIT_NOT_BUILT, ""),
+        (CchostMissing, EXIT_NOT_BUILT, ""),
+        (OvsError, EXIT_FABRIC, "nothing of the run is left; `ccemu check` tries a fabric on its own"),
+        (FabricError, EXIT_FABRIC, "`ccemu check` tries a fabric on its own"),
+        (MonitoringError, EXIT_MONITORING, "nothing of the run is left; --no-monitoring runs without"),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ccemu", description="Emulation testbed for datacenter congestion control")
+    parser = argparse.ArgumentParser(prog="ccemu", description="Emulation testbed for datacenter congestion control",
+                                     epilog="exit status:" + __doc__.split("exit status names the kind:", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="bring up a fabric, verify reachability and path symmetry, tear down")
@@ -78,12 +116,25 @@ def main(argv: list[str] | None = None) -> int:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor}
         return handlers[args.command](args)
-    except ConfigError as exc:
-        print(f"ccemu: {exc}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
     except KeyboardInterrupt:
         print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            raise
+        return _one_line(exc)
+
+
+def _one_line(exc: Exception) -> int:
+    """Print `exc` as the one line a user sees; return its exit status."""
+    for kind, status, advice in _failures():
+        if isinstance(exc, kind):
+            message = " ".join(str(exc).split())
+            print(f"ccemu: {message}{'; ' + advice if advice else ''}", file=sys.stderr)
+            return status
+    print(f"ccemu: unexpected {type(exc).__name__}: {' '.join(str(exc).split())} "
+          "(run `ccemu --debug ...` for the traceback)", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _raise_keyboard_interrupt(signum, frame):
@@ -124,7 +175,7 @@ def check_fabric(config: ExperimentConfig) -> bool:
     """Bring up, verify, tear down, printing what was found; True if everything held."""
     from .fabric import FabricNet
     from .routing import asymmetric_paths
-    from .verify import check_path_symmetry, check_reachability
+    from .verify import check_path_symmetry, check_reachability, symmetry_pairs
 
     net = FabricNet(config)
     topo = net.fabric_topo
@@ -139,11 +190,13 @@ def check_fabric(config: ExperimentConfig) -> bool:
         pairs = len(topo.hosts) * (len(topo.hosts) - 1)
         print(f"reachability of {pairs} ordered pairs checked in {time.monotonic() - started:.2f} s "
               f"({reachability.first_try_losses} first datagrams lost and resent)")
-        a, b = topo.hosts[0].name, topo.hosts[-1].name
         started = time.monotonic()
-        problems += check_path_symmetry(net, a, b)
-        print(f"path symmetry {a} <-> {b} over {net.routing.n_paths(a, b)} path-ids checked on port counters "
-              f"in {time.monotonic() - started:.2f} s")
+        pairs = symmetry_pairs(net.routing)
+        for a, b in pairs:
+            problems += check_path_symmetry(net, a, b)
+        print(f"path symmetry checked on port counters for {len(pairs)} pairs, one per path length "
+              f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}), every path-id, in {time.monotonic() - started:.2f} s; "
+              f"routing tables: every pair and path-id")
     print(f"teardown   {net.stop_timings.total:6.2f} s  ({_phases(net.stop_timings)})")
     for problem in problems[:50]:
         print(f"FAIL {problem}")
@@ -215,23 +268,36 @@ def cmd_ports(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from .fidelity import SwitchFigures
     from .ports import PortMaps
 
     _require_root("ports")
     run = _live_run("ports", args.run)
-    table = Table(title=f"ports of {run.run_id} (bytes on the wire)")
-    for column in ("node", "port", "data enq", "data drop", "CE marks", "data queue", "data max",
-                   "data lag", "credit enq", "credit drop", "credit queue", "Pd"):
-        table.add_column(column, justify="left" if column in ("node", "port") else "right")
     with PortMaps(run.state_dir) as maps:
-        for p in maps.read():
-            table.add_row(p.node, p.port, str(p.data.enqueued_packets), str(p.data.dropped_packets),
-                          str(p.data.marked_packets + p.credit.marked_packets), f"{p.queue_bytes[0]:.0f}",
-                          str(p.data.max_queue_bytes), f"{p.data.mean_lag_bytes:.0f}",
-                          str(p.credit.enqueued_packets), str(p.credit.dropped_packets),
-                          f"{p.queue_bytes[1]:.0f}", f"{p.mark_probability:.2f}")
+        ports, frame_ns = maps.read(), maps.frame_ns
+    table = Table(title=f"ports of {run.run_id} (bytes on the wire; lags mean |real - ideal queue|; residence: time "
+                        f"inside the switch before leaving by the port, in frame times of {frame_ns / 1e3:.0f} us)")
+    for column in ("node", "port", "data enq", "data drop", "CE marks", "data queue", "data max", "data lag",
+                   "credit enq", "credit drop", "credit queue", "credit lag", "Pd", "residence p50", "p99"):
+        table.add_column(column, justify="left" if column in ("node", "port") else "right")
+    for p in ports:
+        residence = [f"{p.residence.quantile_ns(q) / frame_ns:.2f}" if p.config.switch_port else "-"
+                     for q in (0.5, 0.99)]
+        table.add_row(p.node, p.port, str(p.data.enqueued_packets), str(p.data.dropped_packets),
+                      str(p.data.marked_packets + p.credit.marked_packets), f"{p.queue_bytes[0]:.0f}",
+                      str(p.data.max_queue_bytes), f"{p.data.mean_lag_bytes:.0f}",
+                      str(p.credit.enqueued_packets), str(p.credit.dropped_packets),
+                      f"{p.queue_bytes[1]:.0f}", f"{p.credit.mean_lag_bytes:.0f}", f"{p.mark_probability:.2f}",
+                      *residence)
     # Not a terminal (a pipe, a log): do not squeeze the table into 80 columns.
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 240)
+    console.print(table)
+    switches = SwitchFigures.of(ports, frame_ns)
+    console.print(f"switch residence over the fabric: p50 {switches.residence_frames(0.5):.2f}, "
+                  f"p99 {switches.residence_frames(0.99):.2f} frame times; "
+                  f"{switches.residence.untracked_packets} packets left a switch with no arrival on record; "
+                  f"{switches.lost_packets} of {switches.arrived_packets} lost inside the switches so far "
+                  "(packets in flight count until they arrive)")
     return 0
 
 
@@ -250,10 +316,13 @@ def cmd_exec(args) -> int:
 def cmd_experiment(args) -> int:
     from rich.console import Console
 
+    from .cchost import cchost_binary
+    from .port_program import PortProgram
     from .runner import IncastRunner, WorkloadNotRunnable
 
     config = load_config(args.config)
     _require_root("experiment")
+    cchost_binary(), PortProgram.built()  # before anything starts: a missing build is one line
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
@@ -267,6 +336,9 @@ def cmd_experiment(args) -> int:
         if not check_fabric(config.for_scheme(config.schemes[0])):
             return EXIT_FAILED
     runner.run()
+    if runner.unfinished_flows:
+        print(f"ccemu: {runner.unfinished_flows} flows never finished (see summary.md)", file=sys.stderr)
+        return EXIT_UNFINISHED
     return 0
 
 

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from . import fidelity
 from .cchost import read_counters, read_records
-from .ports import PortMaps
+from .ports import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, residence_bucket_bounds
 from .stats import size_bucket
 
 FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -121,7 +121,8 @@ class ExperimentCollector(Collector):
         sent_bytes = CounterMetricFamily("ccemu_port_enqueued_bytes", "Wire bytes admitted", labels=labels)
         histogram = HistogramMetricFamily("ccemu_port_queue_length_bytes", "Queue length at every enqueue, "
                                           "exact (the port program's histogram)", labels=labels)
-        for port in maps.read():
+        ports = maps.read()
+        for port in ports:
             for cls, stats, now in (("data", port.data, port.queue_bytes[0]), ("credit", port.credit,
                                                                                 port.queue_bytes[1])):
                 if cls == "credit" and not port.config.credit_rate_Bps:
@@ -136,6 +137,34 @@ class ExperimentCollector(Collector):
                 if stats.max_queue_bytes > HISTOGRAM_MIN_BUCKETS * stats.bucket_bytes:
                     histogram.add_metric(values, *_merged_histogram(stats.histogram, stats.bucket_bytes))
         yield from (queue, lag, enqueued, dropped, marked, sent_bytes, histogram)
+        yield from self._switches(ports, maps.frame_ns, base)
+
+    def _switches(self, ports, frame_ns: float, base: dict):
+        """Switch residence: per switch (every packet that crossed it), and the fabric's
+        p50/p99 in frame times as the verdict computes them."""
+        labels = [*base, "switch"]
+        residence = HistogramMetricFamily("ccemu_switch_residence_seconds", "Time packets spent inside the switch "
+                                          "between arriving at a port and reaching another port's queue",
+                                          labels=labels)
+        untracked = CounterMetricFamily("ccemu_switch_residence_untracked_packets", "Packets that left a switch "
+                                        "without an arrival on record (held longer than the map follows)",
+                                        labels=labels)
+        by_switch: dict[str, list[Residence]] = {}
+        for port in ports:
+            if port.switch:
+                by_switch.setdefault(port.switch, []).append(port.residence)
+        for switch, parts in sorted(by_switch.items()):
+            merged = Residence.merged(parts)
+            values = [*base.values(), switch]
+            residence.add_metric(values, *_residence_buckets(merged))
+            untracked.add_metric(values, merged.untracked_packets)
+        # "percentile", not "quantile": Prometheus keeps that label for summaries.
+        frames = GaugeMetricFamily("ccemu_fidelity_switch_residence_frames", "Switch residence percentile over the "
+                                   "fabric so far, in frame times at the link rate", labels=[*base, "percentile"])
+        fabric = Residence.merged(r for parts in by_switch.values() for r in parts)
+        for percentile in (50, 99):
+            frames.add_metric([*base.values(), str(percentile)], fabric.quantile_ns(percentile / 100) / frame_ns)
+        yield from (residence, untracked, frames)
 
     def _hosts(self, block: Block, base: dict):
         labels = [*base, "host"]
@@ -206,6 +235,18 @@ def _merged_histogram(counts, bucket_bytes: int) -> tuple[list[tuple[str, int]],
             buckets.append((str(float((i + 1) * bucket_bytes)), cumulative))
     buckets[-1] = ("+Inf", cumulative)
     return buckets, total
+
+
+def _residence_buckets(residence: Residence) -> tuple[list[tuple[str, int]], float]:
+    """Cumulative Prometheus buckets in seconds, one per doubling (the program's four buckets
+    per doubling merged), and the sum."""
+    cumulative, buckets = 0, []
+    for i, count in enumerate(residence.histogram):
+        cumulative += count
+        if i % RESIDENCE_SUB_BUCKETS == 0:  # bucket 0, then the last of every doubling
+            buckets.append((repr(residence_bucket_bounds(i)[1] / 1e9), cumulative))
+    buckets[-1] = ("+Inf", cumulative)
+    return buckets, residence.sum_ns / 1e9
 
 
 class MetricsServer:

@@ -110,6 +110,20 @@ def dashboards() -> dict[str, dict]:
                [(f"max by (scheme, n) (ccemu_host_timer_lateness_seconds{{{s}}})", "{{scheme}} N={{n}}")],
                "s", 0, 8),
         _panel(4, "Incast round", "stat", [(f"ccemu_incast_round{{{s}}}", "{{scheme}} N={{n}}")], "short", 12, 8),
+        _panel(5, "Switch residence (frame times at the link rate)", "timeseries",
+               [(f'ccemu_fidelity_switch_residence_frames{{{s}, percentile="99"}}', "p99 {{scheme}} N={{n}}"),
+                (f'ccemu_fidelity_switch_residence_frames{{{s}, percentile="50"}}', "p50 {{scheme}} N={{n}}")],
+               "short", 0, 16,
+               description="Time packets spent inside the switches (ovs-vswitchd) between ports, in no queue, "
+                           "over the fabric so far: the verdict WARNs at a p99 of 2 frame times, FAILs at 8"),
+        _panel(6, "Switch residence p99 per switch", "timeseries",
+               [(f"histogram_quantile(0.99, sum by (le, scheme, n, switch) "
+                 f"(rate(ccemu_switch_residence_seconds_bucket{{{s}}}[$__rate_interval])))",
+                 "{{scheme}} N={{n}} {{switch}}")], "s", 12, 16),
+        _panel(7, "Credit queue lag behind an ideal port", "timeseries",
+               [(f'max by (scheme, n) (ccemu_port_lag_bytes{{{s}, class="credit"}})', "{{scheme}} N={{n}}")],
+               "bytes", 0, 24, description="Mean |real - ideal credit queue| at enqueue, worst port: a credit is "
+                                           "84 B; the verdict WARNs at 2 credits, FAILs at 4"),
     ])
     return {d["uid"]: d for d in (fabric, flows, transport, fidelity)}
 

@@ -28,12 +28,12 @@ from mininet.node import Host, Node, Switch
 from pyroute2 import IPRoute
 
 from .config import ExperimentConfig
-from .inventory import DEFAULT_STATE_ROOT, Inventory
+from .inventory import DEFAULT_STATE_ROOT, SHELL_OF, Inventory
 from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
-from .routing import Routing
-from .port_program import PORT_INDEX_FILE, PortProgram, number_ports, parse_attached
+from .routing import PATH_ID_PORTS, Routing
+from .port_program import PORT_INDEX_FILE, SHAPE_FILE, PortProgram, number_ports, parse_attached
 from .shaping import PortShape, port_qdiscs
 from .topology import HOST_PREFIX_LEN, Topology
 
@@ -45,6 +45,25 @@ RECEIVE_BUFFER_BYTES = 8 << 20
 
 class FabricError(RuntimeError):
     pass
+
+
+class RecordedShell:
+    """A Mininet node whose shell, the process that creates and holds its namespace, is recorded
+    in the run's inventory (params["inventory"]) before it runs (Inventory.spawn)."""
+
+    def _popen(self, cmd, **params):
+        inventory: Inventory | None = self.params.get("inventory")
+        if self.shell is None and inventory is not None:  # startShell's call
+            return inventory.spawn(SHELL_OF + self.name, cmd, **params)
+        return super()._popen(cmd, **params)
+
+
+class FabricHost(RecordedShell, Host):
+    pass
+
+
+class FabricNamespace(RecordedShell, Node):
+    """A namespace of the run holding no host: an OVS instance's."""
 
 
 class FabricIntf(Intf):
@@ -151,7 +170,7 @@ class FabricNet(Mininet):
         self.timings = Timings()
         self.stop_timings = Timings()
         _raise_open_files_limit()
-        super().__init__(topo=None, switch=FabricSwitch, host=Host, link=FabricLink, controller=None,
+        super().__init__(topo=None, switch=FabricSwitch, host=FabricHost, link=FabricLink, controller=None,
                          build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
                          waitConnected=False)
 
@@ -184,22 +203,25 @@ class FabricNet(Mininet):
 
     def _start_ovs_instances(self):
         for index in range(self.config.fabric.instance_count(len(self.fabric_topo.switches))):
-            namespace = Node(f"ovs{index}", inNamespace=True)
+            namespace = FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory)
             self._adopt_namespace(namespace, f"ovs{index}")
             instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
             instance.start(self.inventory)
             self.instances.append(instance)
 
     def _adopt_namespace(self, node: Node, what: str) -> None:
-        """Record a new namespace and silence it: with IPv6 off before any interface exists,
-        no neighbour discovery or MLD packet ever reaches a switch."""
-        self.inventory.add_node(node.pid, what)
+        """Record a new namespace (its shell is recorded already) and silence it: with IPv6 off
+        before any interface exists, no neighbour discovery or MLD packet ever reaches a switch.
+        Ephemeral ports stay out of ccemu's path-id ports, so that no other program's UDP
+        (iperf3 -u) is routed by a path-id it did not choose."""
+        self.inventory.add_namespace_of(node.pid, what)
         node.cmd("echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
-                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6")
+                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; "
+                 f"echo {PATH_ID_PORTS[0]}-{PATH_ID_PORTS[1]} > /proc/sys/net/ipv4/ip_local_reserved_ports")
 
     def _add_hosts(self):
         for spec in self.fabric_topo.hosts:
-            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac)
+            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac, inventory=self.inventory)
             self._adopt_namespace(host, spec.name)
 
     def instance_of(self, switch: str) -> OvsInstance:
@@ -235,11 +257,11 @@ class FabricNet(Mininet):
         config_dir = self.inventory.state_dir / "config"
         port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
 
-        def ports_script(node: str, ports: list[str]) -> list[str]:
+        def ports_script(node: str, ports: list[str], switch_ports: bool) -> list[str]:
             tc_batch = [line for port in ports for line in port_qdiscs(port, shape)]
             return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
                     self.port_program.load_command(self.bpffs, node, {port: port_ids[port] for port in ports}, shape,
-                                                   config_dir)]
+                                                   config_dir, switch_ports)]
 
         scripts: dict[Node, str] = {}
         for spec in self.fabric_topo.hosts:
@@ -257,7 +279,7 @@ class FabricNet(Mininet):
                 # The userspace datapath forwards what it reads from a socket as is: a
                 # checksum left to offload, or a TSO super-frame, would arrive broken.
                 f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
-                *ports_script(spec.name, [intf.name]),
+                *ports_script(spec.name, [intf.name], switch_ports=False),
             ])
         for instance in self.instances:
             ports = [intf.name for switch in self.switches_of(instance) for intf in switch.intfList()]
@@ -265,11 +287,13 @@ class FabricNet(Mininet):
                 ip_batch = [f"link set {port} up" for port in ports]
                 scripts[instance.namespace] = " && ".join([
                     f"ip -batch {_write(config_dir / f'{instance.namespace.name}.ip', ip_batch)}",
-                    *ports_script(instance.namespace.name, ports),
+                    *ports_script(instance.namespace.name, ports, switch_ports=True),
                 ])
         outputs = _run_everywhere(scripts)
         self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()}
         (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
+        (self.inventory.state_dir / SHAPE_FILE).write_text(json.dumps(
+            {"link_bps": shape.link_bps, "frame_wire_bytes": shape.frame_wire_bytes}))
 
     def start(self):
         """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""

@@ -1,10 +1,17 @@
-"""Did the emulation keep up? A verdict per run from what the machine and the fabric report:
+"""Did the emulation keep up? A verdict per fabric (an experiment's block, or any run) from what
+the machine, the port programs and the hosts report:
 
 - hypervisor steal and CPU saturation (/proc/stat, over the run);
-- the bottleneck ports' lag: how far their real queue was from an ideal port's at every
-  enqueue (the port programs measure both: bpf/port.bpf.c), i.e. whether the links drained
-  at their configured rate;
-- cchost's pacing: how late its timers fired, against the credit gap.
+- the bottleneck port's lag: how far its real queue was from an ideal port's at every enqueue
+  (the port programs measure both: bpf/port.bpf.c), i.e. whether the link drained at its
+  configured rate; and the same for the busiest credit queue, in credits;
+- switch residence: how long packets waited inside the switches (in ovs-vswitchd's receive
+  sockets and its forwarding thread), between arriving at one port and reaching the next
+  port's queue. Time spent there is in no queue: not marked, not dropped, invisible to every
+  other figure; and packets the switches lost in there;
+- queues that did not drain: a packet lost between a port and its peer stays counted as queued;
+- cchost's pacing: how late its timers fired, against the credit gap;
+- hosts whose cchost died.
 
 PASS, WARN or FAIL with the reasons; the worst finding decides."""
 
@@ -12,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .ports import PortStats, Residence
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
@@ -23,7 +32,22 @@ BUSY_WARN = 0.95
 # A fluid queue drains a frame bit by bit, a real port holds it whole until it is sent: about
 # one frame of difference is the model, not lag (measured 0.6-0.8 frames on a quiet machine).
 LAG_WARN_FRAMES, LAG_FAIL_FRAMES = 2.0, 4.0
+# The same in credits for the credit queue, whose buffer is only ~8 credits deep.
+CREDIT_LAG_WARN_CREDITS, CREDIT_LAG_FAIL_CREDITS = 2.0, 4.0
+# A packet held inside a switch for x frame times reaches its egress port x frames late: that
+# port's queue, marks and drops miss up to x frames of the traffic heading to it, and the
+# round trip grows by x frames. Judged on the p99 over every packet of every switch. WARN at 2:
+# a real switch forwards a frame in about one frame time (store and forward), and one frame is
+# also what the ports' fluid model differs by (LAG_WARN_FRAMES is 2 for the same reason); more
+# is the emulator falling behind. FAIL at 8: as long as ExpressPass's whole credit buffer
+# spreads credits (8 credits, each standing for a full frame), or ~40 % of DCTCP's K of 20
+# frames: a hidden queue that size changes what the schemes' own control reacts to.
+RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES = 2.0, 8.0
+# Packets that arrived at a switch and never reached another port: dropped inside ovs-vswitchd
+# (its receive sockets overflowed, or its send failed). A real switch drops only at queues.
+SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL = 1e-4, 1e-2
 PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
+CREDIT_WIRE_BYTES = 84
 
 
 def worst(a: str, b: str) -> str:
@@ -49,6 +73,54 @@ class CpuTimes:
         return steal / total, busy / total
 
 
+@dataclass(frozen=True)
+class SwitchFigures:
+    """What the switches did to the packets crossing them, from the port programs' maps."""
+
+    residence: Residence  # merged over every switch port
+    frame_ns: float  # one full frame at the link rate
+    arrived_packets: int  # at switch ports
+    lost_packets: int  # arrived and never reached another port's egress (read once idle)
+
+    @classmethod
+    def of(cls, ports: list[PortStats], frame_ns: float) -> "SwitchFigures":
+        switch_ports = [p for p in ports if p.config.switch_port]
+        arrived = sum(p.arrived_packets for p in switch_ports)
+        left = sum(p.left_packets for p in switch_ports)
+        return cls(Residence.merged(p.residence for p in switch_ports), frame_ns, arrived, max(0, arrived - left))
+
+    def residence_frames(self, q: float) -> float:
+        return self.residence.quantile_ns(q) / self.frame_ns
+
+
+def busiest_credit_lag_bytes(ports: list[PortStats]) -> float | None:
+    """Mean lag of the credit queue that admitted the most credits (None without credits)."""
+    busiest = max(ports, key=lambda p: p.credit.enqueued_packets, default=None)
+    return busiest.credit.mean_lag_bytes if busiest and busiest.credit.enqueued_packets else None
+
+
+def queue_residues(ports: list[PortStats]) -> list[str]:
+    """Ports whose real queue is not empty (read once traffic has stopped)."""
+    return [f"{p.node}/{p.port} {cls} {queue} B" for p in ports
+            for cls, queue in (("data", p.queue_bytes[0]), ("credit", p.queue_bytes[1])) if queue]
+
+
+@dataclass
+class Observation:
+    """Everything the verdict weighs for one fabric's run; None: not measured."""
+
+    steal: float
+    busy: float
+    frame_bytes: int  # one full frame on the wire
+    switches: SwitchFigures | None = None
+    bottleneck_lag_bytes: float | None = None
+    credit_lag_bytes: float | None = None
+    residues: list[str] = field(default_factory=list)
+    lateness_us: float | None = None
+    credit_gap_us: float | None = None
+    host_failures: list[str] = field(default_factory=list)
+
+
 @dataclass
 class Verdict:
     status: str = PASS
@@ -62,19 +134,49 @@ class Verdict:
             self.reasons.append(f"{status}: {what}")
         self.status = worst(self.status, status)
 
+    def flag(self, status: str, what: str) -> None:
+        self.reasons.append(f"{status}: {what}")
+        self.status = worst(self.status, status)
+
     def as_dict(self) -> dict:
         return {"status": self.status, "reasons": self.reasons, "figures": self.figures}
 
 
-def judge(steal: float, busy: float, lag_bytes: float, frame_bytes: int, lateness_us: float | None,
-          credit_gap_us: float | None) -> Verdict:
+def judge(seen: Observation) -> Verdict:
     verdict = Verdict()
-    verdict.judge("steal", steal, STEAL_WARN, STEAL_FAIL, f"hypervisor steal took {steal:.0%} of the CPU time")
-    verdict.judge("cpu_busy", busy, BUSY_WARN, None, f"CPUs {busy:.0%} busy: the emulation may have fallen behind")
-    verdict.judge("bottleneck_lag_frames", lag_bytes / frame_bytes, LAG_WARN_FRAMES, LAG_FAIL_FRAMES,
-                  f"bottleneck queues were {lag_bytes:.0f} B on average away from an ideal port's "
-                  f"({lag_bytes / frame_bytes:.1f} frames): links drained slower than configured")
-    if lateness_us is not None and credit_gap_us:
-        verdict.judge("pacing_lateness_of_gap", lateness_us / credit_gap_us, PACING_WARN, PACING_FAIL,
-                      f"cchost timers fired {lateness_us:.0f} us late on average, credit gap {credit_gap_us:.0f} us")
+    verdict.judge("steal", seen.steal, STEAL_WARN, STEAL_FAIL,
+                  f"hypervisor steal took {seen.steal:.0%} of the CPU time")
+    verdict.judge("cpu_busy", seen.busy, BUSY_WARN, None,
+                  f"CPUs {seen.busy:.0%} busy: the emulation may have fallen behind")
+    if seen.bottleneck_lag_bytes is not None:
+        lag = seen.bottleneck_lag_bytes
+        verdict.judge("bottleneck_lag_frames", lag / seen.frame_bytes, LAG_WARN_FRAMES, LAG_FAIL_FRAMES,
+                      f"bottleneck queues were {lag:.0f} B on average away from an ideal port's "
+                      f"({lag / seen.frame_bytes:.1f} frames): links drained slower than configured")
+    if seen.credit_lag_bytes is not None:
+        credits = seen.credit_lag_bytes / CREDIT_WIRE_BYTES
+        verdict.judge("credit_lag_credits", credits, CREDIT_LAG_WARN_CREDITS, CREDIT_LAG_FAIL_CREDITS,
+                      f"the busiest credit queue was {credits:.1f} credits on average away from an ideal "
+                      "port's: credits drained slower than configured")
+    if seen.switches is not None:
+        s = seen.switches
+        p50, p99 = s.residence_frames(0.5), s.residence_frames(0.99)
+        verdict.figures["switch_residence_p50_frames"] = round(p50, 4)
+        verdict.judge("switch_residence_p99_frames", p99, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
+                      f"packets waited inside the switches {p99:.1f} frame times (p99; p50 {p50:.2f}) between "
+                      "ports, in no queue: ovs-vswitchd fell behind")
+        lost = s.lost_packets / s.arrived_packets if s.arrived_packets else 0.0
+        verdict.judge("switch_lost_ratio", lost, SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL,
+                      f"{s.lost_packets} of {s.arrived_packets} packets were lost inside the switches "
+                      "(ovs-vswitchd's sockets), not at a queue")
+    if seen.residues:
+        verdict.flag(WARN, f"queues did not drain after the traffic stopped (packets lost between a port and its "
+                           f"peer stay counted as queued): {', '.join(seen.residues[:5])}"
+                           f"{' ...' if len(seen.residues) > 5 else ''}")
+    if seen.lateness_us is not None and seen.credit_gap_us:
+        verdict.judge("pacing_lateness_of_gap", seen.lateness_us / seen.credit_gap_us, PACING_WARN, PACING_FAIL,
+                      f"cchost timers fired {seen.lateness_us:.0f} us late on average, credit gap "
+                      f"{seen.credit_gap_us:.0f} us")
+    for failure in seen.host_failures:
+        verdict.flag(WARN, f"{failure}: its flows never finished")
     return verdict

@@ -3,21 +3,38 @@
 Every run owns a state directory (/run/ccemu/<run-id>/ by default) holding state.json.
 Everything of the run lives in network namespaces it created (hosts, and one per OVS
 instance: switch ports and OVS's own tap devices live there too), so removing the run is:
-stop the recorded processes, kill every process still inside a recorded namespace
-(identified by the namespace's inode, never by a name), wait for the namespaces to
-disappear, delete the state directory. Nothing of a run is created in the root namespace.
+stop the recorded processes, kill every process still inside a recorded namespace, wait for
+the namespaces to disappear, delete the state directory. Nothing of a run is created in the
+root namespace.
 
-A process is identified by (pid, start time in clock ticks since boot) so a recycled pid is
-never signalled.
+Identities that cannot be reused while the record exists, never names:
+- a process is (pid, start time in clock ticks since boot), and is signalled through a pidfd
+  opened before its start time is compared, so a recycled pid is never signalled;
+- a network namespace is (inode, cookie). The kernel hands a freed namespace's inode number
+  to the next namespace it creates (a SIGKILLed run's host namespaces die with its shells,
+  and the next run's get their numbers), but a namespace cookie (SO_NETNS_COOKIE) is never
+  reused until reboot. A namespace is acted on only while we hold it open (so its inode
+  cannot change hands) and its cookie matches the record.
+
+Processes are recorded before they run (spawn(): the child waits for its record to be saved),
+so a SIGKILL at any moment leaves nothing unrecorded: a node's shell creates its namespace
+once it runs, and the namespace dies with it unless something else of the run, itself inside
+it, holds it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -45,6 +62,63 @@ def netns_inode(pid: int) -> int:
     return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
+SO_NETNS_COOKIE = 71  # <asm-generic/socket.h>, Linux 5.14
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def netns_cookie(ns_fd: int) -> int | None:
+    """The cookie of the network namespace `ns_fd` refers to (an open /proc/PID/ns/net), read
+    from a socket made inside it by a short-lived thread (setns moves only the calling thread)."""
+    found: list[int] = []
+
+    def probe() -> None:
+        if _libc.setns(ns_fd, CLONE_NEWNET) == 0:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                found.append(struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0])
+
+    thread = threading.Thread(target=probe, name="netns-cookie")
+    thread.start()
+    thread.join()
+    return found[0] if found else None
+
+
+@contextlib.contextmanager
+def open_netns(pid: int) -> Iterator[int | None]:
+    """/proc/PID/ns/net held open (the namespace cannot go, nor its inode change hands, while
+    it is); None if pid is gone."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _send_signal(pid: int, sig: int, still_the_one: Callable[[], bool]) -> None:
+    """Signal `pid` only if, once a pidfd pins the process, `still_the_one()` holds."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if still_the_one():
+            signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(pidfd)
+
+
+# Runs the real command only once the parent writes a line on fd N (after recording the
+# child's pid); on EOF (the parent died first) it exits without running anything. bash, not
+# sh: dash redirects only file descriptors 0-9.
+_GATE = 'read -r _ <&{fd} && exec "$@" {fd}<&-'
+
+
 @dataclass(frozen=True)
 class ProcessRecord:
     pid: int
@@ -61,10 +135,14 @@ class ProcessRecord:
     def alive(self) -> bool:
         return process_start_time(self.pid) == self.start_time
 
+    def signal(self, sig: int) -> None:
+        _send_signal(self.pid, sig, self.alive)
+
 
 @dataclass(frozen=True)
 class NamespaceRecord:
     inode: int
+    cookie: int  # SO_NETNS_COOKIE: unique until reboot, unlike the inode
     what: str
 
 
@@ -93,10 +171,27 @@ class Inventory:
         self.save()
         return record
 
-    def add_node(self, shell_pid: int, node: str) -> None:
-        """A Mininet node: the shell holding its namespace, and the namespace."""
-        self.add_process(shell_pid, SHELL_OF + node)
-        self.add_namespace_of(shell_pid, node)
+    def spawn(self, what: str, argv: list[str], start: Callable[..., subprocess.Popen] = subprocess.Popen,
+              **popen_kwargs) -> subprocess.Popen:
+        """Start `argv` with `start` (Popen, or a node's popen), recorded before it runs: the
+        child waits on a pipe until its pid and start time are saved; if we are killed first,
+        it reads EOF and exits without running anything."""
+        gate_read, gate_write = os.pipe()
+        try:
+            popen_kwargs.pop("close_fds", None)  # pass_fds closes the rest, as Popen's default does
+            proc = start(["bash", "-c", _GATE.format(fd=gate_read), "ccemu-gate", *argv], pass_fds=(gate_read,),
+                         **popen_kwargs)
+        except BaseException:
+            os.close(gate_write)
+            raise
+        finally:
+            os.close(gate_read)
+        try:
+            self.add_process(proc.pid, what)
+            os.write(gate_write, b"go\n")
+        finally:
+            os.close(gate_write)
+        return proc
 
     def shell_of(self, node: str) -> ProcessRecord | None:
         """The live shell of `node` (its namespace's anchor), if the run has that node."""
@@ -115,10 +210,13 @@ class Inventory:
         subprocess.run(["mount", "-t", fstype, fstype, str(path)], check=True, capture_output=True)
 
     def add_namespace_of(self, pid: int, what: str) -> NamespaceRecord:
-        inode = netns_inode(pid)
-        if inode in _protected_namespaces():
+        with open_netns(pid) as ns_fd:
+            if ns_fd is None:
+                raise ProcessLookupError(f"{what} (pid {pid}) exited before its namespace could be recorded")
+            inode, cookie = os.fstat(ns_fd).st_ino, netns_cookie(ns_fd)
+        if cookie is None or cookie in _protected_cookies():
             raise RuntimeError(f"{what} (pid {pid}) is not in a namespace of its own")
-        record = NamespaceRecord(inode, what)
+        record = NamespaceRecord(inode, cookie, what)
         self.namespaces.append(record)
         self.save()
         return record
@@ -139,13 +237,17 @@ class Inventory:
 
     @classmethod
     def load(cls, state_dir: Path) -> "Inventory":
-        data = json.loads((state_dir / STATE_FILE).read_text())
+        return cls.of_state(json.loads((state_dir / STATE_FILE).read_text()), state_dir)
+
+    @classmethod
+    def of_state(cls, data: dict, state_dir: Path) -> "Inventory":
+        """The inventory a state.json holds (read before it was removed, say)."""
         return cls(
             run_id=data["run_id"],
             state_dir=state_dir,
             orchestrator=ProcessRecord(**data["orchestrator"]),
             processes=[ProcessRecord(**p) for p in data["processes"]],
-            namespaces=[NamespaceRecord(**n) for n in data["namespaces"]],
+            namespaces=[NamespaceRecord(**n) for n in data["namespaces"] if "cookie" in n],
             mounts=data.get("mounts", []),
         )
 
@@ -157,21 +259,53 @@ class Inventory:
 
     # Removing ----------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def held_namespaces(self) -> Iterator[dict[int, int]]:
+        """inode -> open fd of every recorded namespace that still exists, verified by its
+        cookie and held open for the duration (so its inode means it, and only it)."""
+        wanted = {n.inode: n.cookie for n in self.namespaces}
+        protected = _protected_cookies()
+        held: dict[int, int] = {}
+        reused: set[int] = set()  # inodes now of another namespace (only one holds an inode at a time)
+        with contextlib.ExitStack() as stack:
+            for pid, inode in _netns_of_processes():
+                if inode not in wanted or inode in held or inode in reused:
+                    continue
+                ns_fd = stack.enter_context(open_netns(pid))
+                if ns_fd is None or os.fstat(ns_fd).st_ino != inode:
+                    continue  # pid gone or reused since the scan: another of its processes may do
+                cookie = netns_cookie(ns_fd)
+                if cookie == wanted[inode] and cookie not in protected:
+                    held[inode] = ns_fd
+                else:
+                    reused.add(inode)
+            yield held
+
     def processes_inside(self) -> list[int]:
         """Pids of every process in one of the recorded namespaces."""
-        return pids_in_namespaces({n.inode for n in self.namespaces} - _protected_namespaces())
+        with self.held_namespaces() as held:
+            return pids_in_namespaces(set(held))
+
+    def _kill_inside(self) -> list[int]:
+        """SIGKILL every process inside a recorded namespace; returns the pids found."""
+        with self.held_namespaces() as held:
+            inside = pids_in_namespaces(set(held))
+            for pid in inside:
+                # The namespaces are held open: a pid still showing one of their inodes is in it.
+                _send_signal(pid, signal.SIGKILL,
+                             lambda pid=pid: _netns_inode_or_none(pid) in held)
+        return inside
 
     def remove(self, timeout: float = 10.0) -> list[str]:
         """Stop everything recorded; return what could not be removed (empty = clean)."""
         for record in self.processes:
-            if record.alive():
-                _signal(record.pid, signal.SIGTERM)
+            record.signal(signal.SIGTERM)
         wait_until(lambda: not any(p.alive() for p in self.processes), TERM_GRACE_S)
 
         def killed_all() -> bool:
-            inside = self.processes_inside()
-            for pid in inside:
-                _signal(pid, signal.SIGKILL)
+            inside = self._kill_inside()
+            for record in self.processes:
+                record.signal(signal.SIGKILL)
             return not inside and not any(p.alive() for p in self.processes)
         wait_until(killed_all, timeout)
         problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
@@ -186,14 +320,31 @@ class Inventory:
         return problems
 
 
-def _protected_namespaces() -> set[int]:
-    """Our own namespace and init's (where readable): never a run's to remove."""
-    protected = {netns_inode(os.getpid())}
-    try:
-        protected.add(netns_inode(1))
-    except PermissionError:
-        pass  # some sandboxes hide init's namespaces even from root
+def _protected_cookies() -> set[int]:
+    """Our own namespace's and init's (where readable): never a run's to remove."""
+    protected = set()
+    for pid in (os.getpid(), 1):
+        with open_netns(pid) as ns_fd:
+            cookie = netns_cookie(ns_fd) if ns_fd is not None else None
+        if cookie is not None:
+            protected.add(cookie)
     return protected
+
+
+def _netns_inode_or_none(pid: int) -> int | None:
+    try:
+        return netns_inode(pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def _netns_of_processes() -> Iterator[tuple[int, int]]:
+    """(pid, network namespace inode) of every process."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            inode = _netns_inode_or_none(int(entry.name))
+            if inode is not None:
+                yield int(entry.name), inode
 
 
 def mounted_paths() -> set[str]:
@@ -202,21 +353,6 @@ def mounted_paths() -> set[str]:
 
 
 def pids_in_namespaces(inodes: set[int]) -> list[int]:
-    """Pids of every process whose network namespace is one of `inodes`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.stat(entry / "ns" / "net").st_ino in inodes:
-                found.append(int(entry.name))
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return found
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+    """Pids of every process whose network namespace has one of `inodes` (the caller makes sure
+    those inodes still mean the namespaces it wants: see Inventory.held_namespaces)."""
+    return [pid for pid, inode in _netns_of_processes() if inode in inodes]

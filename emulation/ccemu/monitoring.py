@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from .inventory import DEFAULT_STATE_ROOT, Inventory
+from .logs import last_line
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_INTERVAL_S = 1
@@ -78,11 +79,11 @@ class Prometheus:
         self.inventory = Inventory.create(f"{experiment}-prometheus-{secrets.token_hex(3)}",
                                           state_root / MONITORING_STATE)
         self.log = open(self.dir / "prometheus.log", "a")
-        self.process = subprocess.Popen(
+        self.process = self.inventory.spawn(
+            "prometheus",
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.inventory.add_process(self.process.pid, "prometheus")
         self._wait_ready()
 
     @property
@@ -94,7 +95,9 @@ class Prometheus:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self.stop()
-                raise MonitoringError(f"prometheus exited {self.process.returncode}; see {self.dir / 'prometheus.log'}")
+                said = last_line(self.dir / "prometheus.log")
+                raise MonitoringError(f"prometheus exited with status {self.process.returncode} at start"
+                                      f"{': ' + said if said else ''} (log: {self.dir / 'prometheus.log'})")
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
                     if response.status == 200:

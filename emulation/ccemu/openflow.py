@@ -1,8 +1,9 @@
 """Static OpenFlow rules that implement routing.Routing on Open vSwitch (pure text).
 
 Table 0 puts the packet's path-id into reg0: the low PATH_ID_BITS of the UDP source port
-for UDP, a symmetric hash of addresses and ports for every other IPv4 packet (the hash is
-the same for A->B and B->A, so kernel TCP and ping get symmetric paths too). Everything
+for UDP from one of ccemu's path-id ports, a symmetric hash of addresses and ports for every
+other IPv4 packet (the hash is the same for A->B and B->A, so kernel TCP, other UDP and ping
+get symmetric paths too). Everything
 that is not IPv4 is dropped: hosts use static ARP and have IPv6 off.
 
 Table 1 forwards: host routes by destination address, then the uplink that the switch's
@@ -12,7 +13,7 @@ uplink count and stride are powers of two, otherwise as one rule per path-id val
 
 from __future__ import annotations
 
-from .routing import PATH_ID_BITS, PATH_IDS, SwitchRoutes
+from .routing import PATH_ID_BITS, PATH_ID_PORT_MASK, PATH_ID_PORTS, PATH_IDS, SwitchRoutes
 from .topology import Topology
 
 PATH_ID_FIELD = f"NXM_NX_REG0[0..{PATH_ID_BITS - 1}]"
@@ -41,8 +42,8 @@ def uplink_rules(routes: SwitchRoutes) -> list[str]:
 def switch_flows(topo: Topology, routes: SwitchRoutes) -> list[str]:
     """Every rule of one switch, in `ovs-ofctl add-flows` syntax."""
     flows = [
-        f"table=0,priority=100,udp,actions=move:NXM_OF_UDP_SRC[0..{PATH_ID_BITS - 1}]->{PATH_ID_FIELD},"
-        "resubmit(,1)",
+        f"table=0,priority=100,udp,tp_src={PATH_ID_PORTS[0]:#x}/{PATH_ID_PORT_MASK:#x},"
+        f"actions=move:NXM_OF_UDP_SRC[0..{PATH_ID_BITS - 1}]->{PATH_ID_FIELD},resubmit(,1)",
         f"table=0,priority=90,ip,actions=multipath(symmetric_l3l4,0,modulo_n,{PATH_IDS},0,{PATH_ID_FIELD}),"
         "resubmit(,1)",
         "table=0,priority=0,actions=drop",

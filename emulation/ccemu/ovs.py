@@ -19,6 +19,7 @@ from pathlib import Path
 from mininet.node import Node
 
 from .inventory import Inventory
+from .logs import last_line
 from .polling import wait_until
 from .routing import PATH_IDS
 
@@ -50,23 +51,34 @@ class OvsInstance:
             f"--unixctl={self.rundir / 'ovsdb-server.ctl'}",
             f"--log-file={self.rundir / 'ovsdb-server.log'}",
         ])
-        if not wait_until(self.db_socket.exists, START_TIMEOUT_S):
-            raise OvsError(f"ovsdb-server of {self.rundir} did not open {self.db_socket} in {START_TIMEOUT_S:g} s")
+        self._wait_ready("ovsdb-server", self.db_socket)
         self.vsctl("--no-wait", "init")
         self._spawn(inventory, "ovs-vswitchd", [
             "ovs-vswitchd", f"unix:{self.db_socket}",
             f"--unixctl={self.rundir / 'ovs-vswitchd.ctl'}",
             f"--log-file={self.rundir / 'ovs-vswitchd.log'}",
         ])
+        self._wait_ready("ovs-vswitchd", self.rundir / "ovs-vswitchd.ctl")
 
     def _spawn(self, inventory: Inventory, what: str, argv: list[str]) -> None:
         # OVS_RUNDIR puts the bridges' OpenFlow management sockets in our directory.
         env = dict(os.environ, OVS_RUNDIR=str(self.rundir), OVS_DBDIR=str(self.rundir))
-        log = open(self.rundir / f"{what}.stderr", "wb")
-        proc = self.namespace.popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        log.close()
-        self.daemons.append(proc)
-        inventory.add_process(proc.pid, f"{what} #{self.index}")
+        with open(self.rundir / f"{what}.stderr", "wb") as log:
+            self.daemons.append(inventory.spawn(f"{what} #{self.index}", argv, start=self.namespace.popen, env=env,
+                                                stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+
+    def _wait_ready(self, what: str, control_socket: Path) -> None:
+        """Until the daemon just started opens `control_socket`; one line naming why if it exits
+        first or takes too long."""
+        daemon = self.daemons[-1]
+        if wait_until(lambda: control_socket.exists() or daemon.poll() is not None, START_TIMEOUT_S) \
+                and daemon.poll() is None:
+            return
+        failed = (f"exited with status {daemon.returncode}" if daemon.poll() is not None
+                  else f"did not open {control_socket} within {START_TIMEOUT_S:g} s")
+        said = last_line(self.rundir / f"{what}.stderr") or last_line(self.rundir / f"{what}.log")
+        raise OvsError(f"{what} #{self.index} {failed} at start{': ' + said if said else ''} "
+                       f"(is Open vSwitch installed? `make setup`)")
 
     def vsctl(self, *args: str) -> str:
         """One ovs-vsctl transaction (pass several commands separated by "--")."""
@@ -142,8 +154,9 @@ class OvsInstance:
                 borrowed = _pidfd_getfd(pidfd, int(fd_path.name))
                 try:
                     sock = socket.socket(fileno=borrowed)
-                    sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, send_bytes)
-                    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, receive_bytes)
+                    # setsockopt takes a C int (the kernel doubles and caps it anyway).
+                    sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, min(send_bytes, C_INT_MAX))
+                    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, min(receive_bytes, C_INT_MAX))
                     sock.detach()
                 finally:
                     os.close(borrowed)
@@ -169,6 +182,7 @@ class OvsInstance:
 
 
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+C_INT_MAX = (1 << 31) - 1
 # Broadcast, from a locally administered address, ethertype 0x88b5 (IEEE local experimental).
 PRIMING_FRAME = "ffffffffffff" "020000000000" "88b5" + "00" * 46
 SYS_PIDFD_GETFD = 438  # the same number on every architecture (generic syscall table)
@@ -205,7 +219,10 @@ def _counter(line: str, key: str) -> int:
 
 
 def _run(argv: list[str]) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True)
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise OvsError(f"{argv[0]} not found: install Open vSwitch (`make setup`)") from None
     if result.returncode:
         raise OvsError(f"{argv[0]} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
     return result.stdout

@@ -21,6 +21,7 @@ from .shaping import PortShape, port_program_line
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))
 PORT_INDEX_FILE = "ports.json"  # in the run's state dir: node -> port name -> ifindex
+SHAPE_FILE = "shape.json"  # in the run's state dir: the ports' link rate and frame size
 
 
 class PortProgramMissing(RuntimeError):
@@ -61,11 +62,11 @@ class PortProgram:
         return program
 
     def load_command(self, bpffs: Path, node: str, ports: dict[str, PortIds], shape: PortShape,
-                     config_dir: Path) -> str:
+                     config_dir: Path, switch_ports: bool) -> str:
         """Shell command that, run inside `node`'s namespace, attaches the programs to `ports`
-        and prints "attached <ifname> <ifindex>" per port."""
+        (a switch's ports, or a host's NIC) and prints "attached <ifname> <ifindex>" per port."""
         config = config_dir / f"{node}.ports"
-        config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id) + "\n"
+        config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id, switch_ports) + "\n"
                                   for port, ids in ports.items()))
         return (f"mkdir -p {shlex.quote(str(bpffs / node))} && "
                 f"{shlex.quote(str(self.loader))} {shlex.quote(str(self.object_file))} "

@@ -65,11 +65,20 @@ def summary_markdown(directory: Path) -> str:
     lines = [f"# {manifest['config']['name']}: {manifest.get('started', '')}", ""]
     if manifest.get("interrupted"):
         lines += ["**Interrupted**: the tables hold what finished before Ctrl-C.", ""]
+    if manifest.get("failed"):
+        lines += [f"**Stopped by an error** ({manifest['failed']}): the tables hold what finished before it.", ""]
     lines += [f"Fidelity: **{verdict.get('status', 'unknown')}**"]
     lines += [f"- {reason}" for reason in verdict.get("reasons", [])]
     link = manifest["config"]["link"]
     lines += ["", f"Commit {manifest.get('git_commit')}; {link['rate_mbps']} Mbit/s links; "
               f"seed {manifest['config']['seed']}.", ""]
+    failures = manifest.get("host_failures", [])
+    if failures:
+        lines += ["## Host failures", "", f"{manifest.get('unfinished_flows', 0)} flows never finished.", ""]
+        lines += [f"- {f['scheme']} N={f['n']} round {f['round']}: {f['host']}'s cchost ({f['role']}) {f['status']}"
+                  + (f": {f['last_error']}" if f.get("last_error") else "") for f in failures]
+        lines.append("")
+    lines += _fidelity_table(verdict.get("blocks", []))
 
     lines += ["## Incast: per scheme and N", "",
               "| scheme | N | goodput Mbit/s | FCT mean ms | p99 ms | max ms | max queue B | mean queue B | "
@@ -83,7 +92,8 @@ def summary_markdown(directory: Path) -> str:
                      f"{row['retransmits']} | {row['credit_drops']} | {row['credit_waste']:.1%} | "
                      f"{row['unfinished']} |")
     lines += ["", "Queues are the bottleneck port's (the switch port toward the aggregator), exact at every "
-              "enqueue; drops and marks are summed over every port of the fabric.", ""]
+              "enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric (CE marks: "
+              "packets marked, each counted once, by the port that marked it first).", ""]
 
     bound = manifest.get("expresspass_queue_bound_bytes")
     if bound:
@@ -106,6 +116,33 @@ def summary_markdown(directory: Path) -> str:
                          f"{1e3 * s.p99:.1f} | {1e3 * s.max:.1f} |")
     lines += ["", "Buckets: " + ", ".join(f"{name} {low}-{high} B" for name, low, high in BUCKETS) + ".", ""]
     return "\n".join(lines)
+
+
+FIDELITY_COLUMNS = [  # (figure in the verdict, column title, format)
+    ("steal", "steal", "{:.1%}"), ("cpu_busy", "CPU busy", "{:.0%}"),
+    ("bottleneck_lag_frames", "bottleneck lag (frames)", "{:.2f}"),
+    ("credit_lag_credits", "credit lag (credits)", "{:.2f}"),
+    ("switch_residence_p50_frames", "switch residence p50 (frames)", "{:.2f}"),
+    ("switch_residence_p99_frames", "p99 (frames)", "{:.2f}"),
+    ("switch_lost_ratio", "lost in switches", "{:.3%}"),
+    ("pacing_lateness_of_gap", "timer lateness / credit gap", "{:.0%}"),
+]
+
+
+def _fidelity_table(blocks: list[dict]) -> list[str]:
+    """The verdict's figures per fabric (scheme and N); residence and lag in frame times at
+    the link rate."""
+    if not blocks:
+        return []
+    lines = ["## Fidelity per fabric", "",
+             "| scheme | N | verdict | " + " | ".join(title for _, title, _ in FIDELITY_COLUMNS) + " |",
+             "|---|---|---|" + "---|" * len(FIDELITY_COLUMNS)]
+    for block in blocks:
+        cells = [fmt.format(block[name]) if name in block else "-" for name, _, fmt in FIDELITY_COLUMNS]
+        lines.append(f"| {block['scheme']} | {block['n']} | {block['status']} | " + " | ".join(cells) + " |")
+    return lines + ["", "Switch residence: time a packet spent inside a switch (ovs-vswitchd) between arriving at "
+                    "one port and reaching the next port's queue, over every packet of every switch; a frame time "
+                    "is one full frame at the link rate.", ""]
 
 
 def plot(directory: Path) -> list[Path]:

@@ -13,8 +13,10 @@ same path-id climb to the same top switch through mirror-image links: the revers
 the forward path reversed. ``path()`` follows these very tables, so tests of it test what
 the switches do.
 
-The path-id is carried in the low PATH_ID_BITS of the UDP source port (see
-transport/wire-format.md); packets without one get a symmetric hash of their addresses.
+The path-id is carried in the low PATH_ID_BITS of the UDP source port when that port is one
+of ccemu's path-id ports (PATH_ID_PORTS; see transport/wire-format.md); every other packet
+(other UDP, TCP, ICMP) gets a symmetric hash of its addresses and ports, so it too takes the
+same path both ways.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ from .topology import Topology, TopologyError
 
 PATH_ID_BITS = 8
 PATH_IDS = 1 << PATH_ID_BITS
+# UDP source ports that carry a path-id: 0xA000-0xBFFF (cchost binds 0xA000 + path-id). The
+# hosts reserve them (ip_local_reserved_ports), so no ephemeral port of another program falls
+# in here and gets routed by a "path-id" that is only its port number.
+PATH_ID_PORTS = (0xA000, 0xBFFF)
+PATH_ID_PORT_MASK = 0xE000  # the bits every port of the range shares (0xA000 = 0b101 then 13 free bits)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,20 @@
 """Runs an experiment file: for each scheme and each incast N, a fresh fabric with the
 scheme's ports, cchost on the hosts, R rounds, port stats; then the results bundle.
 
-Ctrl-C ends the current round (its fabric is torn down as always) and the bundle is still
-written with what finished, marked interrupted."""
+A cchost that exits abnormally is noticed when it happens: it is named with its exit status,
+its round ends, and the verdict says so. Ctrl-C ends the current round (its fabric is torn
+down as always) and the bundle is still written with what finished, marked interrupted."""
 
 from __future__ import annotations
 
 import json
 import random
 import secrets
+import signal
 import subprocess
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -22,34 +24,62 @@ from . import fidelity
 from .cchost import ScheduledFlow, command, host_number, read_counters, read_records, write_schedule
 from .config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
                      IncastWorkload, SchemeConfig)
-from .collector import Block, ExperimentCollector, MetricsServer
+from .collector import Block as CollectorBlock
+from .collector import ExperimentCollector, MetricsServer
 from .fabric import FabricNet
+from .logs import last_line
 from .monitoring import SCRAPE_INTERVAL_S, Prometheus
-from .ports import PortMaps
+from .ports import PortMaps, PortStats
 from .report import report
 from .results import Bundle, provenance
-from .shaping import WIRE_OVERHEAD_BYTES, PortShape
+from .shaping import PortShape
 from .stats import histogram_mean, size_bucket
 from .workloads import incast_round
 
 START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every sender is up by then
 CREDIT_BURST_CREDITS = 2
+POLL_S = 0.05  # how often a round looks at its cchosts
+# Once a sender died, the others get this long to finish their flows before the round ends.
+AFTER_FAILURE_GRACE_S = 2.0
 
 
 class WorkloadNotRunnable(RuntimeError):
     pass
 
 
-@dataclass
-class BlockFigures:
-    """What one (scheme, N) fabric showed, for the fidelity verdict."""
+@dataclass(frozen=True)
+class HostFailure:
+    """A cchost that exited abnormally during a round."""
 
     scheme: str
     n: int
-    steal: float
-    busy: float
-    lag_bytes: float
-    lateness_us: float | None
+    round: int
+    host: str
+    role: str  # "sender" or "aggregator"
+    returncode: int  # negative: killed by that signal
+    last_error: str  # the last line it wrote to stderr, if any
+
+    @property
+    def status(self) -> str:
+        if self.returncode < 0:
+            try:
+                return f"killed by {signal.Signals(-self.returncode).name}"
+            except ValueError:
+                return f"killed by signal {-self.returncode}"
+        return f"exited with status {self.returncode}"
+
+    def __str__(self) -> str:
+        detail = f" ({self.last_error})" if self.last_error else ""
+        return f"{self.host}'s cchost ({self.role}) {self.status}{detail}"
+
+
+@dataclass
+class Block:
+    """One (scheme, N) fabric and what it showed, for the fidelity verdict."""
+
+    scheme: str
+    n: int
+    seen: fidelity.Observation
 
 
 def credit_gap_us(config: ExperimentConfig, port: ExpressPassPort) -> float:
@@ -76,7 +106,8 @@ class IncastRunner:
         self.workload: IncastWorkload = config.workload
         self.console = console
         self.bundle = Bundle(results_root, config.name)
-        self.blocks: list[BlockFigures] = []
+        self.blocks: list[Block] = []
+        self.failures: list[HostFailure] = []
         self.credit_queues = 0
         self.monitoring, self.keep_monitoring = monitoring, keep_monitoring
         self.collector: ExperimentCollector | None = None
@@ -85,9 +116,16 @@ class IncastRunner:
         self.started_at = time.monotonic()
 
     def run(self) -> Path:
-        """Runs every block, writes the bundle and says where it is."""
-        if not self.monitoring:
-            return self._announce(self._run())
+        """Runs every block, writes the bundle and says where it is. On a failure before any
+        round ran, no bundle is left (there is nothing in it)."""
+        try:
+            return self._run_monitored() if self.monitoring else self._announce(self._run())
+        except Exception:
+            if not self.bundle.rounds:
+                self.bundle.remove()
+            raise
+
+    def _run_monitored(self) -> Path:
         self.collector = ExperimentCollector(self.config.name)
         server = MetricsServer(self.collector)
         try:
@@ -138,6 +176,11 @@ class IncastRunner:
         except KeyboardInterrupt:
             interrupted = True
             self.console.print("[yellow]interrupted: writing the bundle with what finished[/yellow]")
+        except Exception as exc:
+            if self.bundle.rounds:
+                self.console.print("[red]stopped by an error: writing the bundle with what finished[/red]")
+                self._write(started, interrupted, failed=str(exc))
+            raise
         self._write(started, interrupted)
         if interrupted:
             raise KeyboardInterrupt
@@ -156,61 +199,93 @@ class IncastRunner:
             bottleneck_port = (bottleneck.intf2 if bottleneck.intf1.node.name == aggregator else bottleneck.intf1).name
             self.credit_queues = 1 + max(len(path) for path in self._credit_paths(net, hosts, aggregator))
             epoch = time.monotonic_ns()
-            receiver = net[aggregator].popen(self._cchost(aggregator, scheme, epoch, workdir, duration_s=24 * 3600))
+            receiver = self._start_cchost(net, aggregator, scheme, epoch, workdir, duration_s=24 * 3600)
             if self.collector:
-                self.collector.attach(Block(scheme.scheme, n, net.inventory.state_dir, workdir))
+                self.collector.attach(CollectorBlock(scheme.scheme, n, net.inventory.state_dir, workdir))
+            failures: list[HostFailure] = []
             try:
                 for round_number in range(1, self.workload.rounds + 1):
                     progress.update(task, description=f"{scheme.scheme:12} N={n:<4} round {round_number}")
                     if self.collector:
                         self.collector.set_round(round_number)
-                    self._run_round(net, hosts, scheme, n, round_number, workdir, epoch)
+                    failures += self._run_round(net, hosts, scheme, n, round_number, workdir, epoch, receiver)
                     progress.advance(task)
+                    if receiver.poll() is not None:  # no aggregator: the block's other rounds cannot run
+                        if aggregator not in {f.host for f in failures}:
+                            failures.append(self._failed(scheme.scheme, n, round_number, aggregator, "aggregator",
+                                                         receiver, workdir / f"{aggregator}.log"))
+                        break
                 if self.collector:
                     time.sleep(SCRAPE_INTERVAL_S + 0.5)  # the block's last figures get scraped
             finally:
-                receiver.terminate()
+                if receiver.poll() is None:
+                    receiver.terminate()
                 receiver.wait(timeout=10)
                 if self.collector:
                     self.collector.detach()
+            # Read once the traffic has stopped and the queues had time to drain: a queue left
+            # over is a packet lost between a port and its peer.
             with PortMaps(net.inventory.state_dir) as maps:
-                ports = maps.read()
+                ports = maps.read_drained()
+                frame_ns = maps.frame_ns
         steal, busy = fidelity.CpuTimes.now().since(cpu_before)
-        lag = 0.0
+        self._record_ports(scheme.scheme, n, ports, bottleneck_port)
+        counters = workdir / f"{aggregator}.counters"
+        lateness = gap = None
+        if isinstance(scheme.port, ExpressPassPort) and counters.exists():
+            lateness = read_counters(counters)["timer_lateness"]["mean_us"]
+            gap = credit_gap_us(self.config, scheme.port)
+        (bottleneck_stats,) = [p for p in ports if p.port == bottleneck_port]
+        seen = fidelity.Observation(
+            steal=steal, busy=busy, frame_bytes=PortShape.of(config).frame_wire_bytes,
+            switches=fidelity.SwitchFigures.of(ports, frame_ns),
+            bottleneck_lag_bytes=bottleneck_stats.data.mean_lag_bytes,
+            credit_lag_bytes=fidelity.busiest_credit_lag_bytes(ports),
+            residues=fidelity.queue_residues(ports), lateness_us=lateness, credit_gap_us=gap,
+            host_failures=[f"round {f.round}: {f}" for f in failures])
+        self.blocks.append(Block(scheme.scheme, n, seen))
+        self.failures += failures
+
+    def _record_ports(self, scheme: str, n: int, ports: list[PortStats], bottleneck_port: str) -> None:
         for p in ports:
-            is_bottleneck = p.port == bottleneck_port
-            lag = p.data.mean_lag_bytes if is_bottleneck else lag
             self.bundle.ports.append({
-                "scheme": scheme.scheme, "n": n, "node": p.node, "port": p.port, "bottleneck": int(is_bottleneck),
+                "scheme": scheme, "n": n, "node": p.node, "port": p.port,
+                "bottleneck": int(p.port == bottleneck_port),
                 "data_enqueued": p.data.enqueued_packets, "data_dropped": p.data.dropped_packets,
                 "data_marked": p.data.marked_packets, "max_data_queue": p.data.max_queue_bytes,
                 "mean_data_queue": round(histogram_mean(p.data.histogram, p.data.bucket_bytes)),
                 "mean_lag": round(p.data.mean_lag_bytes), "max_lag": p.data.max_lag_bytes,
                 "credit_enqueued": p.credit.enqueued_packets, "credit_dropped": p.credit.dropped_packets,
                 "credit_marked": p.credit.marked_packets, "max_credit_queue": p.credit.max_queue_bytes,
+                "mean_credit_lag": round(p.credit.mean_lag_bytes), "max_credit_lag": p.credit.max_lag_bytes,
+                "residence_packets": p.residence.packets, "residence_untracked": p.residence.untracked_packets,
+                "residence_p50_us": round(p.residence.quantile_ns(0.5) / 1e3, 1),
+                "residence_p99_us": round(p.residence.quantile_ns(0.99) / 1e3, 1),
+                "residence_max_us": round(p.residence.max_ns / 1e3, 1),
+                "residue_bytes": sum(p.queue_bytes),
                 "bucket_bytes": p.data.bucket_bytes, "histogram": " ".join(map(str, p.data.histogram)),
             })
-        counters = workdir / f"{aggregator}.counters"
-        lateness = None
-        if scheme.scheme == "expresspass" and counters.exists():
-            lateness = read_counters(counters)["timer_lateness"]["mean_us"]
-        self.blocks.append(BlockFigures(scheme.scheme, n, steal, busy, lag, lateness))
 
     def _credit_paths(self, net: FabricNet, hosts: list[str], aggregator: str) -> list[list[str]]:
         """Switches on the aggregator's path to each sender (credits queue at each of their
         egress ports, after the aggregator's own NIC)."""
         return [net.routing.path(aggregator, h, 0) for h in hosts if h != aggregator]
 
-    def _cchost(self, host: str, scheme: SchemeConfig, epoch: int, workdir: Path, **kwargs) -> list[str]:
+    def _start_cchost(self, net: FabricNet, host: str, scheme: SchemeConfig, epoch: int, workdir: Path,
+                      **kwargs) -> subprocess.Popen:
+        """cchost on `host`, its output in `workdir`/<host>.log (read when it fails)."""
         transport = self.config.transport
         extra = ("--alpha", str(transport.alpha), "--rto-min-ms", str(transport.rto_min_ms),
                  "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
                  "--seed", str(self.config.seed * 1000 + host_number(host)))
-        return command(host, self.config.link.rate_mbps, scheme.scheme, epoch, workdir, extra=extra, **kwargs)
+        argv = command(host, self.config.link.rate_mbps, scheme.scheme, epoch, workdir, extra=extra, **kwargs)
+        with open(workdir / f"{host}.log", "wb") as log:
+            return net[host].popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
     def _run_round(self, net: FabricNet, hosts: list[str], scheme: SchemeConfig, n: int, round_number: int,
-                   workdir: Path, epoch: int) -> None:
-        """`epoch`: the aggregator's, which every sender shares (finish times are its clock's)."""
+                   workdir: Path, epoch: int, receiver: subprocess.Popen) -> list[HostFailure]:
+        """One round; returns the cchosts that failed in it. `epoch`: the aggregator's, which
+        every sender shares (finish times are its clock's)."""
         # The same flows for every scheme: the seed, N and the round decide them.
         rng = random.Random(f"{self.config.seed}-{n}-{round_number}")
         start = (time.monotonic_ns() - epoch) / 1e9 + START_DELAY_S
@@ -226,21 +301,11 @@ class IncastRunner:
         for src, flow in flows:
             by_sender[src].append(flow)
         senders = {
-            src: net[src].popen(self._cchost(src, scheme, epoch, round_dir, exit_when_done=True,
-                                             schedule=write_schedule(round_dir / f"{src}.flows", src_flows)))
+            src: self._start_cchost(net, src, scheme, epoch, round_dir, exit_when_done=True,
+                                    schedule=write_schedule(round_dir / f"{src}.flows", src_flows))
             for src, src_flows in by_sender.items()
         }
-        deadline = time.monotonic() + START_DELAY_S + self.workload.round_timeout_s
-        try:
-            for proc in senders.values():
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass  # the flows left are reported below
-        finally:
-            for proc in senders.values():
-                if proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(timeout=10)
+        failures = self._watch_round(senders, receiver, scheme.scheme, n, round_number, round_dir, workdir)
         records = [dict(r, src_host=src) for src in senders for r in read_records(round_dir / f"{src}.records")]
         for record in records:
             self.bundle.flows.append({
@@ -259,33 +324,74 @@ class IncastRunner:
             "scheme": scheme.scheme, "n": n, "round": round_number, "flows": len(flows), "finished": len(records),
             "bytes": sent, "duration": round(duration, 6),
             "goodput_bps": round(sent * 8 / duration) if duration > 0 else 0, "unfinished": " ".join(unfinished),
+            "failures": "; ".join(str(f) for f in failures),
         })
         if unfinished:
+            why = "their hosts failed" if failures else f"within {self.workload.round_timeout_s} s"
             self.console.print(f"[red]{scheme.scheme} N={n} round {round_number}: {len(unfinished)} flows never "
-                               f"finished within {self.workload.round_timeout_s} s: {' '.join(unfinished[:10])}"
+                               f"finished ({why}): {' '.join(unfinished[:10])}"
                                f"{' ...' if len(unfinished) > 10 else ''}[/red]")
+        return failures
 
-    def _verdict(self) -> fidelity.Verdict:
-        overall = fidelity.Verdict()
-        frame = PortShape.of(self.config).frame_bytes + WIRE_OVERHEAD_BYTES
+    def _watch_round(self, senders: dict[str, subprocess.Popen], receiver: subprocess.Popen, scheme: str, n: int,
+                     round_number: int, round_dir: Path, workdir: Path) -> list[HostFailure]:
+        """Wait for the senders to finish, the round to time out, or a cchost to fail; then end
+        the round. A failure is reported the moment it is seen."""
+        deadline = time.monotonic() + START_DELAY_S + self.workload.round_timeout_s
+        failures: list[HostFailure] = []
+        aggregator = self.workload.aggregator
+        try:
+            while time.monotonic() < deadline:
+                for host, proc in senders.items():
+                    if proc.poll() not in (None, 0) and host not in {f.host for f in failures}:
+                        failures.append(self._failed(scheme, n, round_number, host, "sender", proc,
+                                                     round_dir / f"{host}.log"))
+                if receiver.poll() is not None:
+                    failures.append(self._failed(scheme, n, round_number, aggregator, "aggregator", receiver,
+                                                 workdir / f"{aggregator}.log"))
+                    break  # nothing can finish without it
+                if all(proc.poll() is not None for proc in senders.values()):
+                    break
+                if failures:
+                    deadline = min(deadline, time.monotonic() + AFTER_FAILURE_GRACE_S)
+                time.sleep(POLL_S)
+        finally:
+            for proc in senders.values():
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+        return failures
+
+    def _failed(self, scheme: str, n: int, round_number: int, host: str, role: str, proc: subprocess.Popen,
+                log: Path) -> HostFailure:
+        """A cchost that exited abnormally, said on the console the moment it is seen."""
+        failure = HostFailure(scheme, n, round_number, host, role, proc.returncode, last_line(log))
+        self.console.print(f"[red]{scheme} N={n} round {round_number}: {failure}[/red]")
+        return failure
+
+    def _verdict(self) -> dict:
+        """The run's verdict (the worst block's) with every block's own."""
+        overall, blocks = fidelity.Verdict(), []
         for block in self.blocks:
-            port = next(s.port for s in self.config.schemes if s.scheme == block.scheme)
-            gap = credit_gap_us(self.config, port) if isinstance(port, ExpressPassPort) else None
-            verdict = fidelity.judge(block.steal, block.busy, block.lag_bytes, frame, block.lateness_us, gap)
-            for name, value in verdict.figures.items():
-                key = f"{block.scheme} N={block.n} {name}"
-                overall.figures[key] = value
+            verdict = fidelity.judge(block.seen)
+            blocks.append({"scheme": block.scheme, "n": block.n, "status": verdict.status, **verdict.figures})
             overall.reasons += [f"{block.scheme} N={block.n}: {reason}" for reason in verdict.reasons]
             overall.status = fidelity.worst(overall.status, verdict.status)
-        return overall
+        return {"status": overall.status, "reasons": overall.reasons, "blocks": blocks}
 
-    def _write(self, started: str, interrupted: bool) -> None:
+    @property
+    def unfinished_flows(self) -> int:
+        return sum(int(r["flows"]) - int(r["finished"]) for r in self.bundle.rounds)
+
+    def _write(self, started: str, interrupted: bool, failed: str | None = None) -> None:
         self.bundle.write_tables()
         verdict = self._verdict()
         manifest = {
             "config": self.config.model_dump(mode="json"), "seed": self.config.seed, "started": started,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "interrupted": interrupted,
-            "fidelity": verdict.as_dict(), **provenance(),
+            "failed": failed,
+            "fidelity": verdict, "unfinished_flows": self.unfinished_flows,
+            "host_failures": [asdict(f) | {"status": f.status} for f in self.failures], **provenance(),
         }
         if self.collector and self.prometheus and self.metrics_server:
             manifest["monitoring"] = {

@@ -9,7 +9,7 @@ Every port gets the same tree, with the credit class only where the profile has 
     1: htb (default 1:20)
     └── 1:1   link rate
         ├── 1:10  credits: rate = ceil = credit share          └── 10: bfifo
-        └── 1:20  data: rate = link - credit share, ceil = link └── 20: bfifo (or netem)
+        └── 1:20  data: rate = link - credit share, ceil = link └── 20: bfifo
 
 The port program (bpf/port.bpf.c) steers packets into 1:10 / 1:20 and drops at the buffer
 sizes, by the queue it measures (admitted minus arrived at the peer); the leaf FIFOs get
@@ -40,7 +40,6 @@ class PortShape:
     rate_mbps: float
     buffer_bytes: int
     mtu: int
-    delay_us: int = 0
     credit_share: float = 0.0  # 0: no credit class
     credit_buffer_bytes: int = 0
     ecn_threshold_bytes: int = 0  # 0: no DCTCP marking
@@ -51,8 +50,6 @@ class PortShape:
             raise ValueError(f"rate_mbps must be > 0, got {self.rate_mbps}")
         if self.buffer_bytes < self.frame_bytes:
             raise ValueError(f"buffer_bytes {self.buffer_bytes} cannot hold one {self.frame_bytes}-byte frame")
-        if self.delay_us < 0:
-            raise ValueError(f"delay_us must be >= 0, got {self.delay_us}")
         if not 0 <= self.credit_share <= 0.5:
             raise ValueError(f"credit_share must be in [0, 0.5], got {self.credit_share}")
         if self.credit_share and self.credit_buffer_bytes < MIN_WIRE_FRAME_BYTES:
@@ -65,7 +62,6 @@ class PortShape:
         port = config.port
         return cls(
             rate_mbps=config.link.rate_mbps, buffer_bytes=port.buffer_bytes, mtu=config.link.mtu,
-            delay_us=config.link.delay_us,
             credit_share=port.credit_share if isinstance(port, ExpressPassPort) else 0.0,
             credit_buffer_bytes=port.credit_buffer_bytes if isinstance(port, ExpressPassPort) else 0,
             ecn_threshold_bytes=port.ecn_threshold_bytes if isinstance(port, DctcpPort) else 0,
@@ -81,6 +77,11 @@ class PortShape:
     @property
     def frame_bytes(self) -> int:
         return self.mtu + ETHERNET_HEADER_BYTES
+
+    @property
+    def frame_wire_bytes(self) -> int:
+        """A full frame as the wire carries it (what a frame time at the link rate is of)."""
+        return self.frame_bytes + WIRE_OVERHEAD_BYTES
 
     @property
     def link_bps(self) -> int:
@@ -116,12 +117,9 @@ def htb_root(dev: str, shape: PortShape) -> tuple[list[str], str]:
     ], "1:1"
 
 
-def fifo_leaf(dev: str, parent: str, handle: str, limit_bytes: int, shape: PortShape) -> list[str]:
-    """Byte FIFO under `parent` (netem, which then also holds the delay, when delay_us)."""
-    if shape.delay_us:
-        limit_packets = max(1, limit_bytes // min(shape.frame_bytes, limit_bytes))
-        return [f"qdisc replace dev {dev} parent {parent} handle {handle} netem delay {shape.delay_us}us "
-                f"limit {limit_packets}"]
+def fifo_leaf(dev: str, parent: str, handle: str, limit_bytes: int) -> list[str]:
+    """Byte FIFO under `parent`. Never a delay line (netem): whatever sits here is inside the
+    queue the port program measures (config.LinkConfig.delay_us says why)."""
     return [f"qdisc replace dev {dev} parent {parent} handle {handle} bfifo limit {limit_bytes}"]
 
 
@@ -132,23 +130,36 @@ def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
     if shape.credit_share:
         commands.append(_htb_class(dev, root, "1:10", shape.credit_bps, shape.credit_bps, CREDIT_BURST_BYTES,
                                    prio=0))
-        commands += fifo_leaf(dev, "1:10", "10:", shape.credit_buffer_bytes + margin, shape)
+        commands += fifo_leaf(dev, "1:10", "10:", shape.credit_buffer_bytes + margin)
     commands.append(_htb_class(dev, root, "1:20", shape.link_bps - shape.credit_bps, shape.link_bps,
                                data_burst_bytes(shape), prio=1))
-    commands += fifo_leaf(dev, "1:20", "20:", shape.buffer_bytes + margin, shape)
+    commands += fifo_leaf(dev, "1:20", "20:", shape.buffer_bytes + margin)
     return commands
 
 
-def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: int) -> str:
+IDLE_RESET_MIN_NS = 10**9
+
+
+def idle_reset_ns(shape: PortShape) -> int:
+    """How long a port must idle before the port program may take every queue of it as empty
+    (and forget packets lost between the port and its peer): twice the time its fuller class
+    takes to drain a full buffer at its guaranteed rate, and at least a second."""
+    drain_s = [shape.buffer_bytes * 8 / (shape.link_bps - shape.credit_bps)]
+    if shape.credit_bps:
+        drain_s.append(shape.credit_buffer_bytes * 8 / shape.credit_bps)
+    return max(IDLE_RESET_MIN_NS, round(2e9 * max(drain_s)))
+
+
+def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: int, switch_port: bool) -> str:
     """The port's line in port_loader's config (field order: bpf/port_loader.c parse_line).
     `peer_port_id` is the port at the other end of the link: what arrives at `dev` has left
-    that port's queue."""
+    that port's queue. A switch port also measures the time packets spend inside its switch."""
     return " ".join(str(v) for v in (
         dev, shape.link_bps // 8, shape.credit_bps // 8, shape.credit_buffer_bytes, shape.buffer_bytes,
         shape.ecn_threshold_bytes, shape.credit_mark_window, f"{CREDIT_CLASSID:x}", f"{DATA_CLASSID:x}",
         histogram_bucket_bytes(shape.credit_buffer_bytes), histogram_bucket_bytes(shape.buffer_bytes),
         WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES, CREDIT_BURST_BYTES if shape.credit_share else 0,
-        data_burst_bytes(shape), port_id, peer_port_id,
+        data_burst_bytes(shape), port_id, peer_port_id, int(switch_port), idle_reset_ns(shape),
     ))
 
 

@@ -127,6 +127,61 @@ class Topology:
         return switch, port
 
 
+@dataclass(frozen=True)
+class TopologyCounts:
+    """How big a topology is, from its parameters alone: validating a config must not build
+    (a k=400 fat-tree has 16 million hosts). The factories' twins below give these; tests
+    check them against what the factories build."""
+
+    hosts: int
+    switches: int
+    links: int
+    # Runs of (switches, ports each) in switch order, the order FabricNet deals switches
+    # out to OVS instances.
+    switch_ports: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, topo: Topology) -> "TopologyCounts":
+        """Counted on a built topology (what the formulas must agree with)."""
+        runs = _runs(*((1, len(topo.ports(switch.name))) for switch in topo.switches))
+        return cls(len(topo.hosts), len(topo.switches), len(topo.links), runs)
+
+    @property
+    def interfaces(self) -> int:
+        """Both ends of every link: the fabric's veth ends, each a port of the port program."""
+        return 2 * self.links
+
+    @property
+    def max_switch_ports(self) -> int:
+        return max(ports for _, ports in self.switch_ports)
+
+    def max_ports_of_an_instance(self, instances: int) -> int:
+        """The most switch ports one of `instances` OVS instances holds when switch i goes to
+        instance i * instances // switches (FabricNet.instance_of). Loops over the
+        instances: call it on counts whose size is already known to be sane."""
+        bounds = [0]
+        for count, ports in self.switch_ports:
+            bounds.append(bounds[-1] + count)
+
+        def ports_before(switch: int) -> int:
+            """Ports of switches 0..switch-1."""
+            total = 0
+            for (count, ports), start in zip(self.switch_ports, bounds):
+                total += max(0, min(count, switch - start)) * ports
+            return total
+
+        # Instance i's first switch is the smallest j with j * instances // switches == i.
+        firsts = [-(-i * self.switches // instances) for i in range(instances + 1)]
+        return max(ports_before(end) - ports_before(start) for start, end in zip(firsts, firsts[1:]))
+
+
+def fat_tree_counts(k: int) -> TopologyCounts:
+    """fat_tree(k) without building it: k^3/4 hosts, 5k^2/4 switches of k ports each,
+    k^3/4 host links + k^3/4 edge-aggregation + k^3/4 aggregation-core links."""
+    return TopologyCounts(hosts=k ** 3 // 4, switches=5 * k * k // 4, links=3 * k ** 3 // 4,
+                          switch_ports=((5 * k * k // 4, k),))
+
+
 def fat_tree(k: int) -> Topology:
     """The k-ary fat-tree of Al-Fares et al.: k pods of k/2 edge and k/2 aggregation
     switches, (k/2)^2 cores, k^3/4 hosts.
@@ -175,6 +230,25 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int) -> Topology:
     return topo
 
 
+def leaf_spine_counts(leaves: int, spines: int, hosts_per_leaf: int) -> TopologyCounts:
+    """leaf_spine(...) without building it: leaves (hosts and one uplink per spine) first,
+    then spines (one port per leaf)."""
+    return TopologyCounts(hosts=leaves * hosts_per_leaf, switches=leaves + spines,
+                          links=leaves * (hosts_per_leaf + spines),
+                          switch_ports=_runs((leaves, hosts_per_leaf + spines), (spines, leaves)))
+
+
+def _runs(*runs: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    """Neighbouring runs of switches with equal port counts merged into one."""
+    merged: list[tuple[int, int]] = []
+    for count, ports in runs:
+        if merged and merged[-1][1] == ports:
+            merged[-1] = (merged[-1][0] + count, ports)
+        else:
+            merged.append((count, ports))
+    return tuple(merged)
+
+
 def dumbbell(hosts_per_side: int) -> Topology:
     """Two switches joined by one bottleneck link, `hosts_per_side` hosts on each."""
     if hosts_per_side < 1:
@@ -188,6 +262,12 @@ def dumbbell(hosts_per_side: int) -> Topology:
     return topo
 
 
+def dumbbell_counts(hosts_per_side: int) -> TopologyCounts:
+    """dumbbell(...) without building it: two switches with their hosts and the bottleneck."""
+    return TopologyCounts(hosts=2 * hosts_per_side, switches=2, links=2 * hosts_per_side + 1,
+                          switch_ports=((2, hosts_per_side + 1),))
+
+
 def star(hosts: int) -> Topology:
     """One switch, `hosts` hosts."""
     if hosts < 2:
@@ -197,3 +277,8 @@ def star(hosts: int) -> Topology:
     for _ in range(hosts):
         topo.add_link(switch, topo.add_host())
     return topo
+
+
+def star_counts(hosts: int) -> TopologyCounts:
+    """star(...) without building it."""
+    return TopologyCounts(hosts=hosts, switches=1, links=hosts, switch_ports=((1, hosts),))

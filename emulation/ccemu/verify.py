@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .fabric import FabricNet
 from .ovs import OvsError, parse_port_stats
-from .routing import PATH_IDS
+from .routing import PATH_IDS, Routing
 
 PortKey = tuple[str, int]  # (switch, OpenFlow port)
 
@@ -111,7 +111,7 @@ def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dpo
     net.routing.path(src, dst, pid)), traced in the first switch without sending."""
     switch, port = net.fabric_topo.attachment(src)
     flow = (f"in_port={port},{proto},nw_src={net.fabric_topo.host(src).ip},nw_dst={net.fabric_topo.host(dst).ip},"
-            f"tp_src={sport},tp_dst={dport}")
+            f"{proto}_src={sport},{proto}_dst={dport}")  # ofproto/trace wants udp_src, not tp_src, for UDP
     return net[switch].instance.traced_path_id(switch, flow)
 
 
@@ -140,6 +140,17 @@ def _ports_that_counted(before, after, count: int) -> tuple[set[PortKey], set[Po
         if 0 < d_rx < count or 0 < d_tx < count:
             stray.add(key)
     return rx, tx, stray
+
+
+def symmetry_pairs(routing: Routing) -> list[tuple[str, str]]:
+    """The first host with one partner per path length (fat-tree: same edge, same pod, across
+    pods): together their paths cross every tier's uplink choices. Every pair and path-id is
+    checked on the routing tables (routing.asymmetric_paths); these, live."""
+    first, *others = routing.topo.host_names
+    by_length: dict[int, str] = {}
+    for other in others:
+        by_length.setdefault(len(routing.path(first, other, 0)), other)
+    return [(first, other) for _, other in sorted(by_length.items())]
 
 
 def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | None = None,

@@ -13,16 +13,17 @@ schemes:
   - scheme: expresspass
   - scheme: dctcp
     port: {{ecn_threshold_bytes: 15000, buffer_bytes: 30000}}
-workload: {{kind: incast, aggregator: h1, total_bytes: {total_bytes}, flows: {flows}, rounds: {rounds}}}
+workload: {{kind: incast, aggregator: h1, total_bytes: {total_bytes}, flows: {flows}, rounds: {rounds},
+            round_timeout_s: {round_timeout_s}}}
 """
 
 
-def start_experiment(tmp_path, name, seed, total_bytes, flows, rounds):
+def start_experiment(tmp_path, name, seed, total_bytes, flows, rounds, round_timeout_s=30):
     """(the running `ccemu experiment`, its environment); state under tmp_path/state,
     bundles under tmp_path/results."""
     config = tmp_path / f"{name}.yaml"
     config.write_text(SMALL_INCAST.format(name=name, seed=seed, total_bytes=total_bytes, flows=flows,
-                                          rounds=rounds))
+                                          rounds=rounds, round_timeout_s=round_timeout_s))
     env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
     run = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "experiment", str(config), "--skip-check",
                             "--results", str(tmp_path / "results")],

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ccemu.config import ConfigError, load_config, parse_config
+from ccemu.config import ConfigError, DctcpPort, DoesNotFit, SchemeConfig, load_config, parse_config
 from ccemu.kernel import KernelFeatures
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,12 +23,13 @@ def config(**sections):
     (config(topology={"kind": "fattree", "k": 0}), "config: topology.k: must be >= 2 (got 0)"),
     (config(topology={"kind": "fattree", "k": 4, "pods": 2}), "config: topology.pods: unknown key"),
     (config(topology={"kind": "torus"}), "config: topology.kind: must be one of"),
-    (config(link={"rate_mbps": 0}), "config: link.rate_mbps: input should be greater than 0 (got 0)"),
-    (config(link={"rate_mbps": -5}), "config: link.rate_mbps: input should be greater than 0 (got -5)"),
+    (config(link={"rate_mbps": 0}), "config: link.rate_mbps: must be at least 0.001 (1 kbit/s): the port program "
+                                    "keeps rates in whole bytes per second (got 0)"),
+    (config(link={"rate_mbps": -5}), "config: link.rate_mbps: must be at least 0.001 (1 kbit/s)"),
     (config(port={"buffer_bytes": 1000}), "config: port.buffer_bytes: must hold at least one full frame, "
                                           "1514 bytes at MTU 1500 (got 1000)"),
-    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us needs the netem qdisc, which this "
-                                     "kernel lacks (CONFIG_NET_SCH_NETEM); use 0"),
+    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us of propagation delay is not emulated yet: netem "
+                                     "behind a port would sit inside the queue the port programs measure"),
     ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
     (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
     (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
@@ -42,7 +43,8 @@ def config(**sections):
     (config(port={"ecn_threshold_bytes": 5000}), "config: port.ecn_threshold_bytes: unknown key"),
     (config(port={"profile": "spraypass", "credit_mark_window": 0}), "config: port.credit_mark_window: input"),
     (config(schemes=[{"scheme": "dctcp", "port": {"profile": "expresspass"}}]),
-     "config: schemes.0.port.profile: dctcp needs dctcp ports (got 'expresspass')"),
+     "config: schemes.0.port.profile: dctcp runs on dctcp ports (got 'expresspass'); to run it on expresspass "
+     "ports on purpose, set schemes.0.port_mismatch_intended: true"),
     (config(schemes=[{"scheme": "dctcp"}, {"scheme": "dctcp"}]), "config: schemes: each scheme once"),
     (config(schemes=[{"scheme": "tcp"}]), "config: schemes.0.scheme: input should be 'expresspass' or 'dctcp'"),
     (config(workload={"kind": "incast", "aggregator": "h17"}),
@@ -59,6 +61,73 @@ def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("section, message", [
+    ({"link": {"rate_mbps": 1e12}}, "config: link.rate_mbps: must be at most 100000 (100 Gbit/s): the port program's "
+                                    "fluid drain overflows 64 bits above 147573 Mbit/s (got 1e+12)"),
+    ({"link": {"rate_mbps": 100_001}}, "config: link.rate_mbps: must be at most 100000 (100 Gbit/s): the port "
+                                       "program's fluid drain overflows 64 bits above 147573 Mbit/s (got 100001)"),
+    ({"link": {"rate_mbps": float("nan")}}, "config: link.rate_mbps: must be at least 0.001 (1 kbit/s): the port "
+                                            "program keeps rates in whole bytes per second (got nan)"),
+    ({"port": {"buffer_bytes": (1 << 30) + 1}},
+     "config: port.buffer_bytes: input should be less than or equal to 1073741824 (got 1073741825)"),
+    ({"port": {"profile": "expresspass", "credit_buffer_credits": 12_782_641}},
+     "config: port.credit_buffer_credits: input should be less than or equal to 12782640 (got 12782641)"),
+    ({"port": {"profile": "spraypass", "credit_mark_window": 1 << 32}},
+     "config: port.credit_mark_window: input should be less than or equal to 4294967295 (got 4294967296)"),
+    ({"port": {"profile": "dctcp", "buffer_bytes": 1 << 30, "ecn_threshold_bytes": 1 << 30}},
+     "config: port.ecn_threshold_bytes: must be below port.buffer_bytes (1073741824) (got 1073741824)"),
+    ({"link": {"rate_mbps": 0.01}, "port": {"profile": "expresspass", "credit_share": 0.01}},
+     "config: port.credit_share: gives the credit class 100 bit/s at link.rate_mbps 0.01; it needs at least 672 "
+     "(one credit a second), or the port program sees no credit class (got 0.01)"),
+    ({"schemes": [{"scheme": "expresspass", "port": {"profile": "spraypass"}}]},
+     "config: schemes.0.port.profile: expresspass runs on expresspass ports (got 'spraypass'); to run it on "
+     "spraypass ports on purpose, set schemes.0.port_mismatch_intended: true"),
+    ({"schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass", "port": {"profile": "droptail"}}]},
+     "config: schemes.1.port.profile: expresspass sends data against credits, and droptail ports have no credit "
+     "class (use expresspass ports)"),
+    ({"schemes": [{"scheme": "expresspass", "port": {"profile": "dctcp"}, "port_mismatch_intended": True}]},
+     "config: schemes.0.port.profile: expresspass sends data against credits, and dctcp ports have no credit class "
+     "(use expresspass ports)"),
+])
+def test_what_the_port_program_cannot_represent_or_a_scheme_cannot_use_is_refused_in_one_exact_line(section, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(config(**section), kernel=NO_NETEM)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("scheme, profile", [("expresspass", "spraypass"), ("dctcp", "droptail"),
+                                             ("dctcp", "expresspass")])
+def test_a_scheme_runs_on_another_schemes_ports_when_the_mismatch_is_intended(scheme, profile):
+    parsed = parse_config(config(schemes=[{"scheme": scheme, "port": {"profile": profile},
+                                           "port_mismatch_intended": True}]), kernel=NO_NETEM)
+    assert parsed.schemes[0].port.profile == profile
+
+
+def test_the_largest_link_rate_and_buffers_are_accepted():
+    parsed = parse_config(config(link={"rate_mbps": 100_000}, port={"buffer_bytes": 1 << 20}), kernel=NO_NETEM)
+    assert parsed.link.rate_mbps == 100_000
+
+
+def test_buffer_and_k_are_documented_as_bytes_on_the_wire():
+    for field in (DctcpPort.model_fields["buffer_bytes"], DctcpPort.model_fields["ecn_threshold_bytes"]):
+        assert "bytes on the wire" in field.description and "20 x 1538 = 30760" in field.description
+    assert "port_mismatch_intended" in SchemeConfig.model_fields
+    assert "on purpose" in SchemeConfig.model_fields["port_mismatch_intended"].description
+
+
+def test_validating_a_config_counts_its_topology_and_never_builds_it(monkeypatch):
+    def no_building(*args):
+        raise AssertionError("validation built the topology")
+
+    for factory in ("fat_tree", "leaf_spine", "dumbbell", "star"):
+        monkeypatch.setattr(f"ccemu.config.{factory}", no_building)
+    with pytest.raises(ConfigError, match="workload.aggregator: the topology has h1..h16000000 "):
+        parse_config(config(topology={"kind": "fattree", "k": 400},
+                            workload={"kind": "incast", "aggregator": "h99999999"}), kernel=NO_NETEM)
+    with pytest.raises(DoesNotFit, match="topology.k: a fat-tree with k=400 has 16000000 hosts"):
+        parse_config(config(topology={"kind": "fattree", "k": 400}), kernel=NO_NETEM)
+
+
 def test_port_profile_defaults_to_droptail_and_expresspass_to_the_papers_credit_share():
     assert parse_config(config(port={"buffer_bytes": 9000}), kernel=NO_NETEM).port.profile == "droptail"
     port = parse_config(config(port={"profile": "spraypass"}), kernel=NO_NETEM).port
@@ -66,8 +135,9 @@ def test_port_profile_defaults_to_droptail_and_expresspass_to_the_papers_credit_
     assert (port.credit_buffer_bytes, port.credit_mark_window) == (8 * 84, 4)
 
 
-def test_link_delay_is_accepted_where_the_kernel_has_netem():
-    assert parse_config(config(link={"delay_us": 100}), kernel=WITH_NETEM).link.delay_us == 100
+def test_link_delay_is_refused_even_where_the_kernel_has_netem():
+    with pytest.raises(ConfigError, match="link.delay_us: 100 us of propagation delay is not emulated yet: .*; use 0$"):
+        parse_config(config(link={"delay_us": 100}), kernel=WITH_NETEM)
 
 
 def test_defaults_fill_every_optional_section():

@@ -8,13 +8,14 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
 import pytest
 from incast_runs import start_experiment as start_incast
 
 
-
-def start_experiment(tmp_path, total_bytes, flows, rounds):
-    run, _ = start_incast(tmp_path, "tiny-incast", 3, total_bytes, flows, rounds)
+def start_experiment(tmp_path, total_bytes, flows, rounds, **options):
+    run, _ = start_incast(tmp_path, "tiny-incast", 3, total_bytes, flows, rounds, **options)
     return run
 
 
@@ -51,11 +52,19 @@ def test_an_incast_experiment_leaves_a_bundle_that_puts_the_schemes_side_by_side
     assert same == {(f["n"], f["round"], f["id"], f["src"], f["size"]) for f in flows if f["scheme"] == "dctcp"}
     expresspass_ports = [p for p in ports if p["scheme"] == "expresspass"]
     assert sum(int(p["data_dropped"]) for p in expresspass_ports) == 0
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    bound = manifest["expresspass_queue_bound_bytes"]
+    assert 0 < max(int(p["max_data_queue"]) for p in expresspass_ports) <= bound
     assert [p["port"] for p in ports if p["bottleneck"] == "1"] == ["s1-eth1"] * 4  # toward the aggregator
     assert sum(int(p["data_marked"]) for p in ports if p["scheme"] == "dctcp") > 0
 
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["fidelity"]["status"] in ("PASS", "WARN", "FAIL")
+    # Every fabric has its verdict, with the switch residence measured on the packets it carried.
+    blocks = manifest["fidelity"]["blocks"]
+    assert [(b["scheme"], b["n"]) for b in blocks] == [("expresspass", 2), ("expresspass", 8), ("dctcp", 2),
+                                                        ("dctcp", 8)]
+    assert all(0 < b["switch_residence_p50_frames"] <= b["switch_residence_p99_frames"] for b in blocks)
+    assert sum(int(p["residence_packets"]) for p in ports) > 0
+    assert manifest["unfinished_flows"] == 0 and manifest["host_failures"] == []
     assert manifest["git_commit"] and manifest["versions"]["cchost"].startswith("cchost")
     assert manifest["interrupted"] is False
     summary = (bundle / "summary.md").read_text()
@@ -65,6 +74,55 @@ def test_an_incast_experiment_leaves_a_bundle_that_puts_the_schemes_side_by_side
     report = subprocess.run([sys.executable, "-m", "ccemu.cli", "report", str(bundle)], capture_output=True,
                             text=True)
     assert report.returncode == 0 and (bundle / "summary.md").read_text() == summary
+    assert_nothing_left(tmp_path, interfaces_before)
+
+
+def cchost_of(sender_schedule: Path) -> int | None:
+    """The pid of the cchost running `sender_schedule` (a path unique to this run's bundle)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+            continue
+        if str(sender_schedule).encode() in argv and argv[0].endswith(b"cchost"):
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.root
+def test_a_sender_killed_mid_round_is_named_at_once_its_round_ends_and_the_run_exits_non_zero(tmp_path):
+    interfaces_before = set(os.listdir("/sys/class/net"))
+    run = start_experiment(tmp_path, 4_000_000, [4], 1, round_timeout_s=120)
+    deadline = time.monotonic() + 60
+    victim = None
+    while victim is None:
+        assert time.monotonic() < deadline and run.poll() is None, "no sender started"
+        schedules = sorted((tmp_path / "results").glob("*/*/work/expresspass-n4/round1/*.flows"))
+        victim = next((pid for pid in map(cchost_of, schedules) if pid), None)
+        time.sleep(0.05)
+    (victim_schedule,) = [s for s in schedules if cchost_of(s) == victim]
+    host = victim_schedule.stem
+    time.sleep(0.3)  # mid-round: the flows are under way
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.time()
+
+    out, err = run.communicate(timeout=180)
+
+    # The round ended right after the kill, not at its 120 s timeout, and the rest ran.
+    assert time.time() - killed_at < 60
+    assert run.returncode == 4, err  # EXIT_UNFINISHED
+    assert f"expresspass N=4 round 1: {host}'s cchost (sender) killed by SIGKILL" in " ".join(out.split())
+    bundle = only_bundle(tmp_path)
+    (expresspass_round,) = [r for r in table(bundle, "rounds") if r["scheme"] == "expresspass"]
+    assert expresspass_round["failures"].startswith(f"{host}'s cchost (sender) killed by SIGKILL")
+    assert int(expresspass_round["finished"]) < int(expresspass_round["flows"])
+    assert [r["unfinished"] for r in table(bundle, "rounds") if r["scheme"] == "dctcp"] == [""]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert [(f["host"], f["role"], f["status"]) for f in manifest["host_failures"]] == \
+        [(host, "sender", "killed by SIGKILL")]
+    assert manifest["fidelity"]["status"] != "PASS"
+    assert any(f"{host}'s cchost (sender) killed by SIGKILL" in r for r in manifest["fidelity"]["reasons"])
+    assert f"{host}'s cchost (sender) killed by SIGKILL" in (bundle / "summary.md").read_text()
     assert_nothing_left(tmp_path, interfaces_before)
 
 

@@ -13,7 +13,8 @@ import pytest
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
 from ccemu.inventory import Inventory, mounted_paths, pids_in_namespaces, process_start_time
-from ccemu.verify import check_path_symmetry, check_reachability
+from ccemu.polling import wait_until
+from ccemu.verify import check_path_symmetry, check_reachability, flow_path_id
 
 pytestmark = pytest.mark.root
 
@@ -29,19 +30,20 @@ def root_interfaces() -> set[str]:
 
 
 def leftovers(state: dict) -> list[str]:
-    """What of a recorded run still exists: processes, anything holding its namespaces, mounts."""
-    inodes = {ns["inode"] for ns in state["namespaces"]}
-    found = [f"pid {pid} inside a namespace of the run" for pid in pids_in_namespaces(inodes)]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            for fd in (entry / "fd").iterdir():
-                link = os.readlink(fd)
-                if link.startswith("net:[") and int(link[5:-1]) in inodes:
-                    found.append(f"pid {entry.name} holds a namespace of the run open")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
+    """What of a recorded run still exists: processes, anything holding its namespaces (the
+    namespaces themselves, not whatever namespace got their inode numbers since), mounts."""
+    with Inventory.of_state(state, Path("/nonexistent")).held_namespaces() as held:
+        found = [f"pid {pid} inside a namespace of the run" for pid in pids_in_namespaces(set(held))]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():  # we hold them to look
+                continue
+            try:
+                for fd in (entry / "fd").iterdir():
+                    link = os.readlink(fd)
+                    if link.startswith("net:[") and int(link[5:-1]) in held:
+                        found.append(f"pid {entry.name} holds a namespace of the run open")
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
     for record in state["processes"]:
         if process_start_time(record["pid"]) == record["start_time"]:
             found.append(f"{record['what']} (pid {record['pid']}) still running")
@@ -63,6 +65,17 @@ def test_k4_fat_tree_reaches_every_pair(fat_tree_k4):
 @pytest.mark.parametrize("a, b", [("h1", "h16"), ("h1", "h3"), ("h6", "h11")])
 def test_port_counters_show_each_path_id_crossing_the_same_ports_both_ways(fat_tree_k4, a, b):
     assert check_path_symmetry(fat_tree_k4, a, b) == []
+
+
+def test_udp_from_other_programs_takes_the_same_path_both_ways(fat_tree_k4):
+    """iperf3 -u and the like: their source port is no path-id, so they get the symmetric hash
+    (traced in the first switch each way, nothing sent)."""
+    for sport, dport in ((5201, 33333), (40000, 5201), (50123, 33000)):
+        forward = flow_path_id(fat_tree_k4, "h1", "h16", "udp", sport, dport)
+        back = flow_path_id(fat_tree_k4, "h16", "h1", "udp", dport, sport)
+        assert forward == back, (sport, dport)
+    # A path-id port still picks its path: 0xA000 + 3 -> path-id 3.
+    assert flow_path_id(fat_tree_k4, "h1", "h16", "udp", 0xA003, 5201) == 3
 
 
 def test_every_port_keeps_its_htb_tree_and_port_program_after_ovs_adds_it(fat_tree_k4):
@@ -162,6 +175,40 @@ def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
     assert root_interfaces() == interfaces_before
     assert not state_dir.exists()
     assert Inventory.all_runs(tmp_path / "state") == []
+
+
+def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_a_run_that_reused_its_inodes(
+        tmp_path):
+    interfaces_before = root_interfaces()
+    up, env, _, killed = start_ccemu_up(
+        tmp_path, "name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
+    # Like a cchost, a process in a host that outlives the host's shell keeps its namespace.
+    holder = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "exec", "--run", killed["run_id"], "h1", "sleep",
+                               "600"], env=env)
+    try:
+        # Inside the run's namespaces: every shell and OVS daemon it recorded, and the holder.
+        assert wait_until(lambda: len(Inventory.of_state(killed, tmp_path).processes_inside()) ==
+                          len(killed["processes"]) + 1, 10)
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+    # The other hosts' shells die with the orchestrator, and their namespaces with them: the
+    # kernel hands those inode numbers to the next namespaces it creates.
+    second = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path / "state")
+    with second:
+        reused = ({ns["inode"] for ns in killed["namespaces"]} &
+                  {n.inode for n in second.inventory.namespaces})
+        print(f"the second run got {len(reused)} of the first run's namespace inode numbers")
+
+        clean = ccemu(env, "clean")
+
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert "killed-" in clean.stdout and f"{second.run_id}: still running" in clean.stdout
+        assert leftovers(killed) == []
+        assert holder.wait(timeout=10) == -signal.SIGKILL
+        assert all(p.alive() for p in second.inventory.processes)
+        assert check_reachability(second).problems == []
+    assert root_interfaces() == interfaces_before
 
 
 def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):

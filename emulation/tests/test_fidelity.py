@@ -1,22 +1,85 @@
-from ccemu.fidelity import FAIL, PASS, WARN, CpuTimes, judge
+import pytest
+
+from ccemu.fidelity import FAIL, PASS, WARN, CpuTimes, Observation, SwitchFigures, judge
+from ccemu.ports import RESIDENCE_BUCKETS, Residence, residence_bucket_bounds
+
+FRAME = 1538
+FRAME_NS = 1_230_400  # one 1538-byte frame at 10 Mbit/s
+
+
+def residence_at(ns: float, packets: int, untracked: int = 0) -> Residence:
+    """`packets` residences of about `ns` each, in their histogram bucket."""
+    bucket = next(b for b in range(RESIDENCE_BUCKETS) if ns < residence_bucket_bounds(b)[1])
+    histogram = [0] * RESIDENCE_BUCKETS
+    histogram[bucket] = packets
+    return Residence(packets=packets, sum_ns=int(ns * packets), max_ns=int(ns), untracked_packets=untracked,
+                     histogram=tuple(histogram))
+
+
+def switches(residence: Residence, arrived: int = 10_000, lost: int = 0) -> SwitchFigures:
+    return SwitchFigures(residence, FRAME_NS, arrived, lost)
 
 
 def test_a_run_that_kept_up_passes_with_its_figures_recorded():
-    verdict = judge(steal=0.02, busy=0.6, lag_bytes=1000, frame_bytes=1538, lateness_us=50, credit_gap_us=1300)
+    verdict = judge(Observation(steal=0.02, busy=0.6, frame_bytes=FRAME, bottleneck_lag_bytes=1000,
+                                credit_lag_bytes=84, switches=switches(residence_at(0.2 * FRAME_NS, 1000)),
+                                lateness_us=50, credit_gap_us=1300))
     assert (verdict.status, verdict.reasons) == (PASS, [])
-    assert verdict.figures["bottleneck_lag_frames"] == round(1000 / 1538, 4)
+    assert verdict.figures["bottleneck_lag_frames"] == round(1000 / FRAME, 4)
+    assert verdict.figures["credit_lag_credits"] == 1.0
+    assert 0.15 < verdict.figures["switch_residence_p99_frames"] < 0.25
 
 
 def test_the_worst_finding_decides_and_every_finding_is_a_reason():
-    verdict = judge(steal=0.2, busy=0.99, lag_bytes=7000, frame_bytes=1538, lateness_us=2000, credit_gap_us=1300)
+    verdict = judge(Observation(steal=0.2, busy=0.99, frame_bytes=FRAME, bottleneck_lag_bytes=7000,
+                                lateness_us=2000, credit_gap_us=1300))
     assert verdict.status == FAIL
     assert [r.split(":")[0] for r in verdict.reasons] == [WARN, WARN, FAIL, FAIL]
     assert "links drained slower than configured" in verdict.reasons[2]
 
 
-def test_window_schemes_are_not_judged_on_credit_pacing():
-    verdict = judge(steal=0.0, busy=0.5, lag_bytes=0, frame_bytes=1538, lateness_us=None, credit_gap_us=None)
-    assert "pacing_lateness_of_gap" not in verdict.figures
+def test_packets_held_inside_the_switches_warn_from_two_frame_times_and_fail_from_eight():
+    for frames, status in ((1.5, PASS), (3, WARN), (10, FAIL)):
+        verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME,
+                                    switches=switches(residence_at(frames * FRAME_NS, 1000))))
+        assert verdict.status == status, frames
+    assert "waited inside the switches" in verdict.reasons[0]
+
+
+def test_packets_the_switch_map_lost_track_of_count_as_the_longest_residences():
+    """Untracked packets were evicted from the arrival map while they waited: the oldest."""
+    fine = residence_at(0.1 * FRAME_NS, 1000)
+    assert fine.quantile_ns(0.99) < 0.2 * FRAME_NS
+    evicted = Residence(**{**fine.__dict__, "untracked_packets": 50, "max_ns": 5 * FRAME_NS})
+    assert evicted.quantile_ns(0.99) == 5 * FRAME_NS
+
+
+def test_residence_quantiles_interpolate_inside_their_bucket():
+    low, high = residence_bucket_bounds(41)
+    histogram = [0] * RESIDENCE_BUCKETS
+    histogram[41] = 100
+    residence = Residence(packets=100, sum_ns=0, max_ns=int(high), histogram=tuple(histogram))
+    assert residence.quantile_ns(0.5) == pytest.approx((low + high) / 2)
+    assert residence_bucket_bounds(1) == (1024.0, 1280.0) and residence_bucket_bounds(4)[1] == 2048.0
+
+
+def test_packets_lost_inside_the_switches_are_a_finding():
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME,
+                                switches=switches(residence_at(1000, 100), arrived=10_000, lost=200)))
+    assert verdict.status == FAIL and "lost inside the switches" in verdict.reasons[0]
+
+
+def test_queues_left_over_and_failed_hosts_are_warnings_that_name_them():
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, residues=["ovs0/s1-eth1 data 1538 B"],
+                                host_failures=["round 1: h5's cchost (sender) killed by SIGKILL"]))
+    assert verdict.status == WARN
+    assert "ovs0/s1-eth1 data 1538 B" in verdict.reasons[0]
+    assert verdict.reasons[1] == "WARN: round 1: h5's cchost (sender) killed by SIGKILL: its flows never finished"
+
+
+def test_window_schemes_are_not_judged_on_credit_pacing_or_credit_lag():
+    verdict = judge(Observation(steal=0.0, busy=0.5, frame_bytes=FRAME))
+    assert "pacing_lateness_of_gap" not in verdict.figures and "credit_lag_credits" not in verdict.figures
 
 
 def test_cpu_shares_come_from_proc_stat_differences(tmp_path):

@@ -45,5 +45,14 @@ def test_core_switch_has_a_host_route_per_host_and_no_uplink_rules():
 def test_udp_path_id_comes_from_the_source_port_and_other_ip_from_a_symmetric_hash():
     topo = fat_tree(4)
     flows = "\n".join(switch_flows(topo, Routing(topo).tables["e1"]))
-    assert "udp,actions=move:NXM_OF_UDP_SRC[0..7]->NXM_NX_REG0[0..7]" in flows
+    assert "udp,tp_src=0xa000/0xe000,actions=move:NXM_OF_UDP_SRC[0..7]->NXM_NX_REG0[0..7]" in flows
     assert "multipath(symmetric_l3l4," in flows
+
+
+def test_only_udp_from_ccemus_path_id_ports_is_routed_by_its_source_port():
+    topo = fat_tree(4)
+    (rule,) = [f for f in switch_flows(topo, Routing(topo).tables["e1"]) if "udp,tp_src=" in f]
+    value, mask = (int(x, 0) for x in re.search(r"tp_src=(\w+)/(\w+)", rule).groups())
+    by_path_id = [port for port in (5201, 0x9FFF, 0xA000, 0xA0FF, 0xB000, 0xBFFF, 0xC000, 60999)
+                  if port & mask == value]
+    assert by_path_id == [0xA000, 0xA0FF, 0xB000, 0xBFFF]

@@ -10,19 +10,22 @@ import pytest
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
 from ccemu.port_program import PortProgram
-from ccemu.ports import CLASS_STATS, PORT_CONFIG, PORT_DEPARTURES, PORT_STATE_SIZE, PortMaps, queue_minus_backlog
+from ccemu.ports import LAYOUTS, PortMaps, queue_minus_backlog
 
 DATA_PAYLOAD = 1000
 DATA_WIRE_BYTES = DATA_PAYLOAD + 8 + 20 + 14 + 24  # UDP + IP + Ethernet + wire overhead
 CREDIT_WIRE_BYTES = 84
 
 
-def test_python_mirror_of_the_port_maps_matches_the_c_layout():
+def test_python_mirror_of_the_port_maps_has_the_c_sizes_and_field_offsets():
     layout = subprocess.run([str(PortProgram.built().loader), "--layout"], capture_output=True, text=True,
                             check=True).stdout
-    sizes = {line.split()[0]: int(line.split()[1]) for line in layout.splitlines()}
-    assert sizes == {"port_config": PORT_CONFIG.size, "port_class_stats": CLASS_STATS.size,
-                     "port_state": PORT_STATE_SIZE, "port_departures": PORT_DEPARTURES.size}
+    c = {line.split()[0]: int(line.split()[1]) for line in layout.splitlines()}
+    python = {}
+    for struct in LAYOUTS:
+        python[struct.name] = struct.size
+        python.update({f"{struct.name}.{field}": offset for field, offset in struct.offsets().items()})
+    assert python == c
 
 
 def star(tmp_path, hosts, rate_mbps, port):

@@ -3,7 +3,7 @@ import pytest
 from ccemu.config import parse_config
 from ccemu.kernel import KernelFeatures
 from ccemu.port_program import PortIds, number_ports
-from ccemu.shaping import PortShape, port_program_line, port_qdiscs
+from ccemu.shaping import PortShape, idle_reset_ns, port_program_line, port_qdiscs
 
 NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
 
@@ -34,20 +34,26 @@ def test_expresspass_port_caps_credits_at_their_share_and_lets_data_borrow_the_l
 
 def test_port_program_line_carries_every_setting_in_the_loader_field_order():
     line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8),
-                             port_id=7, peer_port_id=2)
+                             port_id=7, peer_port_id=2, switch_port=True)
     fields = line.split()
-    assert len(fields) == 17
+    assert len(fields) == 19
     name, link_Bps, credit_Bps, credit_buffer, data_buffer, k, window, credit_cls, data_cls = fields[:9]
     assert (name, link_Bps, credit_buffer, data_buffer, k, window) == ("s1-eth3", "1000000", "672", "150000", "0", "4")
     assert int(credit_Bps) == round(8e6 * 84 / 1622) // 8
     assert (credit_cls, data_cls) == ("10010", "10020")
-    assert fields[11:] == ["24", "84", "168", str(2 * 1538), "7", "2"]
+    assert fields[11:] == ["24", "84", "168", str(2 * 1538), "7", "2", "1", str(10**9)]
+
+
+def test_a_slow_ports_idle_reset_waits_twice_as_long_as_its_full_buffer_takes_to_drain():
+    slow = PortShape(rate_mbps=0.5, buffer_bytes=150_000, mtu=1500)
+    assert idle_reset_ns(slow) == round(2e9 * 150_000 * 8 / 500_000)  # 4.8 s
+    assert idle_reset_ns(PortShape(rate_mbps=10, buffer_bytes=150_000, mtu=1500)) == 10**9  # at least 1 s
 
 
 def test_dctcp_threshold_reaches_the_port_program():
     shape = shape_of({"profile": "dctcp", "ecn_threshold_bytes": 20000, "buffer_bytes": 60000})
     assert (shape.ecn_threshold_bytes, shape.credit_share) == (20000, 0.0)
-    assert port_program_line("x", shape, 1, 2).split()[5] == "20000"
+    assert port_program_line("x", shape, 1, 2, switch_port=False).split()[5] == "20000"
 
 
 def test_fractional_rates_are_not_rounded_to_whole_megabits():
@@ -55,15 +61,9 @@ def test_fractional_rates_are_not_rounded_to_whole_megabits():
     assert "rate 500000bit" in lines[1]
 
 
-def test_link_delay_puts_netem_under_the_data_class():
-    lines = port_qdiscs("x", PortShape(rate_mbps=5, buffer_bytes=15140, mtu=1500, delay_us=250))
-    assert lines[-1] == "qdisc replace dev x parent 1:20 handle 20: netem delay 250us limit 14"
-
-
 @pytest.mark.parametrize("kwargs, message", [
     ({"rate_mbps": 0, "buffer_bytes": 3000, "mtu": 1500}, "rate_mbps"),
     ({"rate_mbps": 5, "buffer_bytes": 1000, "mtu": 1500}, "cannot hold one 1514-byte frame"),
-    ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "delay_us": -1}, "delay_us"),
     ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "credit_share": 0.05, "credit_buffer_bytes": 10},
      "cannot hold one credit"),
     ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "ecn_threshold_bytes": 3000}, "ecn_threshold_bytes"),

@@ -7,7 +7,14 @@
  * a packet arriving here has left that port's queue. A port's queue is thus measured, not
  * modelled: admitted minus departed bytes. An exact fluid queue per class, draining at the
  * rates HTB gives the classes, is kept beside it as the ideal port; the gap between the two
- * is how far the emulation lags behind an ideal switch. */
+ * is how far the emulation lags behind an ideal switch.
+ *
+ * A switch also holds packets between its ports: ovs-vswitchd reads them from its receive
+ * sockets and forwards them in one thread, and when it falls behind they wait there, in no
+ * port's queue. The programs measure that too: a switch port's ingress notes when each packet
+ * arrived (keyed by the packet's first bytes), the egress port it leaves by looks it up, and
+ * the difference (the packet's residence in the switch) goes into that egress port's
+ * histogram. */
 #ifndef CCEMU_PORT_H
 #define CCEMU_PORT_H
 
@@ -17,6 +24,16 @@
 #define PORT_HIST_BUCKETS 64
 #define PORT_MAX_PORTS 4096      /* per namespace */
 #define PORT_MAX_FABRIC_PORTS 65536 /* port ids of a whole run */
+/* Residence histogram: bucket 0 holds everything under 2^RESIDENCE_FIRST_LOG2 ns (~1 us); then
+ * 4 buckets per doubling (each ~19 % wide) up to ~14 s, the last bucket holding the rest. */
+#define PORT_RESIDENCE_BUCKETS 96
+#define RESIDENCE_FIRST_LOG2 10
+#define RESIDENCE_SUB_BUCKETS_LOG2 2
+/* A packet is recognised inside its switch by its first bytes from the IP header on: IP
+ * addresses, id and length, the transport ports and the start of its payload (TCP's sequence
+ * and ack numbers; ccemu's flow, sequence and echo fields). Nothing a switch forwards changes
+ * them between its ingress and its egress port. */
+#define RESIDENCE_KEY_BYTES 48
 
 /* Wire format: a ccemu packet is UDP whose payload starts with this magic and a type. */
 #define CCEMU_MAGIC 0xCCE1
@@ -36,6 +53,14 @@ struct port_config {
 	__u32 burst_bytes[PORT_CLASSES]; /* the HTB classes' burst: what they send at once after idling */
 	__u32 port_id;              /* this port in the run's port_departures map */
 	__u32 peer_port_id;         /* the port at the other end of the link (whose packets arrive here) */
+	__u32 switch_port;          /* 1: a switch's port (residences start at its ingress, end at its egress) */
+	__u32 pad;
+	__u64 idle_reset_ns;        /* idle longer than this, every queue of the port has surely drained */
+};
+
+/* A packet inside a switch, by its first bytes (see RESIDENCE_KEY_BYTES). */
+struct residence_key {
+	__u8 bytes[RESIDENCE_KEY_BYTES];
 };
 
 /* Per port of the run (key: port id, shared by every namespace of the run): what has left
@@ -43,6 +68,7 @@ struct port_config {
 struct port_departures {
 	__u64 bytes[PORT_CLASSES];
 	__u64 packets[PORT_CLASSES];
+	__u64 unparsed_packets;     /* of which not IPv4 (e.g. OVS's one priming frame) */
 };
 
 struct port_class_stats {
@@ -50,12 +76,22 @@ struct port_class_stats {
 	__u64 enqueued_bytes;
 	__u64 dropped_packets;
 	__u64 dropped_bytes;
-	__u64 marked_packets;
+	__u64 marked_packets;       /* CE set here: a packet that arrives already CE is not counted again */
 	__u64 marked_bytes;
 	__u64 max_queue_bytes;
 	__u64 lag_sum_bytes;        /* sum over enqueues of |real - ideal queue| */
 	__u64 max_lag_bytes;
 	__u64 queue_histogram[PORT_HIST_BUCKETS]; /* one count per enqueue, by queue length after it */
+};
+
+/* Time spent inside the switch by the IPv4 packets that left through this (switch) port. */
+struct port_residence {
+	__u64 packets;              /* with an arrival on record */
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u64 untracked_packets;    /* without one: its record was evicted (the switch held more packets
+	                             * than the residence map follows) or it never arrived through a port */
+	__u64 histogram[PORT_RESIDENCE_BUCKETS];
 };
 
 struct port_state {
@@ -70,6 +106,7 @@ struct port_state {
 	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */
 	__u32 unparsed_packets;               /* counted into data, never marked */
 	struct port_class_stats stats[PORT_CLASSES];
+	struct port_residence residence;
 };
 
 #endif

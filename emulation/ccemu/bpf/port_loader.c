@@ -5,7 +5,10 @@
  * map keyed by port id is pinned once in RUN_PIN_DIR and shared by every namespace.
  *
  *   port_loader OBJ RUN_PIN_DIR NODE CONFIG   CONFIG: one port a line, see parse_line()
- *   port_loader --layout                      struct sizes, for ccemu/ports.py's mirror
+ *   port_loader --layout                      struct sizes and field offsets, for ccemu/ports.py's mirror
+ *
+ * The per-namespace maps are sized for the namespace's ports (a host has one), so a fabric
+ * pays for the ports it has rather than for PORT_MAX_PORTS in every namespace.
  *
  * The tc filters outlive the loader; the namespace's removal takes them away. Exits 1 with
  * one line naming the port on any error, having attached nothing more after it. */
@@ -21,34 +24,93 @@
 
 #include "port.h"
 
-#define CONFIG_FIELDS 17
+#define CONFIG_FIELDS 19
+#define MAX_LINES PORT_MAX_PORTS
 #define SHARED_MAP "port_departures"
 #define LOAD_ATTEMPTS 3
+/* Packets a switch namespace follows inside its switches, per port: ovs-vswitchd's receive
+ * socket of a port holds thousands of full frames when it falls behind; past this the oldest
+ * records are evicted and their packets count as untracked. */
+#define RESIDENCE_ENTRIES_PER_PORT 1024
+#define RESIDENCE_MAX_ENTRIES 65536
+#define RESIDENCE_HOST_ENTRIES 64 /* hosts measure no residence; an LRU map needs a few per CPU */
+
+#define SIZE(s) printf(#s " %zu\n", sizeof(struct s))
+#define FIELD(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
 
 static int print_layout(void)
 {
-	printf("port_config %zu\n", sizeof(struct port_config));
-	printf("port_class_stats %zu\n", sizeof(struct port_class_stats));
-	printf("port_state %zu\n", sizeof(struct port_state));
-	printf("port_departures %zu\n", sizeof(struct port_departures));
+	SIZE(port_config);
+	FIELD(port_config, link_rate_Bps);
+	FIELD(port_config, credit_rate_Bps);
+	FIELD(port_config, buffer_bytes);
+	FIELD(port_config, ecn_threshold_bytes);
+	FIELD(port_config, credit_mark_window);
+	FIELD(port_config, classid);
+	FIELD(port_config, hist_bucket_bytes);
+	FIELD(port_config, wire_overhead_bytes);
+	FIELD(port_config, min_wire_bytes);
+	FIELD(port_config, burst_bytes);
+	FIELD(port_config, port_id);
+	FIELD(port_config, peer_port_id);
+	FIELD(port_config, switch_port);
+	FIELD(port_config, pad);
+	FIELD(port_config, idle_reset_ns);
+	SIZE(port_departures);
+	FIELD(port_departures, bytes);
+	FIELD(port_departures, packets);
+	FIELD(port_departures, unparsed_packets);
+	SIZE(port_class_stats);
+	FIELD(port_class_stats, enqueued_packets);
+	FIELD(port_class_stats, enqueued_bytes);
+	FIELD(port_class_stats, dropped_packets);
+	FIELD(port_class_stats, dropped_bytes);
+	FIELD(port_class_stats, marked_packets);
+	FIELD(port_class_stats, marked_bytes);
+	FIELD(port_class_stats, max_queue_bytes);
+	FIELD(port_class_stats, lag_sum_bytes);
+	FIELD(port_class_stats, max_lag_bytes);
+	FIELD(port_class_stats, queue_histogram);
+	SIZE(port_residence);
+	FIELD(port_residence, packets);
+	FIELD(port_residence, sum_ns);
+	FIELD(port_residence, max_ns);
+	FIELD(port_residence, untracked_packets);
+	FIELD(port_residence, histogram);
+	SIZE(port_state);
+	FIELD(port_state, lock);
+	FIELD(port_state, pad);
+	FIELD(port_state, last_ns);
+	FIELD(port_state, queue_mbytes);
+	FIELD(port_state, tokens_mbytes);
+	FIELD(port_state, admitted_bytes);
+	FIELD(port_state, window_credits);
+	FIELD(port_state, window_drops);
+	FIELD(port_state, mark_probability_ppm);
+	FIELD(port_state, unparsed_packets);
+	FIELD(port_state, stats);
+	FIELD(port_state, residence);
 	return 0;
 }
 
 /* ifname link_Bps credit_Bps credit_buffer data_buffer ecn_K mark_window
  * credit_classid data_classid credit_bucket_bytes data_bucket_bytes overhead min_wire
- * credit_burst data_burst port_id peer_port_id (written by ccemu/shaping.py port_program_line) */
+ * credit_burst data_burst port_id peer_port_id switch_port idle_reset_ns
+ * (written by ccemu/shaping.py port_program_line) */
 static int parse_line(const char *line, char *ifname, struct port_config *cfg)
 {
-	unsigned long long link, credit;
+	unsigned long long link, credit, idle_reset;
 	unsigned int credit_buf, data_buf, k, window, credit_cls, data_cls, credit_bucket, data_bucket;
-	unsigned int overhead, min_wire, credit_burst, data_burst, port_id, peer_port_id;
+	unsigned int overhead, min_wire, credit_burst, data_burst, port_id, peer_port_id, switch_port;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u %u %u %u %u", ifname, &link, &credit,
+	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u %u %u %u %u %u %llu", ifname, &link, &credit,
 		   &credit_buf, &data_buf, &k, &window, &credit_cls, &data_cls, &credit_bucket, &data_bucket,
-		   &overhead, &min_wire, &credit_burst, &data_burst, &port_id, &peer_port_id) != CONFIG_FIELDS)
+		   &overhead, &min_wire, &credit_burst, &data_burst, &port_id, &peer_port_id, &switch_port,
+		   &idle_reset) != CONFIG_FIELDS)
 		return -1;
-	if (port_id >= PORT_MAX_FABRIC_PORTS || peer_port_id >= PORT_MAX_FABRIC_PORTS)
+	if (port_id >= PORT_MAX_FABRIC_PORTS || peer_port_id >= PORT_MAX_FABRIC_PORTS || switch_port > 1 ||
+	    !idle_reset)
 		return -1;
 	cfg->link_rate_Bps = link;
 	cfg->credit_rate_Bps = credit;
@@ -66,6 +128,8 @@ static int parse_line(const char *line, char *ifname, struct port_config *cfg)
 	cfg->burst_bytes[PORT_CLASS_DATA] = data_burst;
 	cfg->port_id = port_id;
 	cfg->peer_port_id = peer_port_id;
+	cfg->switch_port = switch_port;
+	cfg->idle_reset_ns = idle_reset;
 	return 0;
 }
 
@@ -113,11 +177,15 @@ static int attach(int egress_fd, int ingress_fd, int config_fd, int state_fd, co
 	return 0;
 }
 
-/* Opens and loads OBJ with its maps pinned (see the top). Loaders of a run's namespaces run
- * at once: when another one pins the shared map between our look and our pin, libbpf fails
- * with EEXIST, and the next attempt finds the map and reuses it. */
-static struct bpf_object *load(const char *obj_path, const char *run_pin_dir, const char *node)
+/* Opens and loads OBJ with its maps pinned (see the top) and sized for `ports` ports, of a
+ * switch namespace or not. Loaders of a run's namespaces run at once: when another one pins
+ * the shared map between our look and our pin, libbpf fails with EEXIST, and the next attempt
+ * finds the map and reuses it. */
+static struct bpf_object *load(const char *obj_path, const char *run_pin_dir, const char *node, int ports,
+			       int switches)
 {
+	int residence_entries = RESIDENCE_HOST_ENTRIES;
+
 	char path[4096];
 	struct bpf_object *obj;
 	struct bpf_map *map;
@@ -136,6 +204,18 @@ static struct bpf_object *load(const char *obj_path, const char *run_pin_dir, co
 				snprintf(path, sizeof(path), "%s/%s/%s", run_pin_dir, node, bpf_map__name(map));
 			bpf_map__set_pin_path(map, path);
 		}
+		if (switches) {
+			residence_entries = ports * RESIDENCE_ENTRIES_PER_PORT;
+			if (residence_entries > RESIDENCE_MAX_ENTRIES)
+				residence_entries = RESIDENCE_MAX_ENTRIES;
+		}
+		if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_config"), ports) ||
+		    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_state"), ports) ||
+		    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "residence"), residence_entries)) {
+			fprintf(stderr, "port_loader: sizing the maps of %s: %s\n", obj_path, strerror(errno));
+			bpf_object__close(obj);
+			return NULL;
+		}
 		err = bpf_object__load(obj);
 		if (!err)
 			return obj;
@@ -148,14 +228,40 @@ static struct bpf_object *load(const char *obj_path, const char *run_pin_dir, co
 	return NULL;
 }
 
+/* Reads CONFIG whole: the maps are sized by its ports before anything is loaded. */
+static int read_config(const char *path, char (*ifnames)[IF_NAMESIZE], struct port_config *cfgs)
+{
+	char line[512];
+	FILE *config = fopen(path, "r");
+	int ports = 0;
+
+	if (!config) {
+		fprintf(stderr, "port_loader: cannot read the port config %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), config)) {
+		if (ports == MAX_LINES || parse_line(line, ifnames[ports], &cfgs[ports])) {
+			fprintf(stderr, "port_loader: %s line %d: expected %d fields, port ids < %d, at most %d ports\n",
+				path, ports + 1, CONFIG_FIELDS, PORT_MAX_FABRIC_PORTS, MAX_LINES);
+			fclose(config);
+			return -1;
+		}
+		ports++;
+	}
+	fclose(config);
+	if (!ports)
+		fprintf(stderr, "port_loader: %s names no port\n", path);
+	return ports ? ports : -1;
+}
+
+static char ifnames[MAX_LINES][IF_NAMESIZE];
+static struct port_config cfgs[MAX_LINES];
+
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
 	struct bpf_program *egress, *ingress;
-	char line[512], ifname[IF_NAMESIZE];
-	struct port_config cfg;
-	FILE *config = NULL;
-	int status = 1, lineno = 0;
+	int status = 1, ports, switches = 0;
 
 	if (argc == 2 && !strcmp(argv[1], "--layout"))
 		return print_layout();
@@ -163,32 +269,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: port_loader OBJ RUN_PIN_DIR NODE CONFIG | port_loader --layout\n");
 		return 2;
 	}
-	obj = load(argv[1], argv[2], argv[3]);
+	ports = read_config(argv[4], ifnames, cfgs);
+	if (ports < 0)
+		return 1;
+	for (int i = 0; i < ports; i++)
+		switches |= cfgs[i].switch_port;
+	obj = load(argv[1], argv[2], argv[3], ports, switches);
 	if (!obj)
 		return 1;
 	egress = bpf_object__find_program_by_name(obj, "port_egress");
 	ingress = bpf_object__find_program_by_name(obj, "port_ingress");
-	config = fopen(argv[4], "r");
-	if (!egress || !ingress || !config) {
-		fprintf(stderr, "port_loader: %s\n", config ? "port_egress or port_ingress missing" : "cannot read the port config");
+	if (!egress || !ingress) {
+		fprintf(stderr, "port_loader: port_egress or port_ingress missing from %s\n", argv[1]);
 		goto out;
 	}
-	while (fgets(line, sizeof(line), config)) {
-		lineno++;
-		if (parse_line(line, ifname, &cfg)) {
-			fprintf(stderr, "port_loader: %s line %d: expected %d fields, port ids < %d\n", argv[4], lineno,
-				CONFIG_FIELDS, PORT_MAX_FABRIC_PORTS);
-			goto out;
-		}
+	for (int i = 0; i < ports; i++) {
 		if (attach(bpf_program__fd(egress), bpf_program__fd(ingress),
 			   bpf_map__fd(bpf_object__find_map_by_name(obj, "port_config")),
-			   bpf_map__fd(bpf_object__find_map_by_name(obj, "port_state")), ifname, &cfg))
+			   bpf_map__fd(bpf_object__find_map_by_name(obj, "port_state")), ifnames[i], &cfgs[i]))
 			goto out;
 	}
 	status = 0;
 out:
-	if (config)
-		fclose(config);
 	bpf_object__close(obj);
 	return status;
 }

@@ -1,0 +1,93 @@
+"""CI smoke emulation (`make smoke`): a k=4 fabric check, then one incast round of N = 8 per
+scheme (ci/smoke.yaml), then invariants asserted from the results bundle, not from logs. Prints
+every check with its figures; exits 0 only if all hold.
+
+    sudo .venv/bin/python ci/smoke.py [--results DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ccemu.report import incast_table
+from ccemu.results import read_table
+
+CONFIG = Path(__file__).resolve().parent / "smoke.yaml"
+# DCTCP's queue sits at K: its bottleneck's mean queue seen by arriving packets must be within
+# these multiples of K.
+DCTCP_QUEUE_OF_K = (0.5, 2.0)
+
+
+def ccemu(*args: str) -> int:
+    """Runs `ccemu ARGS` with its output passing through; its exit status."""
+    print(f"$ ccemu {' '.join(args)}", flush=True)
+    return subprocess.run([sys.executable, "-m", "ccemu.cli", *args]).returncode
+
+
+def checks(bundle: Path) -> list[tuple[bool, str]]:
+    """(held, what) for every invariant of the smoke run's bundle."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    flows, rounds, ports = (read_table(bundle, name) for name in ("flows", "rounds", "ports"))
+    by_scheme = {row["scheme"]: row for row in incast_table(flows, rounds, ports)}
+    expected = sum(int(r["flows"]) for r in rounds)
+    result = [(len(flows) == expected > 0 and manifest["unfinished_flows"] == 0 and not manifest["host_failures"],
+               f"every flow finished: {len(flows)} of {expected}, {len(manifest['host_failures'])} host failures")]
+
+    if "expresspass" not in by_scheme or "dctcp" not in by_scheme:
+        return result + [(False, f"both schemes ran (ran: {sorted(by_scheme)})")]
+    expresspass = [p for p in ports if p["scheme"] == "expresspass"]
+    drops = sum(int(p["data_dropped"]) for p in expresspass)
+    result.append((drops == 0, f"ExpressPass dropped no data: {drops} data drops over {len(expresspass)} ports"))
+    bound = manifest["expresspass_queue_bound_bytes"]
+    largest = max(int(p["max_data_queue"]) for p in expresspass)
+    result.append((largest <= bound, f"ExpressPass's largest data queue, {largest} B at any port, is within the "
+                                     f"bound of {bound} B"))
+
+    marks = by_scheme["dctcp"]["marks"]
+    result.append((marks > 0, f"DCTCP's ports CE-marked packets: {marks}"))
+    k = manifest["dctcp_k_bytes"]
+    mean = by_scheme["dctcp"]["mean_queue"]
+    low, high = (f * k for f in DCTCP_QUEUE_OF_K)
+    result.append((low <= mean <= high, f"DCTCP's bottleneck mean queue, {mean:.0f} B, is within "
+                                        f"{list(DCTCP_QUEUE_OF_K)} x K = [{low:.0f}, {high:.0f}] B"))
+
+    verdict = manifest["fidelity"]
+    result.append((verdict["status"] != "FAIL", f"the fidelity verdict is not FAIL: {verdict['status']}"
+                   + "".join(f"\n        {reason}" for reason in verdict["reasons"])))
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the bundle goes to RESULTS/smoke/TIME")
+    args = parser.parse_args()
+    started = time.monotonic()
+
+    status = ccemu("check", "--config", str(CONFIG))
+    if status:
+        print(f"smoke: FAILED: the fabric check failed (exit status {status})")
+        return 1
+    before = set((args.results / "smoke").glob("*")) if (args.results / "smoke").is_dir() else set()
+    status = ccemu("experiment", str(CONFIG), "--skip-check", "--results", str(args.results))
+    bundles = sorted(set((args.results / "smoke").glob("*")) - before) if (args.results / "smoke").is_dir() else []
+    if not bundles:
+        print(f"smoke: FAILED: the experiment left no bundle (exit status {status})")
+        return 1
+    (bundle,) = bundles
+    results = checks(bundle)
+    print(f"\nsmoke checks of {bundle} (ccemu experiment exited {status}):")
+    for held, what in results:
+        print(f"  {'PASS' if held else 'FAIL'}  {what}")
+    failed = sum(not held for held, _ in results)
+    print(f"smoke: {'OK' if not failed else f'FAILED ({failed} of {len(results)} checks)'} "
+          f"in {time.monotonic() - started:.0f} s")
+    return 1 if failed or status else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

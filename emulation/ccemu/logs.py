@@ -1,0 +1,16 @@
+"""What a process we started wrote to its log: the last line is what a one-line failure quotes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MAX_QUOTED = 200  # characters of a log line that go into a one-line message
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of `path` ("" if there is none or it cannot be read)."""
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:MAX_QUOTED] if lines else ""
