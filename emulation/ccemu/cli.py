@@ -42,9 +42,10 @@ def _failures() -> list[tuple[type, int, str]]:
     first. Imported here: the modules behind them pull in Mininet, pyroute2 and friends."""
     from .cchost import CchostMissing
     from .config import DoesNotFit
-    from .fabric import FabricError
+    from .fabric import FabricError, LeftoversError
+    from .inventory import InventoryError
     from .monitoring import MonitoringError
-    from .ovs import OvsError
+    from .ovs import OvsError, OvsMissing
     from .port_program import PortProgramMissing
 
     return [
@@ -52,8 +53,11 @@ def _failures() -> list[tuple[type, int, str]]:
         (ConfigError, EXIT_BAD_CONFIG, ""),
         (PortProgramMissing, EXIT_NOT_BUILT, ""),
         (CchostMissing, EXIT_NOT_BUILT, ""),
+        (OvsMissing, EXIT_NOT_BUILT, ""),
+        (LeftoversError, EXIT_FAILED, ""),  # says itself to run `ccemu clean`
         (OvsError, EXIT_FABRIC, "nothing of the run is left; `ccemu check` tries a fabric on its own"),
-        (FabricError, EXIT_FABRIC, "`ccemu check` tries a fabric on its own"),
+        (FabricError, EXIT_FABRIC, "nothing of the run is left; `ccemu check` tries a fabric on its own"),
+        (InventoryError, EXIT_FABRIC, ""),
         (MonitoringError, EXIT_MONITORING, "nothing of the run is left; --no-monitoring runs without"),
     ]
 

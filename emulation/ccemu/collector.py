@@ -149,21 +149,16 @@ class ExperimentCollector(Collector):
         untracked = CounterMetricFamily("ccemu_switch_residence_untracked_packets", "Packets that left a switch "
                                         "without an arrival on record (held longer than the map follows)",
                                         labels=labels)
-        by_switch: dict[str, list[Residence]] = {}
-        for port in ports:
-            if port.switch:
-                by_switch.setdefault(port.switch, []).append(port.residence)
-        for switch, parts in sorted(by_switch.items()):
-            merged = Residence.merged(parts)
+        switches = fidelity.SwitchFigures.of(ports, frame_ns)
+        for switch, merged in switches.by_switch.items():
             values = [*base.values(), switch]
             residence.add_metric(values, *_residence_buckets(merged))
             untracked.add_metric(values, merged.untracked_packets)
         # "percentile", not "quantile": Prometheus keeps that label for summaries.
         frames = GaugeMetricFamily("ccemu_fidelity_switch_residence_frames", "Switch residence percentile over the "
                                    "fabric so far, in frame times at the link rate", labels=[*base, "percentile"])
-        fabric = Residence.merged(r for parts in by_switch.values() for r in parts)
         for percentile in (50, 99):
-            frames.add_metric([*base.values(), str(percentile)], fabric.quantile_ns(percentile / 100) / frame_ns)
+            frames.add_metric([*base.values(), str(percentile)], switches.residence_frames(percentile / 100))
         yield from (residence, untracked, frames)
 
     def _hosts(self, block: Block, base: dict):

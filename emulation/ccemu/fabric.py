@@ -47,6 +47,10 @@ class FabricError(RuntimeError):
     pass
 
 
+class LeftoversError(FabricError):
+    """Teardown could not remove everything the run created."""
+
+
 class RecordedShell:
     """A Mininet node whose shell, the process that creates and holds its namespace, is recorded
     in the run's inventory (params["inventory"]) before it runs (Inventory.spawn)."""
@@ -291,9 +295,10 @@ class FabricNet(Mininet):
                 ])
         outputs = _run_everywhere(scripts)
         self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()}
-        (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
+        # The index last: readers (ccemu ports, the collector) take it to mean the ports are ready.
         (self.inventory.state_dir / SHAPE_FILE).write_text(json.dumps(
             {"link_bps": shape.link_bps, "frame_wire_bytes": shape.frame_wire_bytes}))
+        (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
 
     def start(self):
         """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
@@ -341,7 +346,7 @@ class FabricNet(Mininet):
         problems = self.inventory.remove() if self.inventory else []
         self.stop_timings.mark("leftovers")
         if problems:
-            raise FabricError(f"run {self.run_id} left: {'; '.join(problems)}; run `ccemu clean`")
+            raise LeftoversError(f"run {self.run_id} left: {'; '.join(problems)}; run `ccemu clean`")
 
     def __enter__(self) -> "FabricNet":
         try:

@@ -36,16 +36,22 @@ LAG_WARN_FRAMES, LAG_FAIL_FRAMES = 2.0, 4.0
 CREDIT_LAG_WARN_CREDITS, CREDIT_LAG_FAIL_CREDITS = 2.0, 4.0
 # A packet held inside a switch for x frame times reaches its egress port x frames late: that
 # port's queue, marks and drops miss up to x frames of the traffic heading to it, and the
-# round trip grows by x frames. Judged on the p99 over every packet of every switch. WARN at 2:
-# a real switch forwards a frame in about one frame time (store and forward), and one frame is
-# also what the ports' fluid model differs by (LAG_WARN_FRAMES is 2 for the same reason); more
-# is the emulator falling behind. FAIL at 8: as long as ExpressPass's whole credit buffer
-# spreads credits (8 credits, each standing for a full frame), or ~40 % of DCTCP's K of 20
-# frames: a hidden queue that size changes what the schemes' own control reacts to.
+# round trip grows by x frames. Judged on the p99 of the busiest-held switch (one overloaded
+# OVS instance must not hide among quiet ones). The WARN level is empirical: on a quiet machine
+# this emulator's switches hold packets p99 0.6-2.4 frame times at the incast's 10 Mbit/s
+# (ovs-vswitchd wakes up, polls its ports and forwards in one thread), and well beyond 2 they
+# are holding traffic up (8 TCP flows at 25 Mbit/s: p99 24-28, goodput down to 0.37 of the
+# rate). A WARN at 2-3 says a run is at the edge of what this machine emulates faithfully.
+# The FAIL level is about the schemes: 8 frames is ExpressPass's whole credit buffer (8 credits,
+# each standing for a frame) or ~40 % of DCTCP's K of 20 frames: a hidden queue that size
+# changes what the schemes' own control reacts to.
 RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES = 2.0, 8.0
 # Packets that arrived at a switch and never reached another port: dropped inside ovs-vswitchd
 # (its receive sockets overflowed, or its send failed). A real switch drops only at queues.
 SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL = 1e-4, 1e-2
+# A switch is judged on its own p99 once it carried this many packets (fewer: its p99 is a
+# handful of packets, and they count in the fabric's).
+MIN_SWITCH_PACKETS = 1000
 PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
 CREDIT_WIRE_BYTES = 84
 
@@ -77,20 +83,38 @@ class CpuTimes:
 class SwitchFigures:
     """What the switches did to the packets crossing them, from the port programs' maps."""
 
-    residence: Residence  # merged over every switch port
+    by_switch: dict[str, Residence]  # each switch's ports merged
     frame_ns: float  # one full frame at the link rate
     arrived_packets: int  # at switch ports
-    lost_packets: int  # arrived and never reached another port's egress (read once idle)
+    lost_packets: int  # arrived and never reached another port's egress (read once drained)
 
     @classmethod
     def of(cls, ports: list[PortStats], frame_ns: float) -> "SwitchFigures":
-        switch_ports = [p for p in ports if p.config.switch_port]
+        switch_ports = [p for p in ports if p.switch]
+        by_switch: dict[str, list[Residence]] = {}
+        for port in switch_ports:
+            by_switch.setdefault(port.switch, []).append(port.residence)
         arrived = sum(p.arrived_packets for p in switch_ports)
         left = sum(p.left_packets for p in switch_ports)
-        return cls(Residence.merged(p.residence for p in switch_ports), frame_ns, arrived, max(0, arrived - left))
+        return cls({switch: Residence.merged(parts) for switch, parts in sorted(by_switch.items())}, frame_ns,
+                   arrived, max(0, arrived - left))
+
+    @property
+    def residence(self) -> Residence:
+        """Every packet of every switch."""
+        return Residence.merged(self.by_switch.values())
 
     def residence_frames(self, q: float) -> float:
         return self.residence.quantile_ns(q) / self.frame_ns
+
+    def worst_switch(self) -> tuple[str, float]:
+        """The switch whose p99 (frame times) is highest among those that carried enough packets
+        to have one, or the fabric's ("all") when none did, or when it is higher."""
+        worst = ("all", self.residence_frames(0.99))
+        for switch, residence in self.by_switch.items():
+            if residence.packets + residence.untracked_packets >= MIN_SWITCH_PACKETS:
+                worst = max(worst, (switch, residence.quantile_ns(0.99) / self.frame_ns), key=lambda w: w[1])
+        return worst
 
 
 def busiest_credit_lag_bytes(ports: list[PortStats]) -> float | None:
@@ -100,9 +124,12 @@ def busiest_credit_lag_bytes(ports: list[PortStats]) -> float | None:
 
 
 def queue_residues(ports: list[PortStats]) -> list[str]:
-    """Ports whose real queue is not empty (read once traffic has stopped)."""
-    return [f"{p.node}/{p.port} {cls} {queue} B" for p in ports
-            for cls, queue in (("data", p.queue_bytes[0]), ("credit", p.queue_bytes[1])) if queue]
+    """Packets a port admitted that never arrived at its peer: still queued once the traffic
+    has stopped (PortMaps.read_drained), or forgotten earlier by an idle reset."""
+    found = [f"{p.node}/{p.port} {cls} {queue} B" for p in ports
+             for cls, queue in (("data", p.queue_bytes[0]), ("credit", p.queue_bytes[1])) if queue]
+    return found + [f"{p.node}/{p.port} {p.forgotten_bytes} B forgotten at idle resets" for p in ports
+                    if p.forgotten_bytes]
 
 
 @dataclass
@@ -118,7 +145,7 @@ class Observation:
     residues: list[str] = field(default_factory=list)
     lateness_us: float | None = None
     credit_gap_us: float | None = None
-    host_failures: list[str] = field(default_factory=list)
+    host_failures: list[str] = field(default_factory=list)  # each a whole reason: what failed and what it cost
 
 
 @dataclass
@@ -160,11 +187,14 @@ def judge(seen: Observation) -> Verdict:
                       "port's: credits drained slower than configured")
     if seen.switches is not None:
         s = seen.switches
-        p50, p99 = s.residence_frames(0.5), s.residence_frames(0.99)
-        verdict.figures["switch_residence_p50_frames"] = round(p50, 4)
-        verdict.judge("switch_residence_p99_frames", p99, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
-                      f"packets waited inside the switches {p99:.1f} frame times (p99; p50 {p50:.2f}) between "
-                      "ports, in no queue: ovs-vswitchd fell behind")
+        verdict.figures["switch_residence_p50_frames"] = round(s.residence_frames(0.5), 4)
+        verdict.figures["switch_residence_p99_frames"] = round(s.residence_frames(0.99), 4)
+        switch, worst = s.worst_switch()
+        where = "the switches" if switch == "all" else f"switch {switch}"
+        verdict.judge("worst_switch_residence_p99_frames", worst, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
+                      f"packets waited inside {where} {worst:.1f} frame times (p99; all switches: p50 "
+                      f"{s.residence_frames(0.5):.2f}, p99 {s.residence_frames(0.99):.2f}) between ports, in no "
+                      "queue: ovs-vswitchd fell behind")
         lost = s.lost_packets / s.arrived_packets if s.arrived_packets else 0.0
         verdict.judge("switch_lost_ratio", lost, SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL,
                       f"{s.lost_packets} of {s.arrived_packets} packets were lost inside the switches "
@@ -178,5 +208,5 @@ def judge(seen: Observation) -> Verdict:
                       f"cchost timers fired {seen.lateness_us:.0f} us late on average, credit gap "
                       f"{seen.credit_gap_us:.0f} us")
     for failure in seen.host_failures:
-        verdict.flag(WARN, f"{failure}: its flows never finished")
+        verdict.flag(WARN, failure)
     return verdict

@@ -75,7 +75,10 @@ def netns_cookie(ns_fd: int) -> int | None:
     def probe() -> None:
         if _libc.setns(ns_fd, CLONE_NEWNET) == 0:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                found.append(struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0])
+                try:
+                    found.append(struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0])
+                except OSError:
+                    pass  # a kernel before 5.14: None, and the caller says what that means
 
     thread = threading.Thread(target=probe, name="netns-cookie")
     thread.start()
@@ -139,10 +142,14 @@ class ProcessRecord:
         _send_signal(self.pid, sig, self.alive)
 
 
+class InventoryError(RuntimeError):
+    pass
+
+
 @dataclass(frozen=True)
 class NamespaceRecord:
     inode: int
-    cookie: int  # SO_NETNS_COOKIE: unique until reboot, unlike the inode
+    cookie: int | None  # SO_NETNS_COOKIE: unique until reboot, unlike the inode (None: recorded without one)
     what: str
 
 
@@ -189,6 +196,8 @@ class Inventory:
         try:
             self.add_process(proc.pid, what)
             os.write(gate_write, b"go\n")
+        except (ProcessLookupError, BrokenPipeError):
+            pass  # it exited before reading (what started it failed): the caller sees its status
         finally:
             os.close(gate_write)
         return proc
@@ -214,8 +223,11 @@ class Inventory:
             if ns_fd is None:
                 raise ProcessLookupError(f"{what} (pid {pid}) exited before its namespace could be recorded")
             inode, cookie = os.fstat(ns_fd).st_ino, netns_cookie(ns_fd)
-        if cookie is None or cookie in _protected_cookies():
-            raise RuntimeError(f"{what} (pid {pid}) is not in a namespace of its own")
+        if cookie is None:
+            raise InventoryError(f"cannot read the network namespace cookie of {what} (SO_NETNS_COOKIE needs Linux "
+                                 "5.14 or later): without it a run's namespaces cannot be told from another's")
+        if cookie in _protected_cookies():
+            raise InventoryError(f"{what} (pid {pid}) is not in a namespace of its own")
         record = NamespaceRecord(inode, cookie, what)
         self.namespaces.append(record)
         self.save()
@@ -247,7 +259,7 @@ class Inventory:
             state_dir=state_dir,
             orchestrator=ProcessRecord(**data["orchestrator"]),
             processes=[ProcessRecord(**p) for p in data["processes"]],
-            namespaces=[NamespaceRecord(**n) for n in data["namespaces"] if "cookie" in n],
+            namespaces=[NamespaceRecord(**{"cookie": None, **n}) for n in data["namespaces"]],
             mounts=data.get("mounts", []),
         )
 
@@ -260,9 +272,11 @@ class Inventory:
     # Removing ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def held_namespaces(self) -> Iterator[dict[int, int]]:
+    def held_namespaces(self, unverified: set[int] | None = None) -> Iterator[dict[int, int]]:
         """inode -> open fd of every recorded namespace that still exists, verified by its
-        cookie and held open for the duration (so its inode means it, and only it)."""
+        cookie and held open for the duration (so its inode means it, and only it). Inodes in
+        use whose namespace cannot be verified (recorded without a cookie, or the cookie
+        cannot be read) go into `unverified`: left alone, never assumed ours."""
         wanted = {n.inode: n.cookie for n in self.namespaces}
         protected = _protected_cookies()
         held: dict[int, int] = {}
@@ -275,7 +289,11 @@ class Inventory:
                 if ns_fd is None or os.fstat(ns_fd).st_ino != inode:
                     continue  # pid gone or reused since the scan: another of its processes may do
                 cookie = netns_cookie(ns_fd)
-                if cookie == wanted[inode] and cookie not in protected:
+                if cookie is None or wanted[inode] is None:
+                    if unverified is not None:
+                        unverified.add(inode)
+                    reused.add(inode)
+                elif cookie == wanted[inode] and cookie not in protected:
                     held[inode] = ns_fd
                 else:
                     reused.add(inode)
@@ -310,6 +328,12 @@ class Inventory:
         wait_until(killed_all, timeout)
         problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
         problems += [f"pid {pid} still inside a namespace of the run" for pid in self.processes_inside()]
+        unverified: set[int] = set()
+        with self.held_namespaces(unverified):
+            pass
+        problems += [f"a namespace with the inode of {n.what}'s ({n.inode}) is in use but cannot be verified as the "
+                     "run's (no cookie on record, or none readable): left alone" for n in self.namespaces
+                     if n.inode in unverified]
         for path in reversed(self.mounts):
             if path in mounted_paths():
                 result = subprocess.run(["umount", path], capture_output=True, text=True)

@@ -31,6 +31,10 @@ class OvsError(RuntimeError):
     pass
 
 
+class OvsMissing(OvsError):
+    """Open vSwitch is not installed."""
+
+
 class OvsInstance:
     """ovsdb-server and ovs-vswitchd number `index` of a run, in namespace `namespace`."""
 
@@ -222,7 +226,7 @@ def _run(argv: list[str]) -> str:
     try:
         result = subprocess.run(argv, capture_output=True, text=True)
     except FileNotFoundError:
-        raise OvsError(f"{argv[0]} not found: install Open vSwitch (`make setup`)") from None
+        raise OvsMissing(f"{argv[0]} not found: install Open vSwitch (`make setup`)") from None
     if result.returncode:
         raise OvsError(f"{argv[0]} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
     return result.stdout

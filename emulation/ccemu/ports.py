@@ -74,7 +74,8 @@ RESIDENCE = Layout("port_residence", [
 PORT_STATE = Layout("port_state", [
     ("lock", "I"), ("pad", "I"), ("last_ns", "Q"), ("queue_mbytes", "2Q"), ("tokens_mbytes", "2Q"),
     ("admitted_bytes", "2Q"), ("window_credits", "I"), ("window_drops", "I"), ("mark_probability_ppm", "I"),
-    ("unparsed_packets", "I"), ("stats", f"{2 * CLASS_STATS.size}s"), ("residence", f"{RESIDENCE.size}s"),
+    ("unparsed_packets", "I"), ("reset_residue_bytes", "Q"), ("stats", f"{2 * CLASS_STATS.size}s"),
+    ("residence", f"{RESIDENCE.size}s"),
 ])
 LAYOUTS = (PORT_CONFIG, PORT_DEPARTURES, CLASS_STATS, RESIDENCE, PORT_STATE)
 KEY = struct.Struct("<I")
@@ -235,6 +236,7 @@ class PortStats:
     ifindex: int
     config: PortConfig
     queue_bytes: tuple[int, int]  # real queues (data, credit): admitted minus arrived at the peer
+    forgotten_bytes: int  # still counted as queued when an idle reset resynced the queue: lost on the way
     ideal_queue_bytes: tuple[float, float]  # an ideal port's (fluid) queues, drained to the time of reading
     mark_probability: float  # SprayPass Pd in force
     unparsed_packets: int
@@ -253,6 +255,19 @@ class PortStats:
     def switch(self) -> str | None:
         """The switch this port belongs to (None for a host's NIC)."""
         return self.port.split("-")[0] if self.config.switch_port else None
+
+
+# read_drained: what has not moved for this long (and this many frame times) is not coming.
+STEADY_S, STEADY_FRAMES = 0.5, 4
+MAX_DRAIN_WAIT_S = 60.0
+_SETTLED = (0, 0)
+
+
+def _in_flight(ports: list[PortStats]) -> tuple[int, int]:
+    """(bytes in queues, packets inside switches): (0, 0) once everything has arrived."""
+    switch_ports = [p for p in ports if p.config.switch_port]
+    return (sum(sum(p.queue_bytes) for p in ports),
+            sum(p.arrived_packets for p in switch_ports) - sum(p.left_packets for p in switch_ports))
 
 
 def _ipv4_packets(departures: dict) -> int:
@@ -277,11 +292,19 @@ class PortMaps:
         self.shape: dict = json.loads((state_dir / SHAPE_FILE).read_text())
         bpffs = state_dir.resolve() / "bpffs"
         self.departures = PinnedMap(bpffs / "port_departures", PORT_DEPARTURES.size)
-        self.maps = {
-            node: (PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size),
-                   PinnedMap(bpffs / node / "port_state", PORT_STATE.size, flags=BPF_F_LOCK))
-            for node in self.index
-        }
+        self.maps: dict[str, tuple[PinnedMap, PinnedMap]] = {}
+        try:
+            for node in self.index:
+                config_map = PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size)
+                try:
+                    self.maps[node] = (config_map, PinnedMap(bpffs / node / "port_state", PORT_STATE.size,
+                                                             flags=BPF_F_LOCK))
+                except OSError:
+                    config_map.close()
+                    raise
+        except OSError:
+            self.close()
+            raise
 
     @property
     def frame_ns(self) -> float:
@@ -312,6 +335,7 @@ class PortMaps:
                 result.append(PortStats(
                     node=node, port=port, ifindex=ifindex, config=config,
                     queue_bytes=(max(0, admitted[0] - departed[0]), max(0, admitted[1] - departed[1])),
+                    forgotten_bytes=state["reset_residue_bytes"],
                     ideal_queue_bytes=drain(state["queue_mbytes"], max(0, now - state["last_ns"]), config),
                     mark_probability=state["mark_probability_ppm"] / 1e6, unparsed_packets=state["unparsed_packets"],
                     data=stats[0], credit=stats[1], residence=Residence.unpack(state["residence"]),
@@ -320,16 +344,21 @@ class PortMaps:
         return result
 
     def read_drained(self, poll_s: float = 0.05) -> list[PortStats]:
-        """read() once every real queue is empty, or once the ports' idle reset has passed
-        (their queues have surely drained by then: what is left was lost on the way)."""
-        deadline = None
-        while True:
-            ports = self.read()
-            if deadline is None:
-                deadline = time.monotonic() + max((p.config.idle_reset_ns for p in ports), default=0) / 1e9
-            if all(p.queue_bytes == (0, 0) for p in ports) or time.monotonic() >= deadline:
-                return ports
+        """read() once the traffic has stopped and everything in flight has arrived: every
+        real queue empty and every packet that entered a switch out of it. Otherwise once
+        nothing has changed for a while (what is left was lost on the way), at the latest
+        after the ports' idle reset (or a minute)."""
+        steady_s = max(STEADY_S, STEADY_FRAMES * self.frame_ns / 1e9)  # a slow link's frame takes long
+        ports = self.read()
+        deadline = time.monotonic() + min(MAX_DRAIN_WAIT_S,
+                                          max((p.config.idle_reset_ns for p in ports), default=0) / 1e9)
+        last, changed = _in_flight(ports), time.monotonic()
+        while last != _SETTLED and time.monotonic() - changed < steady_s and time.monotonic() < deadline:
             time.sleep(poll_s)
+            ports = self.read()
+            if _in_flight(ports) != last:
+                last, changed = _in_flight(ports), time.monotonic()
+        return ports
 
     def close(self) -> None:
         self.departures.close()

@@ -72,6 +72,13 @@ class HostFailure:
         detail = f" ({self.last_error})" if self.last_error else ""
         return f"{self.host}'s cchost ({self.role}) {self.status}{detail}"
 
+    @property
+    def reason(self) -> str:
+        """What it cost, for the verdict of its (scheme, N) block."""
+        cost = ("its flows never finished; the round ended soon after" if self.role == "sender" else
+                "no flow to it could finish; the round ended, and the block's later rounds were not run")
+        return f"round {self.round}: {self}: {cost}"
+
 
 @dataclass
 class Block:
@@ -214,6 +221,8 @@ class IncastRunner:
                         if aggregator not in {f.host for f in failures}:
                             failures.append(self._failed(scheme.scheme, n, round_number, aggregator, "aggregator",
                                                          receiver, workdir / f"{aggregator}.log"))
+                        self._not_run(scheme.scheme, n, range(round_number + 1, self.workload.rounds + 1))
+                        progress.advance(task, self.workload.rounds - round_number)
                         break
                 if self.collector:
                     time.sleep(SCRAPE_INTERVAL_S + 0.5)  # the block's last figures get scraped
@@ -242,7 +251,7 @@ class IncastRunner:
             bottleneck_lag_bytes=bottleneck_stats.data.mean_lag_bytes,
             credit_lag_bytes=fidelity.busiest_credit_lag_bytes(ports),
             residues=fidelity.queue_residues(ports), lateness_us=lateness, credit_gap_us=gap,
-            host_failures=[f"round {f.round}: {f}" for f in failures])
+            host_failures=[f.reason for f in failures])
         self.blocks.append(Block(scheme.scheme, n, seen))
         self.failures += failures
 
@@ -327,7 +336,8 @@ class IncastRunner:
             "failures": "; ".join(str(f) for f in failures),
         })
         if unfinished:
-            why = "their hosts failed" if failures else f"within {self.workload.round_timeout_s} s"
+            why = (f"the round ended {AFTER_FAILURE_GRACE_S:g} s after a cchost failed" if failures
+                   else f"within {self.workload.round_timeout_s} s")
             self.console.print(f"[red]{scheme.scheme} N={n} round {round_number}: {len(unfinished)} flows never "
                                f"finished ({why}): {' '.join(unfinished[:10])}"
                                f"{' ...' if len(unfinished) > 10 else ''}[/red]")
@@ -361,6 +371,14 @@ class IncastRunner:
                     proc.terminate()
                     proc.wait(timeout=10)
         return failures
+
+    def _not_run(self, scheme: str, n: int, rounds: range) -> None:
+        """Rounds a failure left no way to run: their flows count as unfinished."""
+        for round_number in rounds:
+            self.bundle.rounds.append({
+                "scheme": scheme, "n": n, "round": round_number, "flows": n, "finished": 0, "bytes": 0,
+                "duration": 0.0, "goodput_bps": 0, "unfinished": "not run", "failures": "not run: no aggregator",
+            })
 
     def _failed(self, scheme: str, n: int, round_number: int, host: str, role: str, proc: subprocess.Popen,
                 log: Path) -> HostFailure:

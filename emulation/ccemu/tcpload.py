@@ -6,6 +6,7 @@ ECMP's. Used by the capacity benchmark and by the fidelity tests that overload a
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 from .fabric import FabricNet
@@ -38,7 +39,8 @@ def run_pairs(net: FabricNet, seconds: float, on_start=None) -> dict[tuple[str, 
     """Run the 8 pairs for `seconds` at once; goodput per pair in Mbit/s. `on_start` is called
     once every client runs (e.g. to start measuring)."""
     cports = disjoint_client_ports(net)
-    servers = [net[dst].popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]) for _, dst in PAIRS]
+    servers = [net[dst].popen(["iperf3", "-s", "-1", "-p", str(IPERF_PORT)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _, dst in PAIRS]
     try:
         time.sleep(0.5)
         clients = {

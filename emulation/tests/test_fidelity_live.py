@@ -34,18 +34,18 @@ def tcp_load_verdict(tmp_path, rate_mbps, instances, seconds=5):
     return verdict, switches
 
 
-def test_an_overloaded_fabric_fails_on_switch_residence_while_its_queues_say_nothing(tmp_path):
+def test_an_overloaded_fabric_fails_on_switch_residence(tmp_path):
     """One OVS instance cannot forward 8 x 50 Mbit/s: packets wait in its receive sockets."""
     verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=50, instances=1)
     assert verdict.status != PASS
-    assert any("waited inside the switches" in reason for reason in verdict.reasons)
+    assert any("waited inside switch" in reason for reason in verdict.reasons)
     assert switches.residence_frames(0.99) >= 2.0
 
 
 def test_a_light_load_passes_with_its_switch_residence_measured(tmp_path):
     verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=2, instances=2)
     assert switches.residence.packets > 1000  # every packet that crossed a switch was timed
-    assert 0 < switches.residence_frames(0.5) < switches.residence_frames(0.99) < 2.0
+    assert switches.residence_frames(0.5) < switches.residence_frames(0.99) < 2.0
     assert switches.lost_packets == 0
     assert (verdict.status, verdict.reasons) == (PASS, [])
 

@@ -18,7 +18,7 @@ K = 30_000
 
 
 def write_bundle(directory: Path, *, unfinished=0, ep_drops=0, ep_max_queue=10_000, dctcp_marks=50,
-                 dctcp_queue=K, verdict="PASS") -> Path:
+                 dctcp_queue=K, verdict="PASS", host_failures=(), schemes=("expresspass", "dctcp")) -> Path:
     """A bundle of one incast round of N=2 per scheme with the given figures."""
     def rows(name, fields, rows):
         with open(directory / f"{name}.csv", "w", newline="") as out:
@@ -27,7 +27,7 @@ def write_bundle(directory: Path, *, unfinished=0, ep_drops=0, ep_max_queue=10_0
             writer.writerows(rows)
 
     flows, rounds, ports = [], [], []
-    for scheme in ("expresspass", "dctcp"):
+    for scheme in schemes:
         finished = 2 - (unfinished if scheme == "expresspass" else 0)
         flows += [{"scheme": scheme, "n": 2, "round": 1, "id": i, "size": 500_000, "fct": 0.5, "credits_sent": 0}
                   for i in range(finished)]
@@ -44,7 +44,7 @@ def write_bundle(directory: Path, *, unfinished=0, ep_drops=0, ep_max_queue=10_0
     rows("rounds", ROUND_FIELDS, rounds)
     rows("ports", PORT_FIELDS, ports)
     (directory / "manifest.json").write_text(json.dumps({
-        "unfinished_flows": unfinished, "host_failures": [], "expresspass_queue_bound_bytes": 97_320,
+        "unfinished_flows": unfinished, "host_failures": list(host_failures), "expresspass_queue_bound_bytes": 97_320,
         "dctcp_k_bytes": K, "fidelity": {"status": verdict, "reasons": []}}))
     return directory
 
@@ -66,7 +66,13 @@ def test_a_good_smoke_bundle_passes_every_check(tmp_path):
     ({"dctcp_queue": 2_000}, "DCTCP's bottleneck mean queue"),
     ({"dctcp_queue": 63_000}, "DCTCP's bottleneck mean queue"),
     ({"verdict": "FAIL"}, "the fidelity verdict is not FAIL"),
+    ({"host_failures": [{"host": "h3"}]}, "every flow finished"),
 ])
 def test_each_broken_invariant_fails_its_check_alone(tmp_path, figures, finding):
     found = failed(write_bundle(tmp_path, **figures))
     assert len(found) == 1 and found[0].startswith(finding), found
+
+
+def test_a_scheme_that_did_not_run_fails_the_smoke(tmp_path):
+    found = failed(write_bundle(tmp_path, schemes=("expresspass",)))
+    assert found == ["both schemes ran (ran: ['expresspass'])"]

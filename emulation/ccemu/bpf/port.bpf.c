@@ -261,10 +261,13 @@ int port_egress(struct __sk_buff *skb)
 	if (elapsed > cfg->idle_reset_ns) {
 		/* Idle this long, every queue here has drained (the loader's config says how long
 		 * the port's full buffers take): the real queue resyncs, forgetting any packet lost
-		 * after the queue (e.g. a full backlog at the peer; the runner reports such residues
-		 * before they are forgotten), and the fluid queues restart. It also bounds
-		 * elapsed * rate below 2^64. */
+		 * after the queue (e.g. a full backlog at the peer) but counting what it forgets,
+		 * and the fluid queues restart. It also bounds elapsed * rate below 2^64. */
 		elapsed = cfg->idle_reset_ns;
+		if (st->admitted_bytes[PORT_CLASS_DATA] > departed[PORT_CLASS_DATA])
+			st->reset_residue_bytes += st->admitted_bytes[PORT_CLASS_DATA] - departed[PORT_CLASS_DATA];
+		if (st->admitted_bytes[PORT_CLASS_CREDIT] > departed[PORT_CLASS_CREDIT])
+			st->reset_residue_bytes += st->admitted_bytes[PORT_CLASS_CREDIT] - departed[PORT_CLASS_CREDIT];
 		st->admitted_bytes[PORT_CLASS_DATA] = departed[PORT_CLASS_DATA];
 		st->admitted_bytes[PORT_CLASS_CREDIT] = departed[PORT_CLASS_CREDIT];
 	}

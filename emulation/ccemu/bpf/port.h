@@ -105,6 +105,7 @@ struct port_state {
 	__u32 window_drops;                   /* of which dropped */
 	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */
 	__u32 unparsed_packets;               /* counted into data, never marked */
+	__u64 reset_residue_bytes;            /* still "queued" when an idle reset forgot them: lost after admission */
 	struct port_class_stats stats[PORT_CLASSES];
 	struct port_residence residence;
 };

@@ -88,6 +88,7 @@ static int print_layout(void)
 	FIELD(port_state, window_drops);
 	FIELD(port_state, mark_probability_ppm);
 	FIELD(port_state, unparsed_packets);
+	FIELD(port_state, reset_residue_bytes);
 	FIELD(port_state, stats);
 	FIELD(port_state, residence);
 	return 0;
