@@ -190,8 +190,9 @@ class Residence:
 
     def quantile_ns(self, q: float) -> float:
         """The q-quantile of residence, interpolated inside its bucket. Untracked packets
-        count as the longest residences (the map forgets the oldest arrivals first), so a
-        quantile among them is reported as the longest residence measured."""
+        count as the longest residences (the map forgets the oldest arrivals first; the rarer
+        other causes, bpf/port.h, make this err on the long side), so a quantile among them is
+        reported as the longest residence measured."""
         total = self.packets + self.untracked_packets
         if not total:
             return 0.0

@@ -90,7 +90,9 @@ struct port_residence {
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 untracked_packets;    /* without one: its record was evicted (the switch held more packets
-	                             * than the residence map follows) or it never arrived through a port */
+	                             * than the residence map follows); rarely, two identical datagrams
+	                             * inside at once (one key), or one forwarded before its ingress
+	                             * hook ran (OVS's packet socket gets it first) */
 	__u64 histogram[PORT_RESIDENCE_BUCKETS];
 };
 
