@@ -37,7 +37,7 @@ EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING, EXIT_DOES_NOT_FIT = 5, 6, 7, 8
 EXIT_INTERRUPTED = 130
 
 
-def _failures() -> list[tuple[type, int, str]]:
+def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     """(exception class, exit status, what to do) for the failures ccemu knows, most specific
     first. Imported here: the modules behind them pull in Mininet, pyroute2 and friends."""
     from .cchost import CchostMissing
@@ -48,6 +48,7 @@ def _failures() -> list[tuple[type, int, str]]:
     from .ovs import OvsError, OvsMissing
     from .port_program import PortProgramMissing
 
+    nothing_left = "nothing of the run is left"
     return [
         (DoesNotFit, EXIT_DOES_NOT_FIT, ""),
         (ConfigError, EXIT_BAD_CONFIG, ""),
@@ -55,10 +56,9 @@ def _failures() -> list[tuple[type, int, str]]:
         (CchostMissing, EXIT_NOT_BUILT, ""),
         (OvsMissing, EXIT_NOT_BUILT, ""),
         (LeftoversError, EXIT_FAILED, ""),  # says itself to run `ccemu clean`
-        (OvsError, EXIT_FABRIC, "nothing of the run is left; `ccemu check` tries a fabric on its own"),
-        (FabricError, EXIT_FABRIC, "nothing of the run is left; `ccemu check` tries a fabric on its own"),
+        ((OvsError, FabricError), EXIT_FABRIC, f"{nothing_left}; `ccemu check` tries a fabric on its own"),
         (InventoryError, EXIT_FABRIC, ""),
-        (MonitoringError, EXIT_MONITORING, "nothing of the run is left; --no-monitoring runs without"),
+        (MonitoringError, EXIT_MONITORING, f"{nothing_left}; --no-monitoring runs without"),
     ]
 
 
@@ -326,7 +326,9 @@ def cmd_experiment(args) -> int:
 
     config = load_config(args.config)
     _require_root("experiment")
-    cchost_binary(), PortProgram.built()  # before anything starts: a missing build is one line
+    # Before anything starts: a missing build is one line.
+    cchost_binary()
+    PortProgram.built()
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:

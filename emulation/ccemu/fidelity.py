@@ -18,9 +18,11 @@ PASS, WARN or FAIL with the reasons; the worst finding decides."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
-from .ports import PortStats, Residence
+from .config import CREDIT_WIRE_BYTES
+from .ports import PortStats, Residence, switch_packets
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
@@ -53,7 +55,6 @@ SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL = 1e-4, 1e-2
 # handful of packets, and they count in the fabric's).
 MIN_SWITCH_PACKETS = 1000
 PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
-CREDIT_WIRE_BYTES = 84
 
 
 def worst(a: str, b: str) -> str:
@@ -90,16 +91,15 @@ class SwitchFigures:
 
     @classmethod
     def of(cls, ports: list[PortStats], frame_ns: float) -> "SwitchFigures":
-        switch_ports = [p for p in ports if p.switch]
         by_switch: dict[str, list[Residence]] = {}
-        for port in switch_ports:
-            by_switch.setdefault(port.switch, []).append(port.residence)
-        arrived = sum(p.arrived_packets for p in switch_ports)
-        left = sum(p.left_packets for p in switch_ports)
+        for port in ports:
+            if port.switch:
+                by_switch.setdefault(port.switch, []).append(port.residence)
+        arrived, left = switch_packets(ports)
         return cls({switch: Residence.merged(parts) for switch, parts in sorted(by_switch.items())}, frame_ns,
                    arrived, max(0, arrived - left))
 
-    @property
+    @cached_property
     def residence(self) -> Residence:
         """Every packet of every switch."""
         return Residence.merged(self.by_switch.values())

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import shutil
@@ -327,10 +328,9 @@ class Inventory:
             return not inside and not any(p.alive() for p in self.processes)
         wait_until(killed_all, timeout)
         problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
-        problems += [f"pid {pid} still inside a namespace of the run" for pid in self.processes_inside()]
         unverified: set[int] = set()
-        with self.held_namespaces(unverified):
-            pass
+        with self.held_namespaces(unverified) as held:
+            problems += [f"pid {pid} still inside a namespace of the run" for pid in pids_in_namespaces(set(held))]
         problems += [f"a namespace with the inode of {n.what}'s ({n.inode}) is in use but cannot be verified as the "
                      "run's (no cookie on record, or none readable): left alone" for n in self.namespaces
                      if n.inode in unverified]
@@ -344,15 +344,17 @@ class Inventory:
         return problems
 
 
-def _protected_cookies() -> set[int]:
-    """Our own namespace's and init's (where readable): never a run's to remove."""
+@functools.cache
+def _protected_cookies() -> frozenset[int]:
+    """Our own namespace's and init's (where readable): never a run's to remove. Read once:
+    neither changes while we run."""
     protected = set()
     for pid in (os.getpid(), 1):
         with open_netns(pid) as ns_fd:
             cookie = netns_cookie(ns_fd) if ns_fd is not None else None
         if cookie is not None:
             protected.add(cookie)
-    return protected
+    return frozenset(protected)
 
 
 def _netns_inode_or_none(pid: int) -> int | None:

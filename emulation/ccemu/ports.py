@@ -205,10 +205,6 @@ class Residence:
             seen += count
         return float(self.max_ns)
 
-    @property
-    def mean_ns(self) -> float:
-        return self.sum_ns / self.packets if self.packets else 0.0
-
 
 @dataclass(frozen=True)
 class PortConfig:
@@ -264,11 +260,16 @@ MAX_DRAIN_WAIT_S = 60.0
 _SETTLED = (0, 0)
 
 
+def switch_packets(ports: list[PortStats]) -> tuple[int, int]:
+    """(IPv4 packets that arrived at switch ports, IPv4 packets that reached a switch port's egress)."""
+    switch_ports = [p for p in ports if p.config.switch_port]
+    return sum(p.arrived_packets for p in switch_ports), sum(p.left_packets for p in switch_ports)
+
+
 def _in_flight(ports: list[PortStats]) -> tuple[int, int]:
     """(bytes in queues, packets inside switches): (0, 0) once everything has arrived."""
-    switch_ports = [p for p in ports if p.config.switch_port]
-    return (sum(sum(p.queue_bytes) for p in ports),
-            sum(p.arrived_packets for p in switch_ports) - sum(p.left_packets for p in switch_ports))
+    arrived, left = switch_packets(ports)
+    return sum(sum(p.queue_bytes) for p in ports), arrived - left
 
 
 def _ipv4_packets(departures: dict) -> int:

@@ -124,6 +124,7 @@ FIDELITY_COLUMNS = [  # (figure in the verdict, column title, format)
     ("credit_lag_credits", "credit lag (credits)", "{:.2f}"),
     ("switch_residence_p50_frames", "switch residence p50 (frames)", "{:.2f}"),
     ("switch_residence_p99_frames", "p99 (frames)", "{:.2f}"),
+    ("worst_switch_residence_p99_frames", "worst switch p99 (judged)", "{:.2f}"),
     ("switch_lost_ratio", "lost in switches", "{:.3%}"),
     ("pacing_lateness_of_gap", "timer lateness / credit gap", "{:.0%}"),
 ]

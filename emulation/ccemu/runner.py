@@ -32,7 +32,6 @@ from .monitoring import SCRAPE_INTERVAL_S, Prometheus
 from .ports import PortMaps, PortStats
 from .report import report
 from .results import Bundle, provenance
-from .shaping import PortShape
 from .stats import histogram_mean, size_bucket
 from .workloads import incast_round
 
@@ -246,7 +245,7 @@ class IncastRunner:
             gap = credit_gap_us(self.config, scheme.port)
         (bottleneck_stats,) = [p for p in ports if p.port == bottleneck_port]
         seen = fidelity.Observation(
-            steal=steal, busy=busy, frame_bytes=PortShape.of(config).frame_wire_bytes,
+            steal=steal, busy=busy, frame_bytes=net.port_shape.frame_wire_bytes,
             switches=fidelity.SwitchFigures.of(ports, frame_ns),
             bottleneck_lag_bytes=bottleneck_stats.data.mean_lag_bytes,
             credit_lag_bytes=fidelity.busiest_credit_lag_bytes(ports),
