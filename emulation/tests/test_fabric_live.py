@@ -12,7 +12,7 @@ import pytest
 
 from ccemu.config import parse_config
 from ccemu.fabric import FabricNet
-from ccemu.inventory import Inventory, mounted_paths, pids_in_namespaces, process_start_time
+from ccemu.inventory import SHELL_OF, Inventory, ProcessRecord, mounted_paths, pids_in_namespaces, process_start_time
 from ccemu.polling import wait_until
 from ccemu.verify import check_path_symmetry, check_reachability, flow_path_id
 
@@ -193,7 +193,11 @@ def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_
         up.send_signal(signal.SIGKILL)
         up.wait()
     # The other hosts' shells die with the orchestrator, and their namespaces with them: the
-    # kernel hands those inode numbers to the next namespaces it creates.
+    # kernel hands those inode numbers to the next namespaces it creates, once its deferred
+    # namespace cleanup has run (give it a second after the last shell is gone).
+    shells = [ProcessRecord(**p) for p in killed["processes"] if p["what"].startswith(SHELL_OF)]
+    assert wait_until(lambda: not any(shell.alive() for shell in shells), 10)
+    time.sleep(1)
     second = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path / "state")
     with second:
         reused = ({ns["inode"] for ns in killed["namespaces"]} &
