@@ -21,6 +21,13 @@ pytestmark = pytest.mark.root
 REPO = Path(__file__).resolve().parents[2]
 
 
+def remove_if_left(state: dict, state_dir: Path) -> None:
+    """Remove a killed run by its recorded inventory if `ccemu clean` has not (a test that fails
+    half-way must not leave a fabric behind)."""
+    if state_dir.exists():
+        Inventory.of_state(state, state_dir).remove()
+
+
 def fabric_config(topology, **sections):
     return parse_config({"name": "test", "topology": topology, **sections})
 
@@ -167,20 +174,23 @@ def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
         up.send_signal(signal.SIGKILL)
         up.wait()
 
-    clean = ccemu(env, "clean")
+    try:
+        clean = ccemu(env, "clean")
 
-    assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "killed-" in clean.stdout
-    assert leftovers(state) == []
-    assert root_interfaces() == interfaces_before
-    assert not state_dir.exists()
-    assert Inventory.all_runs(tmp_path / "state") == []
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert "killed-" in clean.stdout
+        assert leftovers(state) == []
+        assert root_interfaces() == interfaces_before
+        assert not state_dir.exists()
+        assert Inventory.all_runs(tmp_path / "state") == []
+    finally:
+        remove_if_left(state, state_dir)
 
 
 def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_a_run_that_reused_its_inodes(
         tmp_path):
     interfaces_before = root_interfaces()
-    up, env, _, killed = start_ccemu_up(
+    up, env, killed_dir, killed = start_ccemu_up(
         tmp_path, "name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
     # Like a cchost, a process in a host that outlives the host's shell keeps its namespace.
     holder = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "exec", "--run", killed["run_id"], "h1", "sleep",
@@ -192,27 +202,30 @@ def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_
     finally:
         up.send_signal(signal.SIGKILL)
         up.wait()
-    # The other hosts' shells die with the orchestrator, and their namespaces with them: the
-    # kernel hands those inode numbers to the next namespaces it creates, once its deferred
-    # namespace cleanup has run (give it a second after the last shell is gone).
-    shells = [ProcessRecord(**p) for p in killed["processes"] if p["what"].startswith(SHELL_OF)]
-    assert wait_until(lambda: not any(shell.alive() for shell in shells), 10)
-    time.sleep(1)
-    second = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path / "state")
-    with second:
-        reused = ({ns["inode"] for ns in killed["namespaces"]} &
-                  {n.inode for n in second.inventory.namespaces})
-        # What makes inodes unsafe: the kernel hands a freed namespace's number to the next one.
-        assert reused, "the second run got none of the first run's inode numbers: this test proves less"
+    try:
+        # The other hosts' shells die with the orchestrator, and their namespaces with them: the
+        # kernel hands those inode numbers to the next namespaces it creates, once its deferred
+        # namespace cleanup has run (give it a second after the last shell is gone).
+        shells = [ProcessRecord(**p) for p in killed["processes"] if p["what"].startswith(SHELL_OF)]
+        assert wait_until(lambda: not any(shell.alive() for shell in shells), 10)
+        time.sleep(1)
+        second = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path / "state")
+        with second:
+            reused = ({ns["inode"] for ns in killed["namespaces"]} &
+                      {n.inode for n in second.inventory.namespaces})
+            # What makes inodes unsafe: the kernel hands a freed namespace's number to the next one.
+            assert reused, "the second run got none of the first run's inode numbers: this test proves less"
 
-        clean = ccemu(env, "clean")
+            clean = ccemu(env, "clean")
 
-        assert clean.returncode == 0, clean.stdout + clean.stderr
-        assert "killed-" in clean.stdout and f"{second.run_id}: still running" in clean.stdout
-        assert leftovers(killed) == []
-        assert holder.wait(timeout=10) == -signal.SIGKILL
-        assert all(p.alive() for p in second.inventory.processes)
-        assert check_reachability(second).problems == []
+            assert clean.returncode == 0, clean.stdout + clean.stderr
+            assert "killed-" in clean.stdout and f"{second.run_id}: still running" in clean.stdout
+            assert leftovers(killed) == []
+            assert holder.wait(timeout=10) == -signal.SIGKILL
+            assert all(p.alive() for p in second.inventory.processes)
+            assert check_reachability(second).problems == []
+    finally:
+        remove_if_left(killed, killed_dir)  # when an assertion stopped the test before `ccemu clean`
     assert root_interfaces() == interfaces_before
 
 
