@@ -2,16 +2,24 @@
 //!
 //! The core is sans-IO (quinn-proto style): protocol state takes `now` and events and
 //! returns packets and timers; it opens no socket and reads no clock, so tests drive it
-//! with a simulated clock and network ([`sim`]). Congestion control sits behind small
-//! traits in [`cc`], one file per algorithm; the per-flow state machines are in `flow`;
-//! [`Endpoint`] is one host.
+//! with a simulated clock and network ([`sim`]). Congestion control sits behind two small
+//! traits in [`cc`], one file per algorithm, built by the [`Scheme`] a flow names; the
+//! per-flow state machines are in `flow`; [`Endpoint`] is one host. Shared types
+//! ([`types`]), parameters ([`config`]) and what goes in and out ([`record`]) have modules of
+//! their own, below everything that uses them.
 
 pub mod cc;
+pub mod config;
 mod endpoint;
 mod flow;
+pub mod record;
+pub mod scheme;
 pub mod sim;
+pub mod types;
 pub mod wire;
 
-pub use endpoint::{
-    flow_path_id, Counters, Ecn, Endpoint, EndpointConfig, FlowRecord, FlowSpec, HostId, Incoming, Scheme, Transmit,
-};
+pub use config::EndpointConfig;
+pub use endpoint::{flow_path_id, Endpoint};
+pub use record::{Counters, FlowRecord, FlowSpec};
+pub use scheme::{Driver, Scheme};
+pub use types::{Ecn, HostId, Incoming, Transmit};

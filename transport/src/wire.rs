@@ -42,14 +42,17 @@ impl Kind {
 /// (wraps every 71 minutes; only differences are used).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Packet {
-    /// Sender -> receiver: please send credits for `size_bytes` of flow `flow`.
-    CreditRequest { flow: u32, size_bytes: u64 },
+    /// Sender -> receiver: please send credits for `size_bytes` of flow `flow`, by `scheme`
+    /// (a [`crate::Scheme`]'s wire id), over path-ids 0..`paths` if the scheme sprays.
+    CreditRequest { flow: u32, size_bytes: u64, scheme: u8, paths: u16 },
     /// Receiver -> sender: permission to send one data packet. Minimum frame size.
     Credit { flow: u32, credit_seq: u32, sent_us: u32 },
     /// Sender -> receiver: data packet `seq` of the flow, echoing the credit it spends
     /// (window schemes: `echo_credit_seq` 0, `echo_sent_us` the data's own send time).
     /// `last`: the flow's last packet (tells a window scheme's receiver the flow's length).
-    Data { flow: u32, seq: u32, echo_credit_seq: u32, echo_sent_us: u32, payload_len: u16, last: bool },
+    /// `credit_ce`: the credit it spends arrived CE-marked (SprayPass's feedback; a header
+    /// flag, since a DCTCP port may rewrite the IP ECN bits).
+    Data { flow: u32, seq: u32, echo_credit_seq: u32, echo_sent_us: u32, payload_len: u16, last: bool, credit_ce: bool },
     /// Sender -> receiver: no more credits needed.
     CreditStop { flow: u32 },
     /// Receiver -> sender (window-based schemes): cumulative ack, with ECN echo.
@@ -69,8 +72,11 @@ pub enum Packet {
 
 /// Sequence numbers one Nack carries at most (a data-sized packet).
 pub const NACK_MAX_SEQS: usize = 256;
-/// Header flag of a data packet: the flow's last packet.
+/// Header flags of a data packet: the flow's last packet; its credit arrived CE-marked.
 const FLAG_LAST: u8 = 1;
+const FLAG_CREDIT_CE: u8 = 2;
+/// Path-ids a credit request may ask credits to be sprayed over (all of them).
+pub const MAX_PATHS: u16 = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -100,6 +106,10 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// What a datagram's frame adds on the wire to its UDP payload: UDP, IPv4 and Ethernet
+/// headers (8 + 20 + 14), and preamble, FCS and inter-frame gap (24).
+pub const FRAME_OVERHEAD_BYTES: u64 = 8 + 20 + 14 + 24;
+
 /// Bytes of a data packet before its payload.
 pub const DATA_HEADER_BYTES: usize = HEADER_BYTES + 18;
 
@@ -122,14 +132,16 @@ impl Packet {
         let start = out.len();
         out.extend_from_slice(&MAGIC.to_be_bytes());
         out.push(self.kind() as u8);
-        out.push(match self {
-            Packet::Data { last: true, .. } => FLAG_LAST,
+        out.push(match *self {
+            Packet::Data { last, credit_ce, .. } => last as u8 * FLAG_LAST | credit_ce as u8 * FLAG_CREDIT_CE,
             _ => 0,
         });
         match *self {
-            Packet::CreditRequest { flow, size_bytes } => {
+            Packet::CreditRequest { flow, size_bytes, scheme, paths } => {
                 put32(out, flow);
                 out.extend_from_slice(&size_bytes.to_be_bytes());
+                out.push(scheme);
+                out.extend_from_slice(&paths.to_be_bytes());
             }
             Packet::Credit { flow, credit_seq, sent_us } => {
                 put32(out, flow);
@@ -137,7 +149,7 @@ impl Packet {
                 put32(out, sent_us);
                 out.resize(start + CREDIT_PAYLOAD_BYTES, 0);
             }
-            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last: _ } => {
+            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, .. } => {
                 put32(out, flow);
                 put32(out, seq);
                 put32(out, echo_credit_seq);
@@ -177,7 +189,9 @@ impl Packet {
         let kind = Kind::from_byte(r.u8()?)?;
         let flags = r.u8()?;
         Ok(match kind {
-            Kind::CreditRequest => Packet::CreditRequest { flow: r.u32()?, size_bytes: r.u64()? },
+            Kind::CreditRequest => {
+                Packet::CreditRequest { flow: r.u32()?, size_bytes: r.u64()?, scheme: r.u8()?, paths: r.u16()? }
+            }
             Kind::Credit => Packet::Credit { flow: r.u32()?, credit_seq: r.u32()?, sent_us: r.u32()? },
             Kind::Data => {
                 let (flow, seq, echo_credit_seq, echo_sent_us) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
@@ -185,7 +199,15 @@ impl Packet {
                 if bytes.len() < r.at + payload_len as usize {
                     return Err(Error::Truncated);
                 }
-                Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last: flags & FLAG_LAST != 0 }
+                Packet::Data {
+                    flow,
+                    seq,
+                    echo_credit_seq,
+                    echo_sent_us,
+                    payload_len,
+                    last: flags & FLAG_LAST != 0,
+                    credit_ce: flags & FLAG_CREDIT_CE != 0,
+                }
             }
             Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
             Kind::Ack => {
@@ -265,6 +287,7 @@ mod tests {
             echo_sent_us: 4,
             payload_len: 1000,
             last: false,
+            credit_ce: false,
         });
         assert_eq!(bytes.len(), DATA_HEADER_BYTES + 1000);
     }
@@ -281,6 +304,7 @@ mod tests {
             echo_sent_us: 4,
             payload_len: 10,
             last: true,
+            credit_ce: true,
         });
         data.truncate(data.len() - 1);
         assert_eq!(Packet::decode(&data), Err(Error::Truncated));
@@ -289,22 +313,18 @@ mod tests {
 
     fn any_packet() -> impl Strategy<Value = Packet> {
         prop_oneof![
-            (any::<u32>(), any::<u64>()).prop_map(|(flow, size_bytes)| Packet::CreditRequest { flow, size_bytes }),
+            (any::<u32>(), any::<u64>(), any::<u8>(), any::<u16>()).prop_map(|(flow, size_bytes, scheme, paths)| {
+                Packet::CreditRequest { flow, size_bytes, scheme, paths }
+            }),
             (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(flow, credit_seq, sent_us)| Packet::Credit {
                 flow,
                 credit_seq,
                 sent_us
             }),
-            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000, any::<bool>()).prop_map(
-                |(flow, seq, echo_credit_seq, echo_sent_us, payload_len, last)| Packet::Data {
-                    flow,
-                    seq,
-                    echo_credit_seq,
-                    echo_sent_us,
-                    payload_len,
-                    last
-                }
-            ),
+            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000, any::<bool>(), any::<bool>())
+                .prop_map(|(flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce)| {
+                    Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce }
+                }),
             any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
             (any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
                 |(flow, cumulative, ece, duplicate, hole, echo_sent_us)| Packet::Ack {

@@ -1,9 +1,10 @@
-//! DCTCP window control (SIGCOMM 2010): alpha <- (1 - g) alpha + g F once per window of
-//! data, cwnd <- cwnd (1 - alpha / 2) once per window that saw CE.
+//! DCTCP window control (SIGCOMM 2010; RFC 8257; Linux `tcp_dctcp.c`): alpha <- (1 - g) alpha
+//! + g F once per window of data, cwnd <- cwnd (1 - alpha / 2) at most once per window of data
+//! that saw CE; losses halve the window as Reno does, timeouts set RFC 5681's values.
 
 use std::time::Instant;
 
-use super::WindowControl;
+use super::{Ack, SenderControl};
 
 /// Parameters, with the paper's defaults.
 #[derive(Debug, Clone)]
@@ -14,7 +15,8 @@ pub struct DctcpConfig {
     pub g: f64,
     /// Initial window, segments (10, as Linux).
     pub initial_window_segments: u64,
-    /// Smallest window, segments (DCTCP+ compares against 1; Linux DCTCP keeps 2).
+    /// Smallest window, segments (Linux DCTCP keeps 2; the DCTCP+ paper sets 1 for both
+    /// schemes it compares).
     pub min_window_segments: u64,
 }
 
@@ -31,11 +33,12 @@ impl DctcpConfig {
             window: self.initial_window_segments * self.mss,
             slow_start_threshold: u64::MAX,
             alpha: 1.0,
-            observed_bytes: self.initial_window_segments * self.mss,
+            window_end: None,
             window_acked: 0,
             window_marked: 0,
-            cut_this_window: false,
+            last_cut: None,
             before_timeout: None,
+            reductions: 0,
         }
     }
 }
@@ -48,16 +51,18 @@ pub struct Dctcp {
     slow_start_threshold: u64,
     /// Estimate of the fraction of marked bytes (starts at 1, as Linux).
     alpha: f64,
-    /// Length of the current observation window: one window of data, as it was when the
-    /// observation began (the paper updates alpha once per RTT's worth of acks).
-    observed_bytes: u64,
-    /// Bytes acked / of which ECE-marked, in the current observation window.
+    /// RFC 8257 3.3: the observation window ends when the bytes sent when it began (SND.NXT
+    /// then) are acknowledged (the first window: what was sent when the first ack came);
+    /// bytes acked and ECE-marked within it.
+    window_end: Option<u64>,
     window_acked: u64,
     window_marked: u64,
-    /// A window is cut at most once per window of data.
-    cut_this_window: bool,
+    /// When the window was last cut (ECN or loss): signals about packets sent before then
+    /// belong to the window already cut (Linux's CWR/Recovery until high_seq is acked).
+    last_cut: Option<Instant>,
     /// (window, slow start threshold) before the first of a run of timeouts.
     before_timeout: Option<(u64, u64)>,
+    reductions: u64,
 }
 
 impl Dctcp {
@@ -65,48 +70,77 @@ impl Dctcp {
         self.alpha
     }
 
-    fn min_window(&self) -> u64 {
+    /// Window reductions (ECN cuts and loss halvings) so far.
+    pub fn reductions(&self) -> u64 {
+        self.reductions
+    }
+
+    pub fn min_window(&self) -> u64 {
         self.config.min_window_segments * self.config.mss
+    }
+
+    /// Whether a congestion signal about a packet sent at `sent` may cut the window: not if
+    /// the window was cut after that packet left.
+    fn may_cut(&self, sent: Instant) -> bool {
+        self.last_cut.is_none_or(|cut| sent >= cut)
+    }
+
+    fn cut(&mut self, now: Instant, window: u64) {
+        self.window = window.max(self.min_window());
+        self.slow_start_threshold = self.window;
+        self.last_cut = Some(now);
+        self.reductions += 1;
     }
 }
 
-impl WindowControl for Dctcp {
-    fn on_ack(&mut self, _now: Instant, acked: u64, ece: bool) {
-        if acked > 0 {
+impl SenderControl for Dctcp {
+    fn on_flow_start(&mut self, _now: Instant) {
+        // Window, threshold and alpha carry over; the observation window counts bytes of
+        // the new flow.
+        self.window_end = None;
+        (self.window_acked, self.window_marked) = (0, 0);
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: &Ack) {
+        if ack.acked_bytes > 0 {
             self.before_timeout = None;
         }
-        self.window_acked += acked;
-        if ece {
-            self.window_marked += acked;
-            if !self.cut_this_window {
-                self.window = ((self.window as f64 * (1.0 - self.alpha / 2.0)) as u64).max(self.min_window());
-                self.slow_start_threshold = self.window;
-                self.cut_this_window = true;
+        self.window_acked += ack.acked_bytes;
+        if ack.ece {
+            self.window_marked += ack.acked_bytes;
+            if self.may_cut(ack.sent) {
+                self.cut(now, (self.window as f64 * (1.0 - self.alpha / 2.0)) as u64);
             }
         } else if self.window < self.slow_start_threshold {
-            self.window += acked;
+            self.window += ack.acked_bytes;
         } else {
-            self.window += (self.config.mss * acked).div_ceil(self.window.max(1));
+            self.window += (self.config.mss * ack.acked_bytes).div_ceil(self.window.max(1));
         }
-        if self.window_acked >= self.observed_bytes {
+        let window_end = *self.window_end.get_or_insert(ack.sent_bytes);
+        if ack.delivered_bytes >= window_end {
             let marked_fraction = self.window_marked as f64 / self.window_acked as f64;
             self.alpha = (1.0 - self.config.g) * self.alpha + self.config.g * marked_fraction;
-            self.observed_bytes = self.window;
+            self.window_end = Some(ack.sent_bytes);
             self.window_acked = 0;
             self.window_marked = 0;
-            self.cut_this_window = false;
         }
     }
 
-    fn on_loss(&mut self, _now: Instant) {
-        self.window = (self.window / 2).max(self.min_window());
-        self.slow_start_threshold = self.window;
+    fn on_loss(&mut self, now: Instant, lost_sent: Instant) {
+        // Linux DCTCP answers loss as Reno (`dctcp_react_to_loss`), once per window of data:
+        // a loss in a window an ECN cut already shrank is not cut again (and the reverse).
+        if self.may_cut(lost_sent) {
+            self.cut(now, self.window / 2);
+        }
     }
 
-    fn on_timeout(&mut self, _now: Instant) {
+    fn on_timeout(&mut self, now: Instant, flight_bytes: u64) {
         self.before_timeout.get_or_insert((self.window, self.slow_start_threshold));
-        self.slow_start_threshold = (self.window / 2).max(self.min_window());
-        self.window = self.min_window();
+        // RFC 5681 (4): ssthresh = max(FlightSize / 2, 2 SMSS); cwnd = the loss window, one
+        // segment (DCTCP+'s minimum too).
+        self.slow_start_threshold = (flight_bytes / 2).max(2 * self.config.mss);
+        self.window = self.config.mss;
+        self.last_cut = Some(now);
     }
 
     fn on_spurious_timeout(&mut self, _now: Instant) {
@@ -122,67 +156,130 @@ impl WindowControl for Dctcp {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
-    /// Acks one observation window of segments, the first `marked_fraction` of them ECE.
-    fn ack_window(cc: &mut Dctcp, now: Instant, marked_fraction: f64) {
-        let segments = cc.observed_bytes.div_ceil(1448).max(1);
-        let marked = (segments as f64 * marked_fraction).round() as u64;
-        for i in 0..segments {
-            cc.on_ack(now, 1448, i < marked);
+    const MSS: u64 = 1448;
+
+    /// A flow clocked by its acks: segment n leaves at `start` + n us, each ack lets the
+    /// window refill.
+    struct Flow {
+        cc: Dctcp,
+        start: Instant,
+        sent: u64,
+        delivered: u64,
+    }
+
+    impl Flow {
+        fn new() -> Self {
+            let cc = DctcpConfig::default().build();
+            Self { sent: cc.window(), cc, start: Instant::now(), delivered: 0 }
+        }
+
+        fn at(&self, segment: u64) -> Instant {
+            self.start + Duration::from_micros(segment)
+        }
+
+        /// Acks what is in flight, the first `marked` acks ECE.
+        fn round(&mut self, marked: u64) {
+            self.round_marking(|i, _| i < marked);
+        }
+
+        /// Acks what is in flight, those for which `ece(index in the round, segment)` holds ECE.
+        fn round_marking(&mut self, ece: impl Fn(u64, u64) -> bool) {
+            let segments = (self.sent - self.delivered) / MSS;
+            for i in 0..segments {
+                let seq = self.delivered / MSS;
+                self.delivered += MSS;
+                let ack = Ack {
+                    acked_bytes: MSS,
+                    ece: ece(i, seq),
+                    sent: self.at(seq),
+                    rtt: Duration::from_micros(100),
+                    delivered_bytes: self.delivered,
+                    sent_bytes: self.sent,
+                };
+                self.cc.on_ack(self.at(self.sent / MSS), &ack);
+                while self.sent - self.delivered + MSS <= self.cc.window() {
+                    self.sent += MSS;
+                }
+            }
         }
     }
 
     #[test]
     fn alpha_decays_by_g_per_unmarked_window() {
-        let (mut cc, now) = (DctcpConfig::default().build(), Instant::now());
-        ack_window(&mut cc, now, 0.0);
-        assert!((cc.alpha() - 15.0 / 16.0).abs() < 1e-9, "{}", cc.alpha());
+        let mut flow = Flow::new();
+        flow.round(0);
+        assert!((flow.cc.alpha() - 15.0 / 16.0).abs() < 1e-9, "{}", flow.cc.alpha());
     }
 
     #[test]
-    fn a_marked_window_is_cut_once_by_half_of_alpha() {
-        let (mut cc, now) = (DctcpConfig::default().build(), Instant::now());
-        cc.on_loss(now); // out of slow start: the window then grows by one segment per window
-        for _ in 0..40 {
-            ack_window(&mut cc, now, 0.0);
+    fn a_window_with_many_marks_is_cut_once_by_half_of_alpha() {
+        let mut flow = Flow::new();
+        for _ in 0..5 {
+            flow.round(0);
         }
-        let (before, alpha) = (cc.window(), cc.alpha());
-        cc.on_ack(now, 1448, true);
-        cc.on_ack(now, 1448, true);
+        let (before, alpha) = (flow.cc.window(), flow.cc.alpha());
+        flow.round(3);
+        // The first mark cut the window; the marks on packets sent before that cut did not.
         let expected = (before as f64 * (1.0 - alpha / 2.0)) as u64;
-        assert_eq!(cc.window(), expected);
+        assert_eq!(flow.cc.reductions(), 1);
+        assert!(flow.cc.window() >= expected && flow.cc.window() < expected + 2 * MSS, "{}", flow.cc.window());
+    }
+
+    #[test]
+    fn a_mark_on_a_packet_sent_after_the_cut_cuts_again() {
+        let mut flow = Flow::new();
+        flow.round(1);
+        flow.round(1);
+        assert_eq!(flow.cc.reductions(), 2);
+    }
+
+    #[test]
+    fn a_loss_in_a_window_already_cut_by_ecn_does_not_halve_it_again() {
+        let mut flow = Flow::new();
+        flow.round(1);
+        let after_ecn = flow.cc.window();
+        // A packet of the same window (sent before the cut) turns out lost.
+        let (lost_sent, now) = (flow.at(0), flow.at(flow.sent / MSS + 20));
+        flow.cc.on_loss(now, lost_sent);
+        assert_eq!((flow.cc.window(), flow.cc.reductions()), (after_ecn, 1));
+        // One sent after the cut does.
+        flow.cc.on_loss(now, now);
+        assert_eq!((flow.cc.window(), flow.cc.reductions()), (after_ecn / 2, 2));
     }
 
     #[test]
     fn alpha_tracks_a_steady_marked_fraction() {
-        let (mut cc, now) = (DctcpConfig::default().build(), Instant::now());
-        // Every fourth segment marked, whatever the window size.
-        for segment in 0..20_000u32 {
-            cc.on_ack(now, 1448, segment % 4 == 0);
+        let mut flow = Flow::new();
+        // Every fourth segment marked, whatever the window.
+        for _ in 0..2000 {
+            flow.round_marking(|_, segment| segment % 4 == 0);
         }
-        assert!((cc.alpha() - 0.25).abs() < 0.05, "{}", cc.alpha());
+        assert!((flow.cc.alpha() - 0.25).abs() < 0.05, "{}", flow.cc.alpha());
     }
 
     #[test]
-    fn a_spurious_timeout_gives_the_window_back() {
-        let (mut cc, now) = (DctcpConfig::default().build(), Instant::now());
-        let before = cc.window();
-        cc.on_timeout(now);
-        cc.on_timeout(now);
-        assert_eq!(cc.window(), 2 * 1448);
-        cc.on_spurious_timeout(now);
-        assert_eq!(cc.window(), before);
+    fn a_timeout_sets_rfc_5681s_values_and_a_spurious_one_gives_them_back() {
+        let mut flow = Flow::new();
+        let before = flow.cc.window();
+        flow.cc.on_timeout(flow.at(100), 20 * MSS);
+        assert_eq!((flow.cc.window(), flow.cc.slow_start_threshold), (MSS, 10 * MSS));
+        flow.cc.on_timeout(flow.at(200), MSS);
+        assert_eq!(flow.cc.slow_start_threshold, 2 * MSS, "at least two segments");
+        flow.cc.on_spurious_timeout(flow.at(300));
+        assert_eq!(flow.cc.window(), before);
     }
 
     #[test]
-    fn the_window_never_falls_below_its_minimum() {
-        let (mut cc, now) = (DctcpConfig::default().build(), Instant::now());
+    fn cuts_never_take_the_window_below_its_minimum() {
+        let mut flow = Flow::new();
         for _ in 0..100 {
-            cc.on_ack(now, 1448, true);
-            cc.on_loss(now);
-            cc.on_timeout(now);
+            flow.round(100);
+            flow.cc.on_loss(flow.at(flow.sent / MSS + 1), flow.at(flow.sent / MSS + 1));
         }
-        assert_eq!(cc.window(), 2 * 1448);
+        assert_eq!(flow.cc.window(), 2 * MSS);
     }
 }

@@ -1,47 +1,98 @@
-//! Congestion control behind two small traits: receiver-driven credit-rate control
-//! (ExpressPass now, SprayPass later) and sender-driven window control (DCTCP now, DCTCP+
-//! and DCQCN later). Every hook takes `now`; one file per algorithm.
+//! Congestion control behind two small traits (quinn-proto's `congestion` module is the
+//! model): [`CreditControl`] for receiver-driven schemes (the data receiver paces credits:
+//! ExpressPass, SprayPass) and [`SenderControl`] for sender-driven ones (window, send gate,
+//! later a rate pacer: DCTCP, DCTCP+, DCQCN). Every hook takes `now`; one file per algorithm
+//! (one folder when it grows helpers); [`crate::Scheme`] builds them.
 
 use std::time::{Duration, Instant};
 
-pub mod dctcp;
-pub mod expresspass;
+use rand::rngs::SmallRng;
 
-/// What the credit sender (the data receiver) learned in one feedback period.
+pub mod dctcp;
+pub mod dctcp_plus;
+pub mod expresspass;
+pub mod spraypass;
+
+/// One data packet as its credit receiver sees it: the credit it spent, and how it came.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CreditFeedback {
-    /// Credits accounted for in the period (echoed by data, or known lost).
-    pub credits: u64,
-    /// Of those, credits that never came back as data (gaps in the echoed sequence).
-    pub lost: u64,
-    /// Length of the period.
-    pub elapsed: Duration,
-    /// Current RTT estimate.
-    pub rtt: Duration,
+pub struct Echo {
+    /// Sequence number of the credit the data spent.
+    pub credit_seq: u32,
+    /// Path-id the data came back on (its credit's).
+    pub path_id: u8,
+    /// The credit was CE-marked on its way (the sender copies the mark into the data header).
+    pub credit_ce: bool,
+    /// Bytes of the data packet on the wire (path probing measures arrival speed in them).
+    pub wire_bytes: u64,
+    /// The receiver's smoothed credit -> data delay, this packet's sample included.
+    pub srtt: Duration,
 }
 
-/// Receiver-driven: decides how fast credits are paced out.
-pub trait CreditRateControl {
-    /// Called at most once per RTT with what the period showed.
-    fn on_feedback(&mut self, now: Instant, feedback: CreditFeedback);
-    /// Current credit rate, in credit bytes per second on the wire.
-    fn rate(&self) -> f64;
+/// Receiver-driven: how fast (and, for spraying schemes, where) credits are paced out.
+pub trait CreditControl {
+    /// A data packet of the flow arrived.
+    fn on_echo(&mut self, now: Instant, echo: &Echo);
+    /// A credit is about to be sent: a feedback period that has lasted an RTT ends here (the
+    /// reference runs its feedback before each credit, ns2-xpass `send_credit`).
+    fn on_credit(&mut self, now: Instant);
+    /// Credits restart after a credit stop (the receiver asks for missing data): the idle
+    /// time must not count into the next period.
+    fn on_restart(&mut self, now: Instant);
     /// Gap before the next credit; `jitter` in [-1, 1] spreads it by the algorithm's
     /// randomisation (the caller draws it, so the core stays deterministic).
     fn credit_gap(&self, jitter: f64) -> Duration;
+    /// Current credit rate, credit bytes per second on the wire.
+    fn rate(&self) -> f64;
+    /// Path-id of the next credit (data follows its credit's); by default the flow's own.
+    fn next_path(&mut self, _rng: &mut SmallRng, flow_path: u8) -> u8 {
+        flow_path
+    }
+    /// Credits this control judged lost so far (for the counters; 0 where it does not count).
+    fn credits_lost(&self) -> u64 {
+        0
+    }
 }
 
-/// Sender-driven: decides how many bytes may be in flight.
-pub trait WindowControl {
-    /// `acked` new bytes were acknowledged; `ece` says the ack echoed a CE mark.
-    fn on_ack(&mut self, now: Instant, acked: u64, ece: bool);
-    /// Loss detected by duplicate acks: one window reduction.
-    fn on_loss(&mut self, now: Instant);
-    /// Retransmission timeout.
-    fn on_timeout(&mut self, now: Instant);
+/// What one acknowledgement tells a sender-driven scheme.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ack {
+    /// Bytes newly acknowledged (0 for a duplicate ack).
+    pub acked_bytes: u64,
+    /// The acknowledged packet arrived CE-marked.
+    pub ece: bool,
+    /// When the packet this ack answers was sent (its echoed send time).
+    pub sent: Instant,
+    /// RTT sample of that packet.
+    pub rtt: Duration,
+    /// Bytes acknowledged since the flow began, this ack included.
+    pub delivered_bytes: u64,
+    /// Bytes up to the highest ever sent (RFC 8257's SND.NXT, for its observation window).
+    pub sent_bytes: u64,
+}
+
+/// Sender-driven: how many bytes may be in flight, and when the next packet may leave.
+pub trait SenderControl {
+    /// A new flow takes this control over from the last finished one to the same host (a
+    /// persistent connection): its sequence space starts again.
+    fn on_flow_start(&mut self, _now: Instant) {}
+    /// A data packet left (new or retransmitted).
+    fn on_sent(&mut self, _now: Instant, _bytes: u64) {}
+    fn on_ack(&mut self, now: Instant, ack: &Ack);
+    /// Loss detected by duplicate acks; `lost_sent`: when the lost packet was sent.
+    fn on_loss(&mut self, now: Instant, lost_sent: Instant);
+    /// Retransmission timeout with `flight_bytes` outstanding.
+    fn on_timeout(&mut self, now: Instant, flight_bytes: u64);
     /// The last timeouts were spurious (the originals arrived): undo what they did to the
     /// window (RFC 4015's response).
     fn on_spurious_timeout(&mut self, now: Instant);
+    /// A congestion notification from the receiver (DCQCN's CNP; with TCD its flag says
+    /// congestion or undetermined). Window schemes learn from acks instead.
+    fn on_congestion_notification(&mut self, _now: Instant, _flag: u8) {}
     /// Congestion window, bytes.
     fn window(&self) -> u64;
+    /// The earliest the next packet may leave, when something other than the window holds
+    /// it (DCTCP+'s slow_time, a rate pacer); `None`: as soon as the window allows.
+    fn next_send(&self, _now: Instant) -> Option<Instant> {
+        None
+    }
 }

@@ -1,19 +1,28 @@
 //! Per-flow state machines, one file per role. Each takes `now` and an event, pushes the
 //! packets it wants sent into a [`Ctx`], and says when it next needs to be woken
 //! (`deadline`). The [`crate::Endpoint`] owns them and routes packets and timers.
+//!
+//! | role | receiver-driven schemes | sender-driven schemes |
+//! |---|---|---|
+//! | data sender | [`credited_sender`]: one data packet per credit | [`window_sender`]: window and send gate |
+//! | data receiver | [`crediting_receiver`]: paces credits | [`window_receiver`]: acks |
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 
-use crate::endpoint::{Ecn, HostId, Transmit};
+use crate::types::{Ecn, HostId, Transmit};
 use crate::wire::Packet;
 
-pub mod credit_receiver;
-pub mod credit_sender;
+pub mod credited_sender;
+pub mod crediting_receiver;
 pub mod window_receiver;
 pub mod window_sender;
+
+/// A data packet whose sequence number the flow cannot have.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct OutOfRange;
 
 /// What a flow's handler may touch besides its own state.
 pub(crate) struct Ctx<'a> {
@@ -34,6 +43,11 @@ impl Ctx<'_> {
     /// Microseconds since `sent_us` (a 32-bit timestamp of this endpoint's clock).
     pub fn since_us(&self, sent_us: u32) -> Duration {
         Duration::from_micros((self.now_us as u32).wrapping_sub(sent_us) as u64)
+    }
+
+    /// The instant `sent_us` stands for (a 32-bit timestamp of this endpoint's clock, in the past).
+    pub fn instant_of(&self, sent_us: u32) -> Instant {
+        self.now.checked_sub(self.since_us(sent_us)).unwrap_or(self.now)
     }
 }
 

@@ -1,9 +1,8 @@
-//! Window schemes (DCTCP), receiving side: one cumulative ack per data packet, echoing its
+//! Sender-driven schemes (DCTCP, DCTCP+), data receiving side: one cumulative ack per data packet, echoing its
 //! CE mark and send time; the flow ends when every packet up to the last one arrived.
 
-use super::{Ctx, ReceivedSet};
-use crate::endpoint::{Ecn, HostId};
-use crate::flow::credit_receiver::OutOfRange;
+use super::{Ctx, OutOfRange, ReceivedSet};
+use crate::types::{Ecn, HostId};
 use crate::wire::Packet;
 
 /// How far beyond the cumulative ack a packet may be: more would mean a window of over a

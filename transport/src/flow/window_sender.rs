@@ -1,5 +1,6 @@
-//! Window schemes (DCTCP), sending side: a reliable window-based transfer over UDP. Sends
-//! while the window ([`crate::cc::WindowControl`]) allows, ECN-capable; new cumulative acks
+//! Sender-driven schemes (DCTCP, DCTCP+), data sending side: a reliable window-based transfer
+//! over UDP. Sends while the window ([`crate::cc::SenderControl`]) allows and its send gate
+//! (`next_send`: DCTCP+'s slow_time) has opened, ECN-capable; new cumulative acks
 //! grow it, their CE echoes shrink it; three duplicate acks retransmit the first missing
 //! packet (NewReno-style recovery: one window cut per loss window); a retransmission timeout
 //! (RFC 6298, floored at `rto_min`) resends the first unacked packet, and goes back to it for
@@ -8,15 +9,25 @@
 //! CPU stall can hold packets past `rto_min`; resending the whole window then would double
 //! the load that caused it.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::{packets_of, payload_of, Ctx, RttEstimator};
-use crate::cc::dctcp::Dctcp;
-use crate::cc::WindowControl;
-use crate::endpoint::{Ecn, EndpointConfig, FlowRecord, FlowSpec, HostId};
-use crate::wire::Packet;
+use crate::cc::{Ack, SenderControl};
+use crate::config::EndpointConfig;
+use crate::record::{FlowRecord, FlowSpec};
+use crate::types::{Ecn, HostId};
+use crate::wire::{Packet, DATA_HEADER_BYTES};
 
 const DUPLICATE_ACKS: u32 = 3;
+
+/// What a sender-driven flow keeps of its path to one host beyond its own end: its congestion
+/// control and RTT estimate, which the next flow to that host takes over, as successive
+/// responses on one persistent connection do (the DCTCP+ paper's incast).
+pub(crate) struct Connection {
+    pub cc: Box<dyn SenderControl>,
+    pub rtt: RttEstimator,
+}
 /// Doubling of the timeout per unanswered retransmission stops here (2^6 x).
 const MAX_BACKOFF: u32 = 6;
 
@@ -40,8 +51,13 @@ pub(crate) struct WindowSender {
     next_seq: u32,
     /// One past the highest packet ever sent: below it, a send is a retransmission.
     highest_sent: u32,
-    cc: Dctcp,
+    cc: Box<dyn SenderControl>,
     rtt: RttEstimator,
+    /// When each packet from `unacked` up to `highest_sent` was last sent (a loss's send
+    /// time tells the control which window it belongs to).
+    send_times: VecDeque<Instant>,
+    /// The send gate is closed until then.
+    gate_at: Option<Instant>,
     duplicate_acks: u32,
     /// In loss recovery until this packet is acknowledged.
     recover: Option<u32>,
@@ -59,7 +75,15 @@ pub(crate) struct WindowSender {
 }
 
 impl WindowSender {
-    pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, config: &EndpointConfig) -> Self {
+    pub fn start(
+        ctx: &mut Ctx,
+        spec: FlowSpec,
+        path_id: u8,
+        connection: Connection,
+        config: &EndpointConfig,
+    ) -> Self {
+        let Connection { mut cc, rtt } = connection;
+        cc.on_flow_start(ctx.now);
         let mut sender = Self {
             packets: packets_of(spec.size_bytes, config.mss).min(u32::MAX as u64) as u32,
             spec,
@@ -68,8 +92,10 @@ impl WindowSender {
             unacked: 0,
             next_seq: 0,
             highest_sent: 0,
-            cc: config.dctcp.build(),
-            rtt: RttEstimator::default(),
+            cc,
+            rtt,
+            send_times: VecDeque::new(),
+            gate_at: None,
             duplicate_acks: 0,
             recover: None,
             rto_at: None,
@@ -90,7 +116,12 @@ impl WindowSender {
     }
 
     fn send_window(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
+        self.gate_at = None;
         while self.next_seq < self.packets && self.in_flight_bytes() < self.cc.window() {
+            if let Some(at) = self.cc.next_send(ctx.now).filter(|&at| at > ctx.now) {
+                self.gate_at = Some(at);
+                break;
+            }
             self.send(ctx, self.next_seq);
             self.next_seq += 1;
         }
@@ -104,6 +135,15 @@ impl WindowSender {
             self.retransmits += 1;
         }
         self.highest_sent = self.highest_sent.max(seq + 1);
+        // (The last packet resent while waiting for the Finish is acked already: no entry.)
+        if let Some(index) = seq.checked_sub(self.unacked).map(|i| i as usize) {
+            if index >= self.send_times.len() {
+                self.send_times.resize(index + 1, ctx.now);
+            }
+            self.send_times[index] = ctx.now;
+        }
+        let payload_len = payload_of(seq, self.spec.size_bytes, self.mss);
+        self.cc.on_sent(ctx.now, (DATA_HEADER_BYTES + payload_len as usize) as u64);
         ctx.send(
             self.spec.dst,
             self.path_id,
@@ -113,8 +153,9 @@ impl WindowSender {
                 seq,
                 echo_credit_seq: 0,
                 echo_sent_us: ctx.now_us as u32,
-                payload_len: payload_of(seq, self.spec.size_bytes, self.mss),
+                payload_len,
                 last: seq + 1 == self.packets,
+                credit_ce: false,
             },
         );
     }
@@ -129,10 +170,19 @@ impl WindowSender {
         if cumulative > self.highest_sent {
             return; // acks what was never sent: not ours to believe
         }
+        let sample = ctx.since_us(echo_sent_us);
+        let signal = |acked_bytes, sender: &Self| Ack {
+            acked_bytes,
+            ece,
+            sent: ctx.instant_of(echo_sent_us),
+            rtt: sample,
+            delivered_bytes: cumulative.min(sender.packets) as u64 * sender.mss as u64,
+            sent_bytes: sender.highest_sent as u64 * sender.mss as u64,
+        };
         if cumulative > self.unacked {
             // Karn: a sample from any new ack is fine here, since echo_sent_us is the send
             // time of the very packet acknowledged, retransmitted or not.
-            self.rtt.sample(ctx.since_us(echo_sent_us));
+            self.rtt.sample(sample);
             if let Some(resent_us) = self.resent_on_timeout_us.take() {
                 // Echo older than the retransmission: the original arrived, the timeout was
                 // spurious and what followed it is still on its way. Otherwise go back.
@@ -145,7 +195,9 @@ impl WindowSender {
                 }
             }
             let acked = (cumulative - self.unacked) as u64 * self.mss as u64;
-            self.cc.on_ack(ctx.now, acked, ece);
+            self.cc.on_ack(ctx.now, &signal(acked, self));
+            let done = (cumulative - self.unacked) as usize;
+            self.send_times.drain(..done.min(self.send_times.len()));
             self.unacked = cumulative;
             self.next_seq = self.next_seq.max(cumulative);
             self.unanswered_timeouts = 0;
@@ -161,7 +213,7 @@ impl WindowSender {
             self.arm_rto(ctx, config);
         } else if self.next_seq > self.unacked {
             if ece {
-                self.cc.on_ack(ctx.now, 0, true);
+                self.cc.on_ack(ctx.now, &signal(0, self));
             }
             if duplicate {
                 // Our own needless retransmission came back: not a sign of a hole, and the
@@ -175,7 +227,8 @@ impl WindowSender {
             }
             self.duplicate_acks += 1;
             if self.duplicate_acks == DUPLICATE_ACKS && self.recover.is_none() {
-                self.cc.on_loss(ctx.now);
+                let lost_sent = self.send_times.front().copied().unwrap_or(ctx.now);
+                self.cc.on_loss(ctx.now, lost_sent);
                 self.recover = Some(self.next_seq);
                 self.send(ctx, self.unacked);
             }
@@ -183,13 +236,22 @@ impl WindowSender {
         self.send_window(ctx, config);
     }
 
-    /// The retransmission timer; after the last ack it waits for the Finish (and resends
-    /// the last packet if that was lost).
+    /// The send gate, and the retransmission timer (after the last ack it waits for the
+    /// Finish, and resends the last packet if that was lost).
     pub fn deadline(&self) -> Option<Instant> {
-        self.rto_at
+        match (self.gate_at, self.rto_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     pub fn on_timeout(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
+        if self.gate_at.is_some_and(|at| at <= ctx.now) {
+            self.send_window(ctx, config);
+        }
+        if self.rto_at.is_none_or(|at| at > ctx.now) {
+            return;
+        }
         self.rto_at = None;
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         if self.unacked >= self.packets {
@@ -199,12 +261,17 @@ impl WindowSender {
         }
         self.timeouts += 1;
         self.unanswered_timeouts += 1;
-        self.cc.on_timeout(ctx.now);
+        self.cc.on_timeout(ctx.now, self.in_flight_bytes());
         self.recover = None;
         self.duplicate_acks = 0;
         self.send(ctx, self.unacked);
         self.resent_on_timeout_us = Some(ctx.now_us as u32);
         self.arm_rto(ctx, config);
+    }
+
+    /// What the next flow to the same host takes over.
+    pub fn into_connection(self) -> (HostId, Connection) {
+        (self.spec.dst, Connection { cc: self.cc, rtt: self.rtt })
     }
 
     pub fn record(&self, host: HostId, end_us: u64) -> FlowRecord {

@@ -51,7 +51,7 @@ struct Args {
     /// Counters, rewritten as one JSON object every 100 ms and at exit.
     #[arg(long)]
     counters: Option<PathBuf>,
-    /// Scheme of flows whose schedule line names none: expresspass or dctcp.
+    /// Scheme of flows whose schedule line names none: expresspass, spraypass, dctcp or dctcp+.
     #[arg(long, default_value = "expresspass", value_parser = parse_scheme)]
     scheme: cchost::Scheme,
     /// CLOCK_MONOTONIC nanoseconds of the experiment's start: flow starts count from it, and
@@ -74,6 +74,13 @@ struct Args {
     /// ExpressPass initial credit rate, fraction of the maximum (paper: 1/2; 1/16 for realistic workloads).
     #[arg(long, default_value_t = 0.5)]
     alpha: f64,
+    /// ExpressPass and SprayPass initial aggressiveness w (SprayPass: omega_init, its initial
+    /// rate too); default: --alpha, as in the paper's runs.
+    #[arg(long)]
+    w_init: Option<f64>,
+    /// DCTCP+ backoff_time_unit, us (default: the flow's base RTT, the paper's guideline).
+    #[arg(long)]
+    slow_time_unit_us: Option<f64>,
     /// DCTCP retransmission timeout floor, ms.
     #[arg(long, default_value_t = 10.0)]
     rto_min_ms: f64,
@@ -123,7 +130,8 @@ impl Outputs {
             "sent_packets": kinds(&c.sent_packets), "received_packets": kinds(&c.received_packets),
             "malformed": c.malformed, "unknown_flow": c.unknown_flow,
             "data_bytes_received": c.data_bytes_received, "data_retransmits": c.data_retransmits,
-            "ce_received": c.ce_received, "data_out_of_order": c.data_out_of_order, "ece_received": c.ece_received,
+            "ce_received": c.ce_received, "credit_ce_received": c.credit_ce_received,
+            "credits_lost": c.credits_lost, "data_out_of_order": c.data_out_of_order, "ece_received": c.ece_received,
             "timeouts": c.timeouts, "spurious_timeouts": c.spurious_timeouts,
             "credits_sent": c.credits_sent, "credits_wasted": c.credits_wasted,
             "flows_started": c.flows_started, "flows_finished": c.flows_finished,
@@ -150,8 +158,12 @@ fn open_records(path: Option<&Path>) -> Result<Box<dyn Write>, String> {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    if args.host == 0 || args.link_mbps <= 0.0 || !(0.0..=1.0).contains(&args.alpha) || args.alpha == 0.0 {
-        return Err("--host must be >= 1, --link-mbps > 0 and --alpha in (0, 1]".into());
+    let fraction = |f: f64| f > 0.0 && f <= 1.0;
+    if args.host == 0 || args.link_mbps <= 0.0 || !fraction(args.alpha) || !args.w_init.is_none_or(fraction) {
+        return Err("--host must be >= 1, --link-mbps > 0, and --alpha and --w-init in (0, 1]".into());
+    }
+    if args.slow_time_unit_us.is_some_and(|us| !(us.is_finite() && us > 0.0)) {
+        return Err("--slow-time-unit-us must be > 0".into());
     }
     let mut flows: Vec<ScheduledFlow> = match &args.schedule {
         Some(path) => schedule::read(path, args.scheme)?,
@@ -159,8 +171,11 @@ fn run(args: &Args) -> Result<(), String> {
     };
     let clock = Clock::new(args.epoch_ns);
     let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, clock.origin());
+    let w_init = args.w_init.unwrap_or(args.alpha);
     config.expresspass.alpha = args.alpha;
-    config.expresspass.w_init = args.alpha;
+    config.expresspass.w_init = w_init;
+    config.spraypass.w_init = w_init;
+    config.dctcp_plus.backoff_time_unit = args.slow_time_unit_us.map(|us| Duration::from_secs_f64(us / 1e6));
     config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
     config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
     config.seed = args.seed.unwrap_or(args.host as u64);

@@ -3,9 +3,12 @@
 //! ```text
 //! {"id": 1, "dst": 2, "size": 1000000, "start": 0.5}
 //! {"id": 2, "dst": 7, "size": 64000, "start": 0.75, "scheme": "dctcp", "path_id": 3}
+//! {"id": 3, "dst": 9, "size": 64000, "start": 0.8, "scheme": "spraypass", "paths": 4}
 //! ```
 //! `dst` is a host number (h7 is 7), `size` bytes, `start` seconds after the experiment's
-//! epoch; `scheme` defaults to the host's `--scheme`, `path_id` to a hash of the flow id.
+//! epoch; `scheme` defaults to the host's `--scheme`, `path_id` to a hash of the flow id;
+//! `paths` (1..=256) is the number of equal-cost paths to `dst`, which spraying schemes
+//! spread credits over (default 256: every path-id).
 
 use std::fs;
 use std::path::Path;
@@ -23,6 +26,7 @@ struct Line {
     start: f64,
     scheme: Option<String>,
     path_id: Option<u8>,
+    paths: Option<u16>,
 }
 
 #[derive(Debug, Clone)]
@@ -32,11 +36,7 @@ pub struct ScheduledFlow {
 }
 
 pub fn parse_scheme(name: &str) -> Result<Scheme, String> {
-    match name {
-        "expresspass" => Ok(Scheme::ExpressPass),
-        "dctcp" => Ok(Scheme::Dctcp),
-        other => Err(format!("unknown scheme {other:?} (expresspass, dctcp)")),
-    }
+    Scheme::from_name(name)
 }
 
 /// The flows of `path`, latest first (the caller pops the next one off the end).
@@ -53,6 +53,9 @@ pub fn read(path: &Path, default_scheme: Scheme) -> Result<Vec<ScheduledFlow>, S
         if line.dst == 0 {
             return Err(format!("{}: dst must be a host number >= 1", at()));
         }
+        if line.paths.is_some_and(|n| !(1..=256).contains(&n)) {
+            return Err(format!("{}: paths must be 1..=256 (got {})", at(), line.paths.unwrap_or_default()));
+        }
         if !ids.insert(line.id) {
             return Err(format!("{}: flow id {} appears twice", at(), line.id));
         }
@@ -62,7 +65,14 @@ pub fn read(path: &Path, default_scheme: Scheme) -> Result<Vec<ScheduledFlow>, S
         };
         flows.push(ScheduledFlow {
             start: Duration::from_secs_f64(line.start),
-            spec: FlowSpec { id: line.id, dst: line.dst, size_bytes: line.size, scheme, path_id: line.path_id },
+            spec: FlowSpec {
+                id: line.id,
+                dst: line.dst,
+                size_bytes: line.size,
+                scheme,
+                path_id: line.path_id,
+                paths: line.paths,
+            },
         });
     }
     flows.sort_by(|a, b| b.start.cmp(&a.start).then(b.spec.id.cmp(&a.spec.id)));

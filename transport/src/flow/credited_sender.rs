@@ -1,15 +1,18 @@
-//! ExpressPass, sending side: asks for credits, spends each credit on one data packet, stops
-//! the credits when it has nothing left (early: as soon as the credits of the last RTT
-//! cover what remains), and counts the credits it could not use.
+//! Receiver-driven schemes, data sending side: asks for credits, spends each credit on one
+//! data packet on the credit's path (copying the credit's CE mark into the data header, for
+//! SprayPass), stops the credits when it has nothing left (early: as soon as the credits of
+//! the last RTT cover what remains), and counts the credits it could not use.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{packets_of, payload_of, Ctx};
-use crate::endpoint::{Ecn, EndpointConfig, FlowRecord, FlowSpec, HostId};
-use crate::wire::Packet;
+use crate::config::EndpointConfig;
+use crate::record::{FlowRecord, FlowSpec};
+use crate::types::{Ecn, HostId};
+use crate::wire::{Packet, MAX_PATHS};
 
-pub(crate) struct CreditSender {
+pub(crate) struct CreditedSender {
     spec: FlowSpec,
     path_id: u8,
     mss: u16,
@@ -31,7 +34,7 @@ pub(crate) struct CreditSender {
     retransmits: u64,
 }
 
-impl CreditSender {
+impl CreditedSender {
     pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, config: &EndpointConfig) -> Self {
         let packets = packets_of(spec.size_bytes, config.mss).min(u32::MAX as u64) as u32;
         let mut sender = Self {
@@ -55,7 +58,12 @@ impl CreditSender {
     }
 
     fn send_request(&mut self, ctx: &mut Ctx) {
-        let request = Packet::CreditRequest { flow: self.spec.id, size_bytes: self.spec.size_bytes };
+        let request = Packet::CreditRequest {
+            flow: self.spec.id,
+            size_bytes: self.spec.size_bytes,
+            scheme: self.spec.scheme.wire_id(),
+            paths: self.spec.paths.unwrap_or(MAX_PATHS).clamp(1, MAX_PATHS),
+        };
         ctx.send(self.spec.dst, self.path_id, Ecn::NotEct, &request);
         self.request_sent_at = ctx.now;
     }
@@ -64,7 +72,8 @@ impl CreditSender {
         (self.packets - self.next_seq) as u64 + self.resend.len() as u64
     }
 
-    pub fn on_credit(&mut self, ctx: &mut Ctx, credit_seq: u32, sent_us: u32, path_id: u8) {
+    /// A credit arrived on `path_id`; `credit_ce`: a switch marked it (SprayPass's signal).
+    pub fn on_credit(&mut self, ctx: &mut Ctx, credit_seq: u32, sent_us: u32, path_id: u8, credit_ce: bool) {
         if self.first_credit_at.is_none() {
             self.first_credit_at = Some(ctx.now);
             self.rtt = Some(ctx.now - self.request_sent_at);
@@ -101,6 +110,7 @@ impl CreditSender {
                 echo_sent_us: sent_us,
                 payload_len,
                 last: seq + 1 == self.packets,
+                credit_ce,
             },
         );
         // Early credit stop: the credits already on their way cover what is left.

@@ -1,70 +1,70 @@
-//! ExpressPass, receiving side: paces credits for one flow at the rate its feedback control
-//! ([`crate::cc::expresspass`]) sets, once per RTT, from the credit sequence numbers the
-//! data echoes; stops at the sender's credit stop, asks for what is missing, and finishes.
+//! Receiver-driven schemes, data receiving side: paces credits for one flow at the rate (and
+//! over the paths) its credit control ([`crate::cc::CreditControl`]) decides, feeds it every
+//! data packet's echo, stops at the sender's credit stop, asks for what is missing, and
+//! finishes.
 
 use std::time::{Duration, Instant};
 
 use rand::RngExt;
 
-use super::{packets_of, Ctx, ReceivedSet};
-use crate::cc::expresspass::ExpressPass;
-use crate::cc::{CreditFeedback, CreditRateControl};
-use crate::endpoint::{Ecn, EndpointConfig, HostId};
+use super::{packets_of, Ctx, OutOfRange, ReceivedSet};
+use crate::cc::{CreditControl, Echo};
+use crate::config::EndpointConfig;
+use crate::types::{Ecn, HostId};
 use crate::wire::{Packet, NACK_MAX_SEQS};
 
 /// Credits a late timer may send back to back (the port's credit buffer is 8).
 const CATCH_UP_CREDITS: u32 = 4;
 
-/// A data packet whose sequence number the flow cannot have.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct OutOfRange;
-
-/// Credits echoed by data since the period began: the feedback control's input.
-#[derive(Debug, Clone, Copy)]
-struct Period {
-    start: Instant,
-    credits: u64,
-    lost: u64,
+/// What a data packet brought besides its sequence number.
+pub(crate) struct DataArrival {
+    pub seq: u32,
+    pub echo_credit_seq: u32,
+    pub echo_sent_us: u32,
+    pub credit_ce: bool,
+    pub path_id: u8,
+    pub wire_bytes: u64,
 }
 
-pub(crate) struct CreditReceiver {
+pub(crate) struct CreditingReceiver {
     src: HostId,
     flow: u32,
+    /// The flow's path-id: its control packets' (and its credits', unless the scheme sprays).
     path_id: u8,
     packets: u32,
     received: ReceivedSet,
-    cc: ExpressPass,
+    cc: Box<dyn CreditControl>,
     /// When the next credit goes out; `None` while stopped.
     next_credit_at: Option<Instant>,
     next_credit_seq: u32,
     credits_sent: u32,
-    /// EWMA (0.8 old / 0.2 new) of credit -> data delays.
+    /// EWMA (0.8 old / 0.2 new) of credit -> data delays (ns2-xpass `update_rtt`).
     rtt: Option<Duration>,
-    /// Highest credit sequence number echoed so far.
-    last_echo: Option<u32>,
-    period: Period,
     /// After a credit stop with data missing: when to ask for it (two RTTs after the last
     /// data packet).
     recovery_at: Option<Instant>,
 }
 
-impl CreditReceiver {
-    pub fn new(ctx: &mut Ctx, src: HostId, flow: u32, size_bytes: u64, path_id: u8, config: &EndpointConfig) -> Self {
+impl CreditingReceiver {
+    pub fn new(ctx: &mut Ctx, src: HostId, flow: u32, packets: u64, path_id: u8, cc: Box<dyn CreditControl>) -> Self {
         Self {
             src,
             flow,
             path_id,
-            packets: packets_of(size_bytes, config.mss).min(u32::MAX as u64) as u32,
+            packets: packets.min(u32::MAX as u64) as u32,
             received: ReceivedSet::default(),
-            cc: config.expresspass.build(),
+            cc,
             next_credit_at: Some(ctx.now),
             next_credit_seq: 0,
             credits_sent: 0,
             rtt: None,
-            last_echo: None,
-            period: Period { start: ctx.now, credits: 0, lost: 0 },
             recovery_at: None,
         }
+    }
+
+    /// Packets of a flow of `size_bytes`.
+    pub fn packets_of(size_bytes: u64, config: &EndpointConfig) -> u64 {
+        packets_of(size_bytes, config.mss)
     }
 
     pub fn path_id(&self) -> u8 {
@@ -75,55 +75,33 @@ impl CreditReceiver {
         self.credits_sent
     }
 
+    pub fn credits_lost(&self) -> u64 {
+        self.cc.credits_lost()
+    }
+
     /// Ok(true) once every packet of the flow has arrived.
-    pub fn on_data(
-        &mut self,
-        ctx: &mut Ctx,
-        seq: u32,
-        echo_credit_seq: u32,
-        echo_sent_us: u32,
-        config: &EndpointConfig,
-    ) -> Result<bool, OutOfRange> {
-        if seq >= self.packets {
+    pub fn on_data(&mut self, ctx: &mut Ctx, data: DataArrival, config: &EndpointConfig) -> Result<bool, OutOfRange> {
+        if data.seq >= self.packets {
             return Err(OutOfRange);
         }
-        self.received.insert(seq);
-        let sample = ctx.since_us(echo_sent_us);
-        self.rtt = Some(match self.rtt {
+        self.received.insert(data.seq);
+        let sample = ctx.since_us(data.echo_sent_us);
+        let srtt = match self.rtt {
             None => sample,
             Some(rtt) => rtt.mul_f64(0.8) + sample.mul_f64(0.2),
-        });
-        // Credits between the last echo and this one never came back: lost on the way
-        // (credits are dropped by the ports' credit queues, or the data they bought was).
-        match self.last_echo {
-            Some(last) if echo_credit_seq > last => {
-                self.period.credits += (echo_credit_seq - last) as u64;
-                self.period.lost += (echo_credit_seq - last - 1) as u64;
-                self.last_echo = Some(echo_credit_seq);
-            }
-            Some(_) => {} // a retransmission's or reordered echo: already accounted
-            None => {
-                self.period.credits += echo_credit_seq as u64 + 1;
-                self.period.lost += echo_credit_seq as u64;
-                self.last_echo = Some(echo_credit_seq);
-            }
-        }
-        let rtt = self.rtt.unwrap_or(config.initial_rtt);
+        };
+        self.rtt = Some(srtt);
+        let echo = Echo {
+            credit_seq: data.echo_credit_seq,
+            path_id: data.path_id,
+            credit_ce: data.credit_ce,
+            wire_bytes: data.wire_bytes,
+            srtt,
+        };
+        self.cc.on_echo(ctx.now, &echo);
         if self.recovery_at.is_some() {
             // Stopped, and the data bought by the last credits is still coming in.
-            self.recovery_at = Some(ctx.now + self.recovery_wait(rtt));
-        }
-        if ctx.now - self.period.start >= rtt {
-            self.cc.on_feedback(
-                ctx.now,
-                CreditFeedback {
-                    credits: self.period.credits,
-                    lost: self.period.lost,
-                    elapsed: ctx.now - self.period.start,
-                    rtt,
-                },
-            );
-            self.period = Period { start: ctx.now, credits: 0, lost: 0 };
+            self.recovery_at = Some(ctx.now + self.recovery_wait(self.rtt.unwrap_or(config.initial_rtt)));
         }
         if self.received.count() == self.packets as u64 {
             self.next_credit_at = None;
@@ -163,15 +141,20 @@ impl CreditReceiver {
             self.recovery_at = None;
             let missing = self.received.missing(self.packets, NACK_MAX_SEQS);
             ctx.send(self.src, self.path_id, Ecn::NotEct, &Packet::Nack { flow: self.flow, missing });
+            self.cc.on_restart(ctx.now);
             self.next_credit_at = Some(ctx.now);
         }
         let Some(due) = self.next_credit_at else { return };
         if due > ctx.now {
             return;
         }
+        // The reference runs its feedback before each credit and paces the next one at the
+        // rate it set.
+        self.cc.on_credit(ctx.now);
+        let path_id = self.cc.next_path(ctx.rng, self.path_id);
         ctx.send(
             self.src,
-            self.path_id,
+            path_id,
             Ecn::NotEct,
             &Packet::Credit { flow: self.flow, credit_seq: self.next_credit_seq, sent_us: ctx.now_us as u32 },
         );

@@ -1,53 +1,84 @@
-//! A simulated network to drive [`Endpoint`]s with a virtual clock: hosts on one switch (a
-//! star, so every host's link to the switch is its own and the switch port toward a host is
-//! where flows to it meet). Every port, host NIC and switch port alike, is the emulator's port
-//! model (emulation/ccemu/shaping.py): a credit class served first, through a token bucket
-//! at the credit share with a burst of two credits and a buffer of a few credits, and a data
-//! FIFO that tail-drops at its buffer and CE-marks ECN-capable packets above K; links have a
-//! propagation delay. Deterministic: the same inputs give the same run.
+//! A simulated network to drive [`Endpoint`]s with a virtual clock, on any [`Topology`] (a
+//! star, a leaf-spine, a fat-tree), routed by path-id as the emulated fabric is. Every port,
+//! host NIC and switch port alike, is the emulator's port model (emulation/ccemu/shaping.py,
+//! bpf/port.bpf.c): a credit class served first, through a token bucket at the credit share
+//! with a burst of two credits and a buffer of a few credits, that can mark credits CE with
+//! the probability it drops them (SprayPass's Pd); and a data FIFO that tail-drops at its
+//! buffer and CE-marks ECN-capable packets that find more than K bytes queued. Links have a
+//! propagation delay and a rate each. What the emulator adds on its own is here on demand:
+//! reordering (a packet overtaken by up to N others on its last hop) and late timers.
+//! Deterministic: the same inputs give the same run.
+
+mod topology;
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::endpoint::{Ecn, Endpoint, EndpointConfig, FlowRecord, FlowSpec, HostId, Incoming, Transmit};
-use crate::wire::{Kind, Packet};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 
-/// IPv4 + UDP + Ethernet headers, and preamble + FCS + inter-frame gap on the wire.
-const HEADERS_BYTES: u64 = 20 + 8 + 14;
-const WIRE_OVERHEAD_BYTES: u64 = 24;
+pub use topology::{Node, Topology};
+
+use crate::config::EndpointConfig;
+use crate::endpoint::Endpoint;
+use crate::record::{FlowRecord, FlowSpec};
+use crate::types::{Ecn, HostId, Incoming, Transmit};
+use crate::wire::{Kind, Packet, DATA_HEADER_BYTES, FRAME_OVERHEAD_BYTES};
+
 pub const CREDIT_WIRE_BYTES: u64 = 84;
+/// A full data frame on the wire (1450 bytes of payload).
+pub const DATA_FRAME_BYTES: u64 = 1450 + DATA_HEADER_BYTES as u64 + FRAME_OVERHEAD_BYTES;
 
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// Hosts h1..hN.
-    pub hosts: u32,
+    pub topology: Topology,
+    /// Rate of every link, unless [`Network::set_link_rate`] changes one.
     pub link_bps: f64,
-    /// One way, per link (a host to the switch).
+    /// One way, per link.
     pub propagation: Duration,
     pub data_buffer_bytes: u64,
     /// 0: no credit class (credits would be data).
     pub credit_share: f64,
     pub credit_buffer_credits: usize,
     pub credit_burst_credits: u64,
+    /// SprayPass: credits are CE-marked with Pd = dropped / injected credits of the last this
+    /// many (N_cdt = 4); `None`: never.
+    pub credit_mark_window: Option<u32>,
     /// DCTCP K on the data FIFO.
     pub ecn_threshold_bytes: Option<u64>,
+    /// Every packet's last hop is held back by U[0, this many full data frames at the link
+    /// rate], so that up to that many packets overtake it (the emulator's CPUs reorder).
+    pub reorder_frames: u32,
+    /// Every host timer fires late by U[0, this] (the emulator's timer lateness).
+    pub timer_jitter: Duration,
+    /// Seed of the network's own randomness (marking, reordering, jitter).
+    pub seed: u64,
 }
 
 impl SimConfig {
-    /// The ExpressPass port model: 84 / (84 + 1538) of the link for credits, 8 credits of
-    /// buffer, bursts of 2.
+    /// The ExpressPass port model on a star of `hosts`: 84 / (84 + 1538) of the link for
+    /// credits, 8 credits of buffer, bursts of 2.
     pub fn expresspass(hosts: u32, link_bps: f64, propagation: Duration, data_buffer_bytes: u64) -> Self {
         Self {
-            hosts,
+            topology: Topology::star(hosts),
             link_bps,
             propagation,
             data_buffer_bytes,
             credit_share: 84.0 / (84.0 + 1538.0),
             credit_buffer_credits: 8,
             credit_burst_credits: 2,
+            credit_mark_window: None,
             ecn_threshold_bytes: None,
+            reorder_frames: 0,
+            timer_jitter: Duration::ZERO,
+            seed: 1,
         }
+    }
+
+    /// SprayPass's: ExpressPass's, and credits marked with Pd over N_cdt = 4 credits.
+    pub fn spraypass(hosts: u32, link_bps: f64, propagation: Duration, data_buffer_bytes: u64) -> Self {
+        Self { credit_mark_window: Some(4), ..Self::expresspass(hosts, link_bps, propagation, data_buffer_bytes) }
     }
 
     pub fn dctcp(hosts: u32, link_bps: f64, propagation: Duration, data_buffer_bytes: u64, k: u64) -> Self {
@@ -58,10 +89,19 @@ impl SimConfig {
         }
     }
 
+    /// The same ports on another topology.
+    pub fn on(self, topology: Topology) -> Self {
+        Self { topology, ..self }
+    }
+
+    pub fn hosts(&self) -> u32 {
+        self.topology.hosts
+    }
+
     /// Data payload rate an ExpressPass flow can reach on one link: the link minus the credit
     /// share, times payload / wire bytes of a full data packet.
     pub fn ideal_data_rate(&self, mss: u16) -> f64 {
-        let wire = mss as f64 + 22.0 + (HEADERS_BYTES + WIRE_OVERHEAD_BYTES) as f64;
+        let wire = mss as f64 + (DATA_HEADER_BYTES as u64 + FRAME_OVERHEAD_BYTES) as f64;
         self.link_bps / 8.0 * (1.0 - self.credit_share) * mss as f64 / wire
     }
 }
@@ -81,6 +121,7 @@ pub struct PortStats {
     pub data_drops: u64,
     pub credit_drops: u64,
     pub marks: u64,
+    pub credit_marks: u64,
     pub max_data_queue_bytes: u64,
     /// (time, data queue bytes) at every change.
     pub data_queue: Vec<(Instant, u64)>,
@@ -89,40 +130,33 @@ pub struct PortStats {
 }
 
 struct Port {
-    /// Where a packet goes after this port's link: the switch (None) or a host.
-    to_host: Option<HostId>,
+    /// Where the port's link leads.
+    to: Node,
+    rate_bps: f64,
     busy_until: Instant,
     credits: VecDeque<InFlight>,
     data: VecDeque<InFlight>,
     data_bytes: u64,
     tokens: f64,
     tokens_at: Instant,
+    /// SprayPass's Pd: credits injected and dropped in the current window, and the
+    /// probability of marking that the last full window set.
+    window_credits: u32,
+    window_drops: u32,
+    mark_probability: f64,
     stats: PortStats,
 }
 
 enum Event {
-    Start {
-        host: HostId,
-        spec: FlowSpec,
-    },
-    /// Arrives at the switch and joins the port toward its destination.
-    AtSwitch(InFlight),
-    Deliver {
-        host: HostId,
-        packet: InFlight,
-    },
+    Start { host: HostId, spec: FlowSpec },
+    /// The packet reaches a node: a switch forwards it, a host takes it.
+    Arrive { node: Node, packet: InFlight },
     PortFree(usize),
     Wake(HostId),
     /// The port sends nothing until then (a CPU stall of the emulator, say).
-    Stall {
-        port: usize,
-        until: Instant,
-    },
+    Stall { port: usize, until: Instant },
     /// A packet held back by `delay`, joining its host's port late.
-    Late {
-        port: usize,
-        packet: InFlight,
-    },
+    Late { port: usize, packet: InFlight },
 }
 
 struct Scheduled {
@@ -153,7 +187,9 @@ impl Ord for Scheduled {
 pub struct Delivery {
     pub at: Instant,
     pub src: HostId,
+    pub dst: HostId,
     pub flow: u32,
+    pub path_id: u8,
     pub payload_bytes: u64,
 }
 
@@ -163,10 +199,12 @@ pub struct Network {
     now: Instant,
     hosts: Vec<Endpoint>,
     wakes: Vec<Option<Instant>>,
-    /// 0..n: host NICs (host i at i-1); n..2n: the switch's port toward host i.
     ports: Vec<Port>,
+    /// The port from a node toward a neighbour.
+    port_of: HashMap<(Node, Node), usize>,
     events: BinaryHeap<Reverse<Scheduled>>,
     order: u64,
+    rng: SmallRng,
     /// Lose the n-th packet (1-based) of a kind that any host sends.
     losses: Vec<(Kind, u64)>,
     /// Hold the n-th packet of a kind back this long, so that the next ones overtake it.
@@ -180,27 +218,38 @@ impl Network {
     /// `endpoint` tailors each host's transport from the default for the link.
     pub fn new(config: SimConfig, endpoint: impl Fn(EndpointConfig) -> EndpointConfig) -> Self {
         let start = Instant::now();
-        let hosts = (1..=config.hosts)
+        let hosts = (1..=config.hosts())
             .map(|host| Endpoint::new(endpoint(EndpointConfig::new(host, config.link_bps, start))))
             .collect();
-        let port = |to_host| Port {
-            to_host,
-            busy_until: start,
-            credits: VecDeque::new(),
-            data: VecDeque::new(),
-            data_bytes: 0,
-            tokens: (config.credit_burst_credits * CREDIT_WIRE_BYTES) as f64,
-            tokens_at: start,
-            stats: PortStats::default(),
-        };
-        let ports = (0..config.hosts).map(|_| port(None)).chain((1..=config.hosts).map(|h| port(Some(h)))).collect();
+        let (mut ports, mut port_of) = (Vec::new(), HashMap::new());
+        for (a, b) in config.topology.links() {
+            for (from, to) in [(a, b), (b, a)] {
+                port_of.insert((from, to), ports.len());
+                ports.push(Port {
+                    to,
+                    rate_bps: config.link_bps,
+                    busy_until: start,
+                    credits: VecDeque::new(),
+                    data: VecDeque::new(),
+                    data_bytes: 0,
+                    tokens: (config.credit_burst_credits * CREDIT_WIRE_BYTES) as f64,
+                    tokens_at: start,
+                    window_credits: 0,
+                    window_drops: 0,
+                    mark_probability: 0.0,
+                    stats: PortStats::default(),
+                });
+            }
+        }
         Self {
-            wakes: vec![None; config.hosts as usize],
+            wakes: vec![None; config.hosts() as usize],
+            rng: SmallRng::seed_from_u64(config.seed),
             config,
             start,
             now: start,
             hosts,
             ports,
+            port_of,
             events: BinaryHeap::new(),
             order: 0,
             losses: Vec::new(),
@@ -223,18 +272,38 @@ impl Network {
         &self.hosts[host as usize - 1]
     }
 
-    /// The port toward `host` on the switch (where its incoming flows queue).
+    fn port_index(&self, from: Node, to: Node) -> usize {
+        *self.port_of.get(&(from, to)).unwrap_or_else(|| panic!("no link {from:?} -> {to:?}"))
+    }
+
+    /// The port toward `host` on its switch (where its incoming flows queue).
     pub fn switch_port(&self, host: HostId) -> &PortStats {
-        &self.ports[(self.config.hosts + host - 1) as usize].stats
+        let edge = self.config.topology.edge_of(host);
+        &self.ports[self.port_index(edge, Node::Host(host))].stats
     }
 
     /// `host`'s own NIC (where the credits it paces queue).
     pub fn host_port(&self, host: HostId) -> &PortStats {
-        &self.ports[host as usize - 1].stats
+        let edge = self.config.topology.edge_of(host);
+        &self.ports[self.port_index(Node::Host(host), edge)].stats
+    }
+
+    /// The port from `from` toward `to`.
+    pub fn port(&self, from: Node, to: Node) -> &PortStats {
+        &self.ports[self.port_index(from, to)].stats
     }
 
     pub fn ports(&self) -> impl Iterator<Item = &PortStats> {
         self.ports.iter().map(|p| &p.stats)
+    }
+
+    /// Both directions of the link between `a` and `b` run at `bps` (a slow or degraded link;
+    /// the credit class keeps its share of it).
+    pub fn set_link_rate(&mut self, a: Node, b: Node, bps: f64) {
+        for (from, to) in [(a, b), (b, a)] {
+            let port = self.port_index(from, to);
+            self.ports[port].rate_bps = bps;
+        }
     }
 
     /// Drop the `nth` (1-based) packet of `kind` that any host sends.
@@ -251,7 +320,7 @@ impl Network {
     /// From `after` the start, the switch port toward `host` sends nothing for `stall`: what a
     /// CPU stall does to the emulated fabric.
     pub fn stall_switch_port(&mut self, host: HostId, after: Duration, stall: Duration) {
-        let port = (self.config.hosts + host - 1) as usize;
+        let port = self.port_index(self.config.topology.edge_of(host), Node::Host(host));
         self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
     }
 
@@ -299,31 +368,12 @@ impl Network {
                 self.hosts[host as usize - 1].start_flow(self.now, spec);
                 self.after(host);
             }
-            Event::AtSwitch(packet) => {
-                let port = (self.config.hosts + packet.transmit.dst - 1) as usize;
+            Event::Arrive { node: Node::Switch(switch), packet } => {
+                let next = self.config.topology.next_hop(switch, packet.transmit.dst, packet.transmit.path_id);
+                let port = self.port_index(Node::Switch(switch), next);
                 self.enqueue(port, packet);
             }
-            Event::Deliver { host, packet } => {
-                if packet.transmit.kind == Kind::Data {
-                    if let Ok(Packet::Data { flow, payload_len, .. }) = Packet::decode(&packet.transmit.payload) {
-                        self.deliveries.push(Delivery {
-                            at: self.now,
-                            src: packet.src,
-                            flow,
-                            payload_bytes: payload_len as u64,
-                        });
-                    }
-                }
-                let ecn = if packet.ce { Ecn::Ce } else { packet.transmit.ecn };
-                let incoming = Incoming {
-                    src: packet.src,
-                    path_id: packet.transmit.path_id,
-                    ecn,
-                    payload: &packet.transmit.payload,
-                };
-                self.hosts[host as usize - 1].handle_packet(self.now, incoming);
-                self.after(host);
-            }
+            Event::Arrive { node: Node::Host(host), packet } => self.deliver(host, packet),
             Event::PortFree(port) => self.try_send(port),
             Event::Late { port, packet } => self.enqueue(port, packet),
             Event::Stall { port, until } => {
@@ -340,22 +390,42 @@ impl Network {
         }
     }
 
+    fn deliver(&mut self, host: HostId, packet: InFlight) {
+        if packet.transmit.kind == Kind::Data {
+            if let Ok(Packet::Data { flow, payload_len, .. }) = Packet::decode(&packet.transmit.payload) {
+                self.deliveries.push(Delivery {
+                    at: self.now,
+                    src: packet.src,
+                    dst: host,
+                    flow,
+                    path_id: packet.transmit.path_id,
+                    payload_bytes: payload_len as u64,
+                });
+            }
+        }
+        let ecn = if packet.ce { Ecn::Ce } else { packet.transmit.ecn };
+        let incoming =
+            Incoming { src: packet.src, path_id: packet.transmit.path_id, ecn, payload: &packet.transmit.payload };
+        self.hosts[host as usize - 1].handle_packet(self.now, incoming);
+        self.after(host);
+    }
+
     /// Collects what `host` wants to send and when it wants to be woken.
     fn after(&mut self, host: HostId) {
         let index = host as usize - 1;
+        let nic = self.port_index(Node::Host(host), self.config.topology.edge_of(host));
         while let Some(transmit) = self.hosts[index].poll_transmit() {
             let sent = self.sent_by_kind.entry(transmit.kind).or_default();
             *sent += 1;
             if self.losses.contains(&(transmit.kind, *sent)) {
                 continue;
             }
-            let wire_bytes =
-                (transmit.payload.len() as u64 + HEADERS_BYTES + WIRE_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
+            let wire_bytes = (transmit.payload.len() as u64 + FRAME_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
             let delay = self.delays.iter().find(|(kind, nth, _)| (*kind, *nth) == (transmit.kind, *sent)).map(|d| d.2);
             let packet = InFlight { src: host, transmit, ce: false, wire_bytes };
             match delay {
-                Some(by) => self.schedule(self.now + by, Event::Late { port: index, packet }),
-                None => self.enqueue(index, packet),
+                Some(by) => self.schedule(self.now + by, Event::Late { port: nic, packet }),
+                None => self.enqueue(nic, packet),
             }
         }
         while let Some(record) = self.hosts[index].poll_record() {
@@ -364,8 +434,10 @@ impl Network {
         if let Some(at) = self.hosts[index].poll_timeout() {
             let at = at.max(self.now);
             if self.wakes[index].is_none_or(|pending| at < pending) {
-                self.wakes[index] = Some(at);
-                self.schedule(at, Event::Wake(host));
+                // A late timer: the host handles at `late` what was due at `at`.
+                let late = at + self.config.timer_jitter.mul_f64(self.rng.random_range(0.0..=1.0));
+                self.wakes[index] = Some(late);
+                self.schedule(late, Event::Wake(host));
             }
         }
     }
@@ -377,10 +449,25 @@ impl Network {
     fn enqueue(&mut self, port_index: usize, mut packet: InFlight) {
         let credit = self.is_credit(&packet);
         let (buffer, k, now) = (self.config.data_buffer_bytes, self.config.ecn_threshold_bytes, self.now);
-        let credit_buffer = self.config.credit_buffer_credits;
+        let (credit_buffer, mark_window) = (self.config.credit_buffer_credits, self.config.credit_mark_window);
+        let draw: f64 = self.rng.random_range(0.0..1.0);
         let port = &mut self.ports[port_index];
         if credit {
-            if port.credits.len() >= credit_buffer {
+            let drop = port.credits.len() >= credit_buffer;
+            if let Some(window) = mark_window {
+                // As the port program does: Pd of the last full window of N_cdt credits.
+                port.window_credits += 1;
+                port.window_drops += drop as u32;
+                if port.window_credits >= window {
+                    port.mark_probability = port.window_drops as f64 / port.window_credits as f64;
+                    (port.window_credits, port.window_drops) = (0, 0);
+                }
+                if !drop && !packet.ce && draw < port.mark_probability {
+                    packet.ce = true;
+                    port.stats.credit_marks += 1;
+                }
+            }
+            if drop {
                 port.stats.credit_drops += 1;
                 return;
             }
@@ -390,11 +477,12 @@ impl Network {
                 port.stats.data_drops += 1;
                 return;
             }
-            port.data_bytes += packet.wire_bytes;
-            if k.is_some_and(|k| port.data_bytes > k) && packet.transmit.ecn != Ecn::NotEct {
+            // K counts what the packet finds queued, itself not included (as the port program).
+            if k.is_some_and(|k| port.data_bytes > k) && packet.transmit.ecn != Ecn::NotEct && !packet.ce {
                 packet.ce = true;
                 port.stats.marks += 1;
             }
+            port.data_bytes += packet.wire_bytes;
             port.stats.max_data_queue_bytes = port.stats.max_data_queue_bytes.max(port.data_bytes);
             port.stats.data_queue.push((now, port.data_bytes));
             port.data.push_back(packet);
@@ -404,10 +492,10 @@ impl Network {
 
     fn try_send(&mut self, port_index: usize) {
         let now = self.now;
-        let credit_rate = self.config.link_bps / 8.0 * self.config.credit_share;
+        let (share, propagation) = (self.config.credit_share, self.config.propagation);
         let burst = (self.config.credit_burst_credits * CREDIT_WIRE_BYTES) as f64;
-        let (link_bps, propagation) = (self.config.link_bps, self.config.propagation);
         let port = &mut self.ports[port_index];
+        let credit_rate = port.rate_bps / 8.0 * share;
         if port.busy_until > now {
             return;
         }
@@ -436,15 +524,16 @@ impl Network {
             }
             return;
         };
-        let done = now + Duration::from_secs_f64(packet.wire_bytes as f64 * 8.0 / link_bps);
+        let done = now + Duration::from_secs_f64(packet.wire_bytes as f64 * 8.0 / port.rate_bps);
         port.busy_until = done;
-        let to_host = port.to_host;
-        self.schedule(done, Event::PortFree(port_index));
-        let arrival = done + propagation;
-        match to_host {
-            None => self.schedule(arrival, Event::AtSwitch(packet)),
-            Some(host) => self.schedule(arrival, Event::Deliver { host, packet }),
+        let to = port.to;
+        let mut arrival = done + propagation;
+        if let (Node::Host(_), frames @ 1..) = (to, self.config.reorder_frames) {
+            let frame_time = DATA_FRAME_BYTES as f64 * 8.0 / self.config.link_bps;
+            arrival += Duration::from_secs_f64(frame_time * frames as f64 * self.rng.random_range(0.0..=1.0));
         }
+        self.schedule(done, Event::PortFree(port_index));
+        self.schedule(arrival, Event::Arrive { node: to, packet });
     }
 }
 

@@ -1,0 +1,168 @@
+//! SprayPass's path table (section III-C): credits take path-ids round by round without
+//! replacement ("uniform spraying"), and path probing removes the path-ids whose data
+//! arrives far slower than the fastest path's.
+
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::RngExt;
+
+/// The path-ids a receiver sprays one flow's credits over, and their probing.
+#[derive(Debug, Clone)]
+pub struct PathTable {
+    /// Path-ids 0..count (count <= 256).
+    count: u16,
+    /// Path-ids left in the current round.
+    round: Vec<u8>,
+    /// Per path-id: bits of data that arrived on it since the last probe.
+    bits: Vec<u64>,
+    /// Per path-id: `None` while sprayed; removed until this probe number.
+    removed_until: Vec<Option<u64>>,
+    /// Per path-id: probe intervals it stays out the next time it is removed.
+    penalty: Vec<u64>,
+    probe_bits: u64,
+    theta: f64,
+    readmit_after: u64,
+    /// Bits of data since the last probe, over all paths, and when it began.
+    interval_bits: u64,
+    interval_start: Instant,
+    probes: u64,
+    removals: u64,
+}
+
+impl PathTable {
+    pub fn new(count: u16, probe_bits: u64, theta: f64, readmit_after: u32, now: Instant) -> Self {
+        let count = count.clamp(1, 256);
+        let n = count as usize;
+        Self {
+            count,
+            round: Vec::with_capacity(n),
+            bits: vec![0; n],
+            removed_until: vec![None; n],
+            penalty: vec![u64::from(readmit_after.max(1)); n],
+            probe_bits: probe_bits.max(1),
+            theta,
+            readmit_after: u64::from(readmit_after.max(1)),
+            interval_bits: 0,
+            interval_start: now,
+            probes: 0,
+            removals: 0,
+        }
+    }
+
+    /// The path-id of the next credit: a random one of those left in this round; a round
+    /// holds every path-id not removed.
+    pub fn next(&mut self, rng: &mut SmallRng) -> u8 {
+        if self.round.is_empty() {
+            self.round.extend((0..self.count).filter(|&p| self.removed_until[p as usize].is_none()).map(|p| p as u8));
+        }
+        let pick = rng.random_range(0..self.round.len());
+        self.round.swap_remove(pick)
+    }
+
+    /// Path-ids sprayed now.
+    pub fn active(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..self.count).filter(|&p| self.removed_until[p as usize].is_none()).map(|p| p as u8)
+    }
+
+    /// Times a path was removed so far.
+    pub fn removals(&self) -> u64 {
+        self.removals
+    }
+
+    /// A data packet of `bits` arrived on `path_id`.
+    pub fn on_arrival(&mut self, now: Instant, path_id: u8, bits: u64) {
+        let path = path_id as usize % self.count as usize;
+        self.bits[path] += bits;
+        self.interval_bits += bits;
+        if self.interval_bits >= self.probe_bits {
+            self.probe(now);
+        }
+    }
+
+    /// The speed board (Eq. 2): every path sprayed during the interval whose speed is below
+    /// theta x the fastest's is removed. All speeds share the interval, so bits compare as speeds.
+    fn probe(&mut self, now: Instant) {
+        self.probes += 1;
+        let sprayed: Vec<usize> = (0..self.count as usize).filter(|&p| self.removed_until[p].is_none()).collect();
+        let fastest = sprayed.iter().map(|&p| self.bits[p]).max().unwrap_or(0) as f64;
+        for &path in &sprayed {
+            // Never the last path: a flow needs one.
+            if (self.bits[path] as f64) < self.theta * fastest && self.active().count() > 1 {
+                self.removed_until[path] = Some(self.probes + self.penalty[path]);
+                // CHOICE: the paper removes a path for good; paths recover (a link repaired,
+                // a burst gone), so a removed path is sprayed again after a while, and
+                // removed for twice as long each time it proves slow again (capped at 64x).
+                self.penalty[path] = (self.penalty[path] * 2).min(64 * self.readmit_after);
+                self.round.retain(|&p| p as usize != path);
+                self.removals += 1;
+            }
+        }
+        for path in 0..self.count as usize {
+            if self.removed_until[path].is_some_and(|until| self.probes >= until) {
+                self.removed_until[path] = None;
+            }
+        }
+        self.bits.iter_mut().for_each(|b| *b = 0);
+        self.interval_bits = 0;
+        self.interval_start = now;
+    }
+
+    /// Credits restart after a stop: the idle time is no measurement.
+    pub fn on_restart(&mut self, now: Instant) {
+        self.bits.iter_mut().for_each(|b| *b = 0);
+        self.interval_bits = 0;
+        self.interval_start = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn every_path_gets_one_credit_per_round() {
+        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 8, Instant::now()), SmallRng::seed_from_u64(1));
+        for _ in 0..10 {
+            let mut round: Vec<u8> = (0..4).map(|_| table.next(&mut rng)).collect();
+            round.sort();
+            assert_eq!(round, vec![0, 1, 2, 3]);
+        }
+    }
+
+    #[test]
+    fn a_path_below_a_tenth_of_the_fastest_is_removed_and_sprayed_again_later() {
+        let now = Instant::now();
+        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 2, now), SmallRng::seed_from_u64(1));
+        // One interval: paths 0-2 get 13 packets each, path 3 one.
+        for path in [0u8, 1, 2].repeat(13).into_iter().chain([3]) {
+            table.on_arrival(now, path, 1538 * 8);
+        }
+        assert_eq!(table.probes, 0);
+        for _ in 0..10 {
+            table.on_arrival(now, 0, 1538 * 8);
+        }
+        assert_eq!((table.probes, table.removals()), (1, 1));
+        assert_eq!(table.active().collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert!((0..30).all(|_| table.next(&mut rng) != 3));
+        // Two more probe intervals (healthy paths only): path 3 is back.
+        for _ in 0..2 {
+            for _ in 0..17 {
+                for path in 0..3 {
+                    table.on_arrival(now, path, 1538 * 8);
+                }
+            }
+        }
+        assert_eq!(table.active().count(), 4);
+    }
+
+    #[test]
+    fn the_last_path_is_never_removed() {
+        let now = Instant::now();
+        let mut table = PathTable::new(1, 8, 0.1, 8, now);
+        table.on_arrival(now, 0, 8);
+        table.on_arrival(now, 0, 0);
+        assert_eq!(table.active().count(), 1);
+    }
+}

@@ -1,0 +1,102 @@
+//! What goes in (a [`FlowSpec`]) and what comes out (a [`FlowRecord`] per finished flow, and
+//! the endpoint's [`Counters`]).
+
+use std::time::Duration;
+
+use crate::scheme::Scheme;
+use crate::types::HostId;
+
+/// One flow to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSpec {
+    /// Unique among this host's flows.
+    pub id: u32,
+    pub dst: HostId,
+    pub size_bytes: u64,
+    pub scheme: Scheme,
+    /// Path-id of every packet of the flow (both ways); `None`: a hash of the flow id.
+    /// Spraying schemes ignore it for credits and data (each credit picks its own).
+    pub path_id: Option<u8>,
+    /// Equal-cost paths between the two hosts (1..=256): spraying schemes spread credits over
+    /// path-ids 0..paths. `None`: all 256 path-ids (uniform over the paths whenever their
+    /// number divides 256, as on k=4 fat-trees; wire-format.md "How many paths").
+    pub paths: Option<u16>,
+}
+
+/// One finished flow, written by its sender when the receiver's Finish arrives. Times are
+/// microseconds of the shared clock (`EndpointConfig::epoch`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowRecord {
+    pub id: u32,
+    pub src: HostId,
+    pub dst: HostId,
+    pub size_bytes: u64,
+    pub scheme: Scheme,
+    pub start_us: u64,
+    /// When the receiver had every byte.
+    pub end_us: u64,
+    /// Data packets sent more than once.
+    pub retransmits: u64,
+    /// Retransmission timeouts (window schemes), and how many of them proved spurious.
+    pub timeouts: u64,
+    pub spurious_timeouts: u64,
+    pub credits_sent: u64,
+    /// Credits that arrived when the sender had nothing left to send.
+    pub credits_wasted: u64,
+}
+
+impl FlowRecord {
+    /// The record of `spec` sent by `src`, its per-scheme figures zero.
+    pub(crate) fn of(spec: &FlowSpec, src: HostId, start_us: u64, end_us: u64) -> Self {
+        Self {
+            id: spec.id,
+            src,
+            dst: spec.dst,
+            size_bytes: spec.size_bytes,
+            scheme: spec.scheme,
+            start_us,
+            end_us,
+            retransmits: 0,
+            timeouts: 0,
+            spurious_timeouts: 0,
+            credits_sent: 0,
+            credits_wasted: 0,
+        }
+    }
+
+    pub fn fct(&self) -> Duration {
+        Duration::from_micros(self.end_us.saturating_sub(self.start_us))
+    }
+}
+
+/// Counters of the whole endpoint, for the collector.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    pub sent_packets: [u64; 8],
+    pub received_packets: [u64; 8],
+    /// Datagrams that did not parse (dropped, never a crash).
+    pub malformed: u64,
+    /// Parsed, but for no flow this host knows (and not a late packet of a finished one).
+    pub unknown_flow: u64,
+    pub data_bytes_received: u64,
+    /// Data packets that arrived CE-marked, and acks that echoed a mark.
+    pub ce_received: u64,
+    /// Data packets whose credit was CE-marked on its way (SprayPass's feedback).
+    pub credit_ce_received: u64,
+    /// Window schemes: data packets that did not arrive in order (holes, reordering, duplicates).
+    pub data_out_of_order: u64,
+    pub ece_received: u64,
+    /// Per-flow figures, added when the flow finishes.
+    pub data_retransmits: u64,
+    pub timeouts: u64,
+    pub spurious_timeouts: u64,
+    pub credits_sent: u64,
+    pub credits_wasted: u64,
+    /// Credits the receivers' feedback control judged lost (ExpressPass: echo sequence gaps
+    /// that no late echo filled), added when a receiving flow finishes.
+    pub credits_lost: u64,
+    pub flows_started: u64,
+    pub flows_finished: u64,
+    /// Control packets (credit request, credit stop) sent again after a timeout.
+    pub control_retransmits: u64,
+}

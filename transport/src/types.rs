@@ -1,0 +1,35 @@
+//! What the core and its shell exchange: host numbers, ECN codepoints, and datagrams out
+//! ([`Transmit`]) and in ([`Incoming`]).
+
+use crate::wire::Kind;
+
+/// A host of the emulation: h1 is 1 (the shell maps it to 10.0.0.1, transport/wire-format.md).
+pub type HostId = u32;
+
+/// The ECN codepoint a packet is sent with (IP_TOS) or arrived with (IP_RECVTOS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ecn {
+    NotEct = 0,
+    Ect0 = 2,
+    Ce = 3,
+}
+
+/// A datagram to send: the shell sends `payload` to `dst` from its socket for `path_id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transmit {
+    pub dst: HostId,
+    pub path_id: u8,
+    pub ecn: Ecn,
+    pub kind: Kind,
+    pub payload: Vec<u8>,
+}
+
+/// A datagram that arrived.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    pub src: HostId,
+    /// Low 8 bits of the UDP source port.
+    pub path_id: u8,
+    pub ecn: Ecn,
+    pub payload: &'a [u8],
+}
