@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .routing import PATH_IDS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CCHOST = Path(os.environ.get("CCEMU_CCHOST", REPO_ROOT / "build" / "cchost"))
 
@@ -33,11 +35,20 @@ class ScheduledFlow:
     size: int  # bytes
     start: float  # seconds after the epoch
     scheme: str | None = None
+    # Equal-cost paths between the flow's hosts (routing.Routing.n_paths): SprayPass receivers
+    # spray credits over path-ids 0..paths-1. Unset: cchost sprays over all PATH_IDS values.
+    paths: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.paths is not None and not 1 <= self.paths <= PATH_IDS:
+            raise ValueError(f"flow {self.id}: paths must be 1..{PATH_IDS} (got {self.paths})")
 
     def line(self) -> str:
         fields = {"id": self.id, "dst": self.dst, "size": self.size, "start": self.start}
         if self.scheme:
             fields["scheme"] = self.scheme
+        if self.paths is not None:
+            fields["paths"] = self.paths
         return json.dumps(fields)
 
 

@@ -290,16 +290,16 @@ class FabricConfig(_Section):
 
 
 # The port profile each scheme's hosts are written for.
-SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "dctcp": "dctcp"}
+SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp"}
 # Schemes whose hosts send data only against credits: behind ports without a credit class the
 # credits would queue behind data, and nothing the scheme relies on would hold.
-CREDIT_SCHEMES = ("expresspass",)
+CREDIT_SCHEMES = ("expresspass", "spraypass")
 
 
 class SchemeConfig(_Section):
     """One scheme of the comparison and the port profile its fabric runs."""
 
-    scheme: Literal["expresspass", "dctcp"]
+    scheme: Literal["expresspass", "spraypass", "dctcp", "dctcp+"]
     port: PortConfig
     port_mismatch_intended: bool = Field(
         False, description="run the scheme on another scheme's port profile on purpose (e.g. expresspass hosts "
@@ -375,9 +375,16 @@ WorkloadConfig = Annotated[
 class TransportConfig(_Section):
     """cchost's parameters (transport/src/bin/cchost)."""
 
-    alpha: float = Field(0.5, gt=0, le=1, description="ExpressPass initial credit rate / max (paper: 1/2)")
+    alpha: float = Field(0.5, gt=0, le=1, description="ExpressPass/SprayPass initial credit rate / max (paper: 1/2; "
+                                                      "1/16 for realistic workloads)")
+    w_init: Union[float, None] = Field(None, gt=0, le=1,
+                                       description="ExpressPass/SprayPass initial aggressiveness w; unset: equal to "
+                                                   "alpha (paper: alpha = w_init = 1/16 for realistic workloads)")
     rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
     control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
+    slow_time_unit_us: Union[float, None] = Field(None, gt=0, allow_inf_nan=False,
+                                                  description="DCTCP+ backoff_time_unit, microseconds; unset: the "
+                                                              "flow's measured base RTT (paper: the base RTT, 100 us)")
 
 
 class ExperimentConfig(_Section):

@@ -24,6 +24,9 @@ SELECTOR = 'experiment=~"$experiment", scheme=~"$scheme", n=~"$n"'
 
 
 def _variable(name: str, metric: str, multi: bool) -> dict:
+    # Grafana regex-escapes the values of a multi-value (or include-All) variable inside =~"..."
+    # (its Prometheus data source's interpolateQueryExpr): a chosen scheme "dctcp+" matches only
+    # itself. A single-value variable goes in raw, where "dctcp+" would match "dctcp" instead.
     return {
         "name": name, "label": name, "type": "query", "datasource": DATASOURCE,
         "query": {"query": f"label_values({metric}, {name})", "refId": f"var-{name}"},

@@ -32,6 +32,7 @@ from .monitoring import SCRAPE_INTERVAL_S, Prometheus
 from .ports import PortMaps, PortStats
 from .report import report
 from .results import Bundle, provenance
+from .routing import PATH_IDS, Routing
 from .stats import histogram_mean, size_bucket
 from .workloads import incast_round
 
@@ -98,6 +99,30 @@ def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, cre
     buffer plus burst at each credit queue of its path, and each credit stands for a full
     data frame, so the spread is at most that many frames per queue."""
     return (port.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES) * credit_queues
+
+
+def incast_schedule(routing: Routing, hosts: list[str], workload: IncastWorkload, n: int, rng: random.Random,
+                    start: float, first_id: int) -> list[tuple[str, ScheduledFlow]]:
+    """One incast round's flows as (sender, scheduled flow), each with the number of
+    equal-cost paths between its hosts (what SprayPass receivers spray credits over; at most
+    PATH_IDS, all a path-id can name)."""
+    return [(flow.src, ScheduledFlow(id=i, dst=host_number(flow.dst), size=flow.size, start=start,
+                                     paths=min(routing.n_paths(flow.src, flow.dst), PATH_IDS)))
+            for i, flow in enumerate(incast_round(hosts, workload.aggregator, n, workload.total_bytes, rng),
+                                     start=first_id)]
+
+
+def transport_args(config: ExperimentConfig, host: str) -> tuple[str, ...]:
+    """cchost's transport parameters for `host`; the optional ones only when the config sets them."""
+    transport = config.transport
+    args = ("--alpha", str(transport.alpha), "--rto-min-ms", str(transport.rto_min_ms),
+            "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
+            "--seed", str(config.seed * 1000 + host_number(host)))
+    if transport.w_init is not None:
+        args += ("--w-init", str(transport.w_init))
+    if transport.slow_time_unit_us is not None:
+        args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
+    return args
 
 
 class IncastRunner:
@@ -282,11 +307,8 @@ class IncastRunner:
     def _start_cchost(self, net: FabricNet, host: str, scheme: SchemeConfig, epoch: int, workdir: Path,
                       **kwargs) -> subprocess.Popen:
         """cchost on `host`, its output in `workdir`/<host>.log (read when it fails)."""
-        transport = self.config.transport
-        extra = ("--alpha", str(transport.alpha), "--rto-min-ms", str(transport.rto_min_ms),
-                 "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
-                 "--seed", str(self.config.seed * 1000 + host_number(host)))
-        argv = command(host, self.config.link.rate_mbps, scheme.scheme, epoch, workdir, extra=extra, **kwargs)
+        argv = command(host, self.config.link.rate_mbps, scheme.scheme, epoch, workdir,
+                       extra=transport_args(self.config, host), **kwargs)
         with open(workdir / f"{host}.log", "wb") as log:
             return net[host].popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
@@ -300,9 +322,7 @@ class IncastRunner:
         # Flow ids stay unique for the aggregator's whole life (it answers a repeated id as the
         # finished flow it remembers).
         first_id = (round_number - 1) * n + 1
-        flows = [(flow.src, ScheduledFlow(id=i, dst=host_number(flow.dst), size=flow.size, start=start))
-                 for i, flow in enumerate(incast_round(hosts, self.workload.aggregator, n,
-                                                       self.workload.total_bytes, rng), start=first_id)]
+        flows = incast_schedule(net.routing, hosts, self.workload, n, rng, start, first_id)
         round_dir = workdir / f"round{round_number}"
         round_dir.mkdir()
         by_sender: dict[str, list[ScheduledFlow]] = defaultdict(list)

@@ -46,13 +46,20 @@ def config(**sections):
      "config: schemes.0.port.profile: dctcp runs on dctcp ports (got 'expresspass'); to run it on expresspass "
      "ports on purpose, set schemes.0.port_mismatch_intended: true"),
     (config(schemes=[{"scheme": "dctcp"}, {"scheme": "dctcp"}]), "config: schemes: each scheme once"),
-    (config(schemes=[{"scheme": "tcp"}]), "config: schemes.0.scheme: input should be 'expresspass' or 'dctcp'"),
+    (config(schemes=[{"scheme": "tcp"}]),
+     "config: schemes.0.scheme: input should be 'expresspass', 'spraypass', 'dctcp' or 'dctcp+' (got 'tcp')"),
     (config(workload={"kind": "incast", "aggregator": "h17"}),
      "config: workload.aggregator: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),
     (config(workload={"kind": "incst"}), "config: workload.kind: must be one of 'incast', 'realistic'"),
     (config(workload={"kind": "realistic", "cdf": "search", "load": 1.5}), "config: workload.load: input should"),
     (config(transport={"alpha": 0}), "config: transport.alpha: input should be greater than 0"),
+    (config(transport={"w_init": 0}), "config: transport.w_init: input should be greater than 0 (got 0)"),
+    (config(transport={"w_init": 1.5}), "config: transport.w_init: input should be less than or equal to 1 (got 1.5)"),
+    (config(transport={"slow_time_unit_us": 0}),
+     "config: transport.slow_time_unit_us: input should be greater than 0 (got 0)"),
+    (config(transport={"slow_time_unit_us": float("inf")}),
+     "config: transport.slow_time_unit_us: input should be a finite number (got inf)"),
 ])
 def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:
@@ -88,6 +95,15 @@ def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     ({"schemes": [{"scheme": "expresspass", "port": {"profile": "dctcp"}, "port_mismatch_intended": True}]},
      "config: schemes.0.port.profile: expresspass sends data against credits, and dctcp ports have no credit class "
      "(use expresspass ports)"),
+    ({"schemes": [{"scheme": "spraypass", "port": {"profile": "dctcp"}}]},
+     "config: schemes.0.port.profile: spraypass sends data against credits, and dctcp ports have no credit class "
+     "(use spraypass ports)"),
+    ({"schemes": [{"scheme": "spraypass", "port": {"profile": "dctcp"}, "port_mismatch_intended": True}]},
+     "config: schemes.0.port.profile: spraypass sends data against credits, and dctcp ports have no credit class "
+     "(use spraypass ports)"),
+    ({"schemes": [{"scheme": "dctcp+", "port": {"profile": "spraypass"}}]},
+     "config: schemes.0.port.profile: dctcp+ runs on dctcp ports (got 'spraypass'); to run it on spraypass ports "
+     "on purpose, set schemes.0.port_mismatch_intended: true"),
 ])
 def test_what_the_port_program_cannot_represent_or_a_scheme_cannot_use_is_refused_in_one_exact_line(section, message):
     with pytest.raises(ConfigError) as error:
@@ -186,7 +202,29 @@ def test_schemes_take_their_own_port_profile_by_default():
     assert parsed.for_scheme(parsed.schemes[1]).port.ecn_threshold_bytes == 16000
 
 
+def test_the_four_schemes_are_accepted_each_on_its_own_port_profile_by_default():
+    parsed = parse_config(config(schemes=[{"scheme": s} for s in ("expresspass", "spraypass", "dctcp", "dctcp+")]),
+                          kernel=NO_NETEM)
+    assert [(s.scheme, s.port.profile) for s in parsed.schemes] == [
+        ("expresspass", "expresspass"), ("spraypass", "spraypass"), ("dctcp", "dctcp"), ("dctcp+", "dctcp")]
+    assert parsed.schemes[1].port.credit_mark_window == 4
+
+
+def test_w_init_and_slow_time_unit_are_unset_by_default_and_taken_when_given():
+    default = parse_config(config(), kernel=NO_NETEM).transport
+    assert (default.w_init, default.slow_time_unit_us) == (None, None)
+    given = parse_config(config(transport={"alpha": 0.0625, "w_init": 0.0625, "slow_time_unit_us": 100}),
+                         kernel=NO_NETEM).transport
+    assert (given.w_init, given.slow_time_unit_us) == (0.0625, 100.0)
+
+
 def test_the_incast_experiment_file_is_valid():
     parsed = load_config(REPO / "workloads" / "experiments" / "incast.yaml", kernel=NO_NETEM)
-    assert [s.scheme for s in parsed.schemes] == ["expresspass", "dctcp"]
+    assert [(s.scheme, s.port.profile) for s in parsed.schemes] == [
+        ("expresspass", "expresspass"), ("spraypass", "spraypass"), ("dctcp", "dctcp"), ("dctcp+", "dctcp")]
+    expresspass, spraypass, dctcp, dctcp_plus = (s.port for s in parsed.schemes)
+    assert (spraypass.buffer_bytes, spraypass.credit_buffer_credits, spraypass.credit_share) == \
+        (expresspass.buffer_bytes, expresspass.credit_buffer_credits, expresspass.credit_share)
+    assert spraypass.credit_mark_window == 4
+    assert dctcp_plus == dctcp
     assert parsed.workload.kind == "incast"

@@ -14,17 +14,17 @@ def write(path, fields, rows):
         writer.writerows(rows)
 
 
-def bundle(tmp_path):
+def bundle(tmp_path, schemes=("expresspass", "dctcp")):
     flows = [{"scheme": s, "n": 2, "round": 1, "id": i, "src": f"h{i + 1}", "dst": "h1", "size": 50_000,
               "bucket": "M", "start": 1.0, "end": 1.0 + fct, "fct": fct, "retransmits": 1 if s == "dctcp" else 0,
               "timeouts": 0, "spurious_timeouts": 0, "credits_sent": 40 if s == "expresspass" else 0,
               "credits_wasted": 2 if s == "expresspass" else 0}
-             for s in ("expresspass", "dctcp") for i, fct in ((1, 0.1), (2, 0.3))]
+             for s in schemes for i, fct in ((1, 0.1), (2, 0.3))]
     rounds = [{"scheme": s, "n": 2, "round": 1, "flows": 2, "finished": 2, "bytes": 100_000, "duration": 0.4,
-               "goodput_bps": 2_000_000, "unfinished": ""} for s in ("expresspass", "dctcp")]
+               "goodput_bps": 2_000_000, "unfinished": ""} for s in schemes]
     ports = [{"scheme": s, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1, "data_dropped": drops,
               "max_data_queue": queue, "mean_data_queue": queue // 2, "bucket_bytes": 1000, "histogram": "1 1 2"}
-             for s, drops, queue in (("expresspass", 0, 3000), ("dctcp", 5, 9000))]
+             for s, drops, queue in zip(schemes, (0, 5, 7, 9), (3000, 9000, 4000, 6000))]
     write(tmp_path / "flows.csv", FLOW_FIELDS, flows)
     write(tmp_path / "rounds.csv", ROUND_FIELDS, rounds)
     write(tmp_path / "ports.csv", PORT_FIELDS, ports)
@@ -56,3 +56,15 @@ def test_report_writes_the_summary_and_three_plots_from_the_tables_alone(tmp_pat
     assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
                                                                        "queue_cdf.png"]
     assert report(directory).read_text() == summary  # deterministic
+
+
+def test_the_report_has_a_row_and_a_plot_line_for_every_scheme_including_dctcp_plus(tmp_path):
+    schemes = ("expresspass", "spraypass", "dctcp", "dctcp+")
+    directory = bundle(tmp_path, schemes)
+    summary = report(directory).read_text()
+    for scheme in schemes:
+        assert f"| {scheme} | 2 | 2.00 | 200.0 |" in summary
+        assert f"| {scheme} | M | 2 |" in summary
+    assert "| dctcp+ | 2 | 2.00 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 9 |" in summary
+    assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
+                                                                       "queue_cdf.png"]

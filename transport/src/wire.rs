@@ -133,7 +133,7 @@ impl Packet {
         out.extend_from_slice(&MAGIC.to_be_bytes());
         out.push(self.kind() as u8);
         out.push(match *self {
-            Packet::Data { last, credit_ce, .. } => last as u8 * FLAG_LAST | credit_ce as u8 * FLAG_CREDIT_CE,
+            Packet::Data { last, credit_ce, .. } => (last as u8 * FLAG_LAST) | (credit_ce as u8 * FLAG_CREDIT_CE),
             _ => 0,
         });
         match *self {

@@ -1,6 +1,7 @@
-//! DCTCP window control (SIGCOMM 2010; RFC 8257; Linux `tcp_dctcp.c`): alpha <- (1 - g) alpha
-//! + g F once per window of data, cwnd <- cwnd (1 - alpha / 2) at most once per window of data
-//! that saw CE; losses halve the window as Reno does, timeouts set RFC 5681's values.
+//! DCTCP window control (SIGCOMM 2010; RFC 8257; Linux `tcp_dctcp.c`): alpha becomes
+//! (1 - g) alpha + g F once per window of data, cwnd shrinks by alpha / 2 at most once per
+//! window of data that saw CE; losses halve the window as Reno does, timeouts set RFC 5681's
+//! values.
 
 use std::time::Instant;
 

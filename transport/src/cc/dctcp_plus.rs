@@ -55,7 +55,7 @@ impl DctcpPlusConfig {
             slow_time: Duration::ZERO,
             base_rtt: None,
             retransmitted: false,
-            last_sent: None,
+            gate: None,
             rng: SmallRng::seed_from_u64(seed),
         }
     }
@@ -78,7 +78,8 @@ pub struct DctcpPlus {
     base_rtt: Option<Duration>,
     /// A retransmission on timeout happened since the last ack (a congestion signal).
     retransmitted: bool,
-    last_sent: Option<Instant>,
+    /// When the packet waiting to leave may go: slow_time after it became ready.
+    gate: Option<Instant>,
     rng: SmallRng,
 }
 
@@ -140,7 +141,7 @@ impl SenderControl for DctcpPlus {
     }
 
     fn on_sent(&mut self, now: Instant, bytes: u64) {
-        self.last_sent = Some(now);
+        self.gate = None;
         self.dctcp.on_sent(now, bytes);
     }
 
@@ -170,11 +171,13 @@ impl SenderControl for DctcpPlus {
         self.dctcp.window()
     }
 
-    fn next_send(&self, _now: Instant) -> Option<Instant> {
-        match (self.state, self.last_sent) {
-            (State::Normal, _) | (_, None) => None,
-            (_, Some(last)) => Some(last + self.slow_time),
+    fn next_send(&mut self, now: Instant) -> Option<Instant> {
+        // Section V-D: a packet ready to go is held slow_time (an hrtimer before
+        // tcp_transmit_skb), so that senders woken together leave at random times apart.
+        if self.state == State::Normal {
+            return None;
         }
+        Some(*self.gate.get_or_insert(now + self.slow_time))
     }
 }
 
@@ -211,8 +214,11 @@ mod tests {
             ack(&mut cc, now, true);
         }
         assert!(cc.slow_time() > first + 5 * UNIT, "{:?}", cc.slow_time());
-        cc.on_sent(now, MSS);
-        assert_eq!(cc.next_send(now), Some(now + cc.slow_time()));
+        let held = cc.slow_time();
+        assert_eq!(cc.next_send(now), Some(now + held), "a ready packet waits slow_time");
+        assert_eq!(cc.next_send(now + held / 2), Some(now + held), "asked again: the same time");
+        cc.on_sent(now + held, MSS);
+        assert_eq!(cc.next_send(now + 2 * held), Some(now + 3 * held), "the next packet waits again");
     }
 
     #[test]

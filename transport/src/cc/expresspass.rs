@@ -35,7 +35,9 @@ pub struct ExpressPassConfig {
     pub credit_bytes: f64,
     /// Pacing jitter: the gap is scaled by 1 + jitter * this (`max_jitter_` 0.1).
     pub jitter: f64,
-    /// A skipped credit counts as lost once this many later credits came back (see `Ledger`).
+    /// A skipped credit counts as lost once more than this many later credits came back (see
+    /// `Ledger`): 6, for up to 3 packets of reordering on each of the credit's and the data's
+    /// paths.
     pub reorder_credits: u32,
 }
 
@@ -52,7 +54,7 @@ impl ExpressPassConfig {
             small_flow_packets: Some(40),
             credit_bytes: 84.0,
             jitter: 0.1,
-            reorder_credits: 3,
+            reorder_credits: 6,
         }
     }
 
@@ -187,8 +189,8 @@ impl CreditControl for ExpressPass {
 /// and aborts the simulation on an echo below the highest (ns-2 with symmetric ECMP never
 /// reorders). The emulated fabric does reorder, across CPUs; near the maximum rate the
 /// target loss is ~0, so one reordered echo counted as loss would halve w. Here a skipped
-/// credit is judged lost only once `reorder` later credits have come back (TCP's duplicate
-/// ack threshold, in credits), and an echo that still arrives after that within the same
+/// credit is judged lost only once more than `reorder` later credits have come back (TCP's
+/// duplicate-ack threshold for each of the two paths an echo takes), and an echo that still arrives after that within the same
 /// period takes its loss back.
 #[derive(Debug, Clone)]
 struct Ledger {
@@ -283,7 +285,7 @@ mod tests {
     }
 
     /// Feeds one RTT's period: `credits` credits from `*next_seq` on, those at the listed
-    /// offsets lost (put them early: a skipped credit is judged lost only once four later ones
+    /// offsets lost (put them early: a skipped credit is judged lost only once seven later ones
     /// came back); then ends the period with the next credit, an RTT later.
     fn period(cc: &mut ExpressPass, now: &mut Instant, next_seq: &mut u32, credits: u32, lost: &[u32]) {
         for i in (0..credits).filter(|i| !lost.contains(i)) {
@@ -378,17 +380,17 @@ mod tests {
     }
 
     #[test]
-    fn a_skipped_credit_is_lost_once_more_than_three_later_ones_came_back() {
+    fn a_skipped_credit_is_lost_once_more_than_six_later_ones_came_back() {
         let (mut cc, now) = ten_gig(1_000_000);
-        for seq in [0, 2, 3, 4] {
+        for seq in [0, 2, 3, 4, 5, 6, 7] {
             cc.on_echo(now, &echo(seq));
         }
-        assert_eq!(cc.credits_lost(), 0, "three later echoes: it may still come");
-        cc.on_echo(now, &echo(5));
+        assert_eq!(cc.credits_lost(), 0, "six later echoes: it may still come");
+        cc.on_echo(now, &echo(8));
         assert_eq!(cc.credits_lost(), 1);
         // It came after all, in the same period: the loss is taken back.
         cc.on_echo(now, &echo(1));
-        assert_eq!((cc.credits_lost(), cc.ledger.take_period()), (0, (6, 0)));
+        assert_eq!((cc.credits_lost(), cc.ledger.take_period()), (0, (9, 0)));
     }
 
     #[test]

@@ -90,9 +90,10 @@ pub trait SenderControl {
     fn on_congestion_notification(&mut self, _now: Instant, _flag: u8) {}
     /// Congestion window, bytes.
     fn window(&self) -> u64;
-    /// The earliest the next packet may leave, when something other than the window holds
-    /// it (DCTCP+'s slow_time, a rate pacer); `None`: as soon as the window allows.
-    fn next_send(&self, _now: Instant) -> Option<Instant> {
+    /// The next packet is ready (the window allows it) at `now`: the earliest it may leave,
+    /// when something other than the window holds it (DCTCP+'s slow_time, a rate pacer);
+    /// `None`: at once. Asked again until the packet leaves (`on_sent`).
+    fn next_send(&mut self, _now: Instant) -> Option<Instant> {
         None
     }
 }

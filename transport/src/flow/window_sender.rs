@@ -75,13 +75,7 @@ pub(crate) struct WindowSender {
 }
 
 impl WindowSender {
-    pub fn start(
-        ctx: &mut Ctx,
-        spec: FlowSpec,
-        path_id: u8,
-        connection: Connection,
-        config: &EndpointConfig,
-    ) -> Self {
+    pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, connection: Connection, config: &EndpointConfig) -> Self {
         let Connection { mut cc, rtt } = connection;
         cc.on_flow_start(ctx.now);
         let mut sender = Self {

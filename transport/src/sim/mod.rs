@@ -148,15 +148,27 @@ struct Port {
 }
 
 enum Event {
-    Start { host: HostId, spec: FlowSpec },
+    Start {
+        host: HostId,
+        spec: FlowSpec,
+    },
     /// The packet reaches a node: a switch forwards it, a host takes it.
-    Arrive { node: Node, packet: InFlight },
+    Arrive {
+        node: Node,
+        packet: InFlight,
+    },
     PortFree(usize),
     Wake(HostId),
     /// The port sends nothing until then (a CPU stall of the emulator, say).
-    Stall { port: usize, until: Instant },
+    Stall {
+        port: usize,
+        until: Instant,
+    },
     /// A packet held back by `delay`, joining its host's port late.
-    Late { port: usize, packet: InFlight },
+    Late {
+        port: usize,
+        packet: InFlight,
+    },
 }
 
 struct Scheduled {

@@ -60,7 +60,7 @@ impl Topology {
     /// cores, k/2 hosts per edge switch (k^3/4 hosts, numbered edge by edge). Edge e's uplink
     /// i goes to its pod's aggregation i, whose uplink j goes to core i * k/2 + j.
     pub fn fat_tree(k: u32) -> Self {
-        assert!(k >= 2 && k % 2 == 0, "fat-tree k must be even (got {k})");
+        assert!(k >= 2 && k.is_multiple_of(2), "fat-tree k must be even (got {k})");
         let half = k / 2;
         let mut t = Topology { hosts: k * k * k / 4, switches: Vec::new() };
         let cores: Vec<usize> = (0..half * half).map(|c| t.add(format!("c{c}"), half)).collect();

@@ -39,6 +39,9 @@ pub struct SprayPassConfig {
     /// A removed path is sprayed again after this many probe intervals, doubling each time it
     /// is removed again (CHOICE: the paper never re-admits a path; see `PathTable`).
     pub readmit_after_probes: u32,
+    /// Path-ids never sprayed: paths known bad before the flow starts (the probing tests use
+    /// it as their oracle).
+    pub excluded_paths: Vec<u8>,
 }
 
 impl SprayPassConfig {
@@ -54,6 +57,7 @@ impl SprayPassConfig {
             probe_bits: 600_000,
             theta: 0.1,
             readmit_after_probes: 8,
+            excluded_paths: Vec::new(),
         }
     }
 
@@ -66,7 +70,8 @@ impl SprayPassConfig {
             increased_last: false,
             rtt: None,
             period: Period { start: now, data: 0, marked: 0 },
-            paths: PathTable::new(paths, self.probe_bits, self.theta, self.readmit_after_probes, now),
+            paths: PathTable::new(paths, self.probe_bits, self.theta, self.readmit_after_probes, now)
+                .without(&self.excluded_paths),
         }
     }
 }
@@ -177,7 +182,8 @@ mod tests {
     /// One RTT of `data` packets, `marked` of them CE-marked, then the next credit.
     fn period(cc: &mut SprayPass, now: &mut Instant, data: u32, marked: u32) {
         for i in 0..data {
-            let echo = Echo { credit_seq: i, path_id: (i % 4) as u8, credit_ce: i < marked, wire_bytes: 1538, srtt: RTT };
+            let echo =
+                Echo { credit_seq: i, path_id: (i % 4) as u8, credit_ce: i < marked, wire_bytes: 1538, srtt: RTT };
             cc.on_echo(*now, &echo);
         }
         *now += RTT;

