@@ -60,12 +60,12 @@ fn incast(scheme: Scheme, n: u32) -> Incast {
 }
 
 /// The issue asked DCTCP+ to keep >= 600 Mbit/s for N >= 200 (paper: 600-900 where DCTCP
-/// collapses beyond ~35). NOT MET: this run gives DCTCP+ ~380 Mbit/s at N = 200 against DCTCP's
-/// ~255, and DCTCP+ is below DCTCP at N = 35..100 (see the closing note of issue 11); what is
-/// asserted is what holds: DCTCP collapses below 300 Mbit/s at N >= 200 and DCTCP+ keeps at
-/// least 1.3x what DCTCP gets there.
+/// collapses beyond ~35). NOT MET: this run gives DCTCP+ 554 Mbit/s at N = 200 and 241 at 300,
+/// against DCTCP's 255 and 112 (and DCTCP+ 589 against 638 at N = 100); what is asserted is
+/// what holds: DCTCP collapses below 300 Mbit/s at N >= 200 and DCTCP+ keeps at least twice
+/// what DCTCP gets there (1.8x, for margin).
 #[test]
-fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_more_than_dctcp() {
+fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_at_least_1_8x_as_much() {
     println!("incast, 1 MB / N per round, rounds {WARM_UP}..{ROUNDS}: goodput Mbit/s (timeouts)");
     println!("{:>5} {:>16} {:>16}", "N", "dctcp", "dctcp+");
     for n in [10, 35, 50, 100, 200, 300] {
@@ -76,7 +76,7 @@ fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_
         );
         if n >= 200 {
             assert!(dctcp.goodput_mbps < 300.0, "dctcp N={n}: {:.0} Mbit/s", dctcp.goodput_mbps);
-            assert!(plus.goodput_mbps >= 1.3 * dctcp.goodput_mbps, "dctcp+ N={n}: {:.0} Mbit/s", plus.goodput_mbps);
+            assert!(plus.goodput_mbps >= 1.8 * dctcp.goodput_mbps, "dctcp+ N={n}: {:.0} Mbit/s", plus.goodput_mbps);
         }
     }
 }

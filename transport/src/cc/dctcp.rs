@@ -80,6 +80,12 @@ impl Dctcp {
         self.config.min_window_segments * self.config.mss
     }
 
+    /// Holds the window at its minimum (DCTCP+ while it paces below it).
+    pub fn hold_at_minimum(&mut self) {
+        self.window = self.min_window();
+        self.slow_start_threshold = self.slow_start_threshold.min(self.window.max(2 * self.config.mss));
+    }
+
     /// Whether a congestion signal about a packet sent at `sent` may cut the window: not if
     /// the window was cut after that packet left.
     fn may_cut(&self, sent: Instant) -> bool {

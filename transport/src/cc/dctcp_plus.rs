@@ -7,6 +7,10 @@
 //! timeout; TIME_INC: each congested ack adds U[0, backoff_time_unit] to slow_time, the first
 //! clean one halves it and moves to TIME_DES; TIME_DES: a congested ack goes back to TIME_INC
 //! (adding), a clean one halves slow_time, and once it is below threshold_T, NORMAL (no delay).
+//! Out of NORMAL the window stays at its minimum: slow_time is the window stretched below it
+//! (section V-A), and the rate recovers through slow_time first (the paper's reading of
+//! TIME_DES; Linux DCTCP underneath would otherwise grow the window on the clean acks that
+//! shrink slow_time, and the bursts DCTCP+ exists to prevent come back at once).
 //! Algorithm 1 as printed swaps the labels of its lines 15 and 21 (each would stay in its
 //! state); this follows the text and the predicates' names. (The ns-3 attempt,
 //! github.com/nseay/ns-3_DCTCP_plus, gets TIME_INC -> TIME_DES wrong.)
@@ -151,6 +155,11 @@ impl SenderControl for DctcpPlus {
         self.dctcp.on_ack(now, ack);
         let congested = ack.ece || std::mem::take(&mut self.retransmitted);
         self.evolve(congested, at_minimum);
+        if self.state != State::Normal {
+            // slow_time stretches the window below its minimum: the window stays there until
+            // slow_time has shrunk away (TIME_DES -> NORMAL), "multiplying the rate" only then.
+            self.dctcp.hold_at_minimum();
+        }
     }
 
     fn on_loss(&mut self, now: Instant, lost_sent: Instant) {
@@ -251,6 +260,23 @@ mod tests {
         ack(&mut cc, now, true);
         assert_eq!(cc.state(), State::TimeInc);
         assert!(cc.slow_time() >= halved);
+    }
+
+    #[test]
+    fn while_it_paces_the_window_stays_at_its_minimum_and_grows_again_once_normal() {
+        let (mut cc, now) = at_minimum();
+        ack(&mut cc, now, true);
+        for _ in 0..3 {
+            ack(&mut cc, now, false);
+            if cc.state() != State::Normal {
+                assert_eq!(cc.window(), MSS, "{:?}", cc.state());
+            }
+        }
+        while cc.state() != State::Normal {
+            ack(&mut cc, now, false);
+        }
+        ack(&mut cc, now, false);
+        assert!(cc.window() > MSS);
     }
 
     #[test]
