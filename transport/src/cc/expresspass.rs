@@ -31,7 +31,9 @@ pub struct ExpressPassConfig {
     /// (40, a literal of `recv_credit_request` in the commit that carries the paper's
     /// fat-tree script; the newest reference compiles it out, `#define AIR 0`). `None`: off.
     pub small_flow_packets: Option<u64>,
-    /// Average credit size on the wire, bytes (84).
+    /// Average credit size on the wire, bytes (84). DIFFERENCE: every credit is 84 bytes; the
+    /// reference's large runs draw sizes in 76-92 to break synchronisation, which a UDP credit
+    /// cannot go below (a minimum Ethernet frame); the pacing jitter does that job here.
     pub credit_bytes: f64,
     /// Pacing jitter: the gap is scaled by 1 + jitter * this (`max_jitter_` 0.1).
     pub jitter: f64,

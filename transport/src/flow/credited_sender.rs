@@ -91,7 +91,9 @@ impl CreditedSender {
             self.next_seq - 1
         } else {
             // Nothing to send: the credit is wasted. Repeat the stop at most once per RTT
-            // in case the first one was lost.
+            // in case the first one was lost. (DIFFERENCE: the reference's stop retransmission
+            // is dead code, `handle_sender_retransmit`; a lost stop there costs credits until
+            // the receiver's timer ends the flow.)
             self.credits_wasted += 1;
             if self.stop_sent_at.is_none_or(|at| ctx.now - at >= rtt) {
                 self.send_stop(ctx);
@@ -113,7 +115,9 @@ impl CreditedSender {
                 credit_ce,
             },
         );
-        // Early credit stop: the credits already on their way cover what is left.
+        // Early credit stop: the credits already on their way cover what is left. (DIFFERENCE:
+        // the reference's paper-era commit stops when the last RTT's credits >= what remains,
+        // as here; its newest compiles early stop out, `#define ECS 0`.)
         if self.stop_sent_at.is_none() && self.recent_credits.len() as u64 >= self.remaining() {
             self.send_stop(ctx);
         }

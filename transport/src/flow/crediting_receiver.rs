@@ -138,6 +138,9 @@ impl CreditingReceiver {
     pub fn on_timeout(&mut self, ctx: &mut Ctx) {
         if self.recovery_at.is_some_and(|at| at <= ctx.now) {
             // Stopped with packets missing: name them, and pay for them with fresh credits.
+            // (DIFFERENCE: the reference is go-back-N: a NACK for the first gap, out-of-order
+            // data discarded, the sender re-requesting credits; a lost last packet is never
+            // found there. Here data is kept and every missing packet named at once.)
             self.recovery_at = None;
             let missing = self.received.missing(self.packets, NACK_MAX_SEQS);
             ctx.send(self.src, self.path_id, Ecn::NotEct, &Packet::Nack { flow: self.flow, missing });

@@ -210,7 +210,8 @@ pub struct Network {
     start: Instant,
     now: Instant,
     hosts: Vec<Endpoint>,
-    wakes: Vec<Option<Instant>>,
+    /// Per host: the deadline it asked to be woken at, and when its (late) timer fires.
+    wakes: Vec<Option<(Instant, Instant)>>,
     ports: Vec<Port>,
     /// The port from a node toward a neighbour.
     port_of: HashMap<(Node, Node), usize>,
@@ -393,7 +394,7 @@ impl Network {
                 self.schedule(until, Event::PortFree(port));
             }
             Event::Wake(host) => {
-                if self.wakes[host as usize - 1] == Some(self.now) {
+                if self.wakes[host as usize - 1].is_some_and(|(_, fire)| fire == self.now) {
                     self.wakes[host as usize - 1] = None;
                     self.hosts[host as usize - 1].handle_timeout(self.now);
                     self.after(host);
@@ -445,10 +446,15 @@ impl Network {
         }
         if let Some(at) = self.hosts[index].poll_timeout() {
             let at = at.max(self.now);
-            if self.wakes[index].is_none_or(|pending| at < pending) {
-                // A late timer: the host handles at `late` what was due at `at`.
-                let late = at + self.config.timer_jitter.mul_f64(self.rng.random_range(0.0..=1.0));
-                self.wakes[index] = Some(late);
+            if self.wakes[index].is_none_or(|(due, _)| at < due) {
+                // A late timer: the host handles at `late` what was due at `at` (a timer
+                // already armed for that deadline keeps its lateness). What is already due is
+                // handled at once, as the shell loops without sleeping.
+                let late = match at > self.now {
+                    true => at + self.config.timer_jitter.mul_f64(self.rng.random_range(0.0..=1.0)),
+                    false => at,
+                };
+                self.wakes[index] = Some((at, late));
                 self.schedule(late, Event::Wake(host));
             }
         }
