@@ -18,6 +18,9 @@ from ccemu.report import incast_table
 from ccemu.results import read_table
 
 CONFIG = Path(__file__).resolve().parent / "smoke.yaml"
+SCHEMES = ("expresspass", "spraypass", "dctcp", "dctcp+")
+# Data goes only against credits: no data drop, and queues within the credit queues' bound.
+CREDIT_SCHEMES = ("expresspass", "spraypass")
 # DCTCP's queue sits at K: its bottleneck's mean queue seen by arriving packets must be within
 # these multiples of K.
 DCTCP_QUEUE_OF_K = (0.5, 2.0)
@@ -38,15 +41,18 @@ def checks(bundle: Path) -> list[tuple[bool, str]]:
     result = [(len(flows) == expected > 0 and manifest["unfinished_flows"] == 0 and not manifest["host_failures"],
                f"every flow finished: {len(flows)} of {expected}, {len(manifest['host_failures'])} host failures")]
 
-    if "expresspass" not in by_scheme or "dctcp" not in by_scheme:
-        return result + [(False, f"both schemes ran (ran: {sorted(by_scheme)})")]
-    expresspass = [p for p in ports if p["scheme"] == "expresspass"]
-    drops = sum(int(p["data_dropped"]) for p in expresspass)
-    result.append((drops == 0, f"ExpressPass dropped no data: {drops} data drops over {len(expresspass)} ports"))
+    if set(by_scheme) != set(SCHEMES):
+        return result + [(False, f"every scheme ran: {sorted(SCHEMES)} (ran: {sorted(by_scheme)})")]
     bound = manifest["expresspass_queue_bound_bytes"]
-    largest = max(int(p["max_data_queue"]) for p in expresspass)
-    result.append((largest <= bound, f"ExpressPass's largest data queue, {largest} B at any port, is within the "
-                                     f"bound of {bound} B"))
+    for scheme in CREDIT_SCHEMES:
+        scheme_ports = [p for p in ports if p["scheme"] == scheme]
+        drops = sum(int(p["data_dropped"]) for p in scheme_ports)
+        result.append((drops == 0, f"{scheme} dropped no data: {drops} data drops over {len(scheme_ports)} ports"))
+        largest = max(int(p["max_data_queue"]) for p in scheme_ports)
+        result.append((largest <= bound, f"{scheme}'s largest data queue, {largest} B at any port, is within "
+                                         f"ExpressPass's bound of {bound} B"))
+    credit_marks = by_scheme["spraypass"]["credit_marks"]
+    result.append((credit_marks > 0, f"SprayPass's ports CE-marked credits: {credit_marks}"))
 
     marks = by_scheme["dctcp"]["marks"]
     result.append((marks > 0, f"DCTCP's ports CE-marked packets: {marks}"))

@@ -50,6 +50,7 @@ def incast_table(flows: list[dict], rounds: list[dict], ports: list[dict]) -> li
                 "data_drops": sum(int(p["data_dropped"]) for p in port_rows),
                 "marks": sum(int(p["data_marked"]) for p in port_rows),
                 "credit_drops": sum(int(p["credit_dropped"]) for p in port_rows),
+                "credit_marks": sum(int(p["credit_marked"]) for p in port_rows),
                 "timeouts": sum(int(f["timeouts"]) for f in flows_by.get(key, [])),
                 "retransmits": sum(int(f["retransmits"]) for f in flows_by.get(key, [])),
                 "credit_waste": (sum(int(f["credits_wasted"]) for f in flows_by.get(key, [])) / credits_sent
@@ -82,18 +83,21 @@ def summary_markdown(directory: Path) -> str:
 
     lines += ["## Incast: per scheme and N", "",
               "| scheme | N | goodput Mbit/s | FCT mean ms | p99 ms | max ms | max queue B | mean queue B | "
-              "data drops | CE marks | timeouts | retransmits | credit drops | credit waste | unfinished |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "data drops | CE marks | timeouts | retransmits | credit drops | credit CE marks | credit waste | "
+              "unfinished |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     table = incast_table(flows, rounds, ports)
     for row in table:
         lines.append(f"| {row['scheme']} | {row['n']} | {row['goodput_mbps']:.2f} | {row['fct_mean_ms']:.1f} | "
                      f"{row['fct_p99_ms']:.1f} | {row['fct_max_ms']:.1f} | {row['max_queue']} | "
                      f"{row['mean_queue']:.0f} | {row['data_drops']} | {row['marks']} | {row['timeouts']} | "
-                     f"{row['retransmits']} | {row['credit_drops']} | {row['credit_waste']:.1%} | "
+                     f"{row['retransmits']} | {row['credit_drops']} | {row['credit_marks']} | "
+                     f"{row['credit_waste']:.1%} | "
                      f"{row['unfinished']} |")
     lines += ["", "Queues are the bottleneck port's (the switch port toward the aggregator), exact at every "
               "enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric (CE marks: "
-              "packets marked, each counted once, by the port that marked it first).", ""]
+              "data packets marked, each counted once, by the port that marked it first; credit CE marks: credits "
+              "SprayPass's ports marked with the probability they drop credits).", ""]
 
     bound = manifest.get("expresspass_queue_bound_bytes")
     if bound:

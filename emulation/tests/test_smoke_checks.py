@@ -17,9 +17,12 @@ _spec.loader.exec_module(smoke)
 K = 30_000
 
 
-def write_bundle(directory: Path, *, unfinished=0, ep_drops=0, ep_max_queue=10_000, dctcp_marks=50,
-                 dctcp_queue=K, verdict="PASS", host_failures=(), schemes=("expresspass", "dctcp")) -> Path:
-    """A bundle of one incast round of N=2 per scheme with the given figures."""
+def write_bundle(directory: Path, *, unfinished=0, drops=None, max_queue=None, credit_marks=40, dctcp_marks=50,
+                 dctcp_queue=K, verdict="PASS", host_failures=(), schemes=smoke.SCHEMES) -> Path:
+    """A bundle of one incast round of N=2 per scheme with the given figures; `drops` and
+    `max_queue` by scheme (credit schemes: none and 10 000 B unless given)."""
+    drops, max_queue = drops or {}, max_queue or {}
+    credit_schemes = smoke.CREDIT_SCHEMES
     def rows(name, fields, rows):
         with open(directory / f"{name}.csv", "w", newline="") as out:
             writer = csv.DictWriter(out, fieldnames=fields, restval="0")
@@ -36,9 +39,10 @@ def write_bundle(directory: Path, *, unfinished=0, ep_drops=0, ep_max_queue=10_0
         histogram = [0] * 64
         histogram[(dctcp_queue if scheme == "dctcp" else 1000) // 1000] = 100
         ports.append({"scheme": scheme, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1,
-                      "data_dropped": ep_drops if scheme == "expresspass" else 7,
+                      "data_dropped": drops.get(scheme, 0 if scheme in credit_schemes else 7),
                       "data_marked": dctcp_marks if scheme == "dctcp" else 0,
-                      "max_data_queue": ep_max_queue if scheme == "expresspass" else 40_000,
+                      "credit_marked": credit_marks if scheme == "spraypass" else 0,
+                      "max_data_queue": max_queue.get(scheme, 10_000 if scheme in credit_schemes else 40_000),
                       "mean_data_queue": dctcp_queue, "bucket_bytes": 1000, "histogram": " ".join(map(str, histogram))})
     rows("flows", FLOW_FIELDS, flows)
     rows("rounds", ROUND_FIELDS, rounds)
@@ -55,13 +59,16 @@ def failed(bundle: Path) -> list[str]:
 
 def test_a_good_smoke_bundle_passes_every_check(tmp_path):
     results = smoke.checks(write_bundle(tmp_path))
-    assert len(results) == 6 and all(held for held, _ in results)
+    assert len(results) == 9 and all(held for held, _ in results)
 
 
 @pytest.mark.parametrize("figures, finding", [
     ({"unfinished": 1}, "every flow finished"),
-    ({"ep_drops": 3}, "ExpressPass dropped no data"),
-    ({"ep_max_queue": 100_000}, "ExpressPass's largest data queue"),
+    ({"drops": {"expresspass": 3}}, "expresspass dropped no data"),
+    ({"drops": {"spraypass": 3}}, "spraypass dropped no data"),
+    ({"max_queue": {"expresspass": 100_000}}, "expresspass's largest data queue"),
+    ({"max_queue": {"spraypass": 100_000}}, "spraypass's largest data queue"),
+    ({"credit_marks": 0}, "SprayPass's ports CE-marked credits"),
     ({"dctcp_marks": 0}, "DCTCP's ports CE-marked packets"),
     ({"dctcp_queue": 2_000}, "DCTCP's bottleneck mean queue"),
     ({"dctcp_queue": 63_000}, "DCTCP's bottleneck mean queue"),
@@ -74,5 +81,6 @@ def test_each_broken_invariant_fails_its_check_alone(tmp_path, figures, finding)
 
 
 def test_a_scheme_that_did_not_run_fails_the_smoke(tmp_path):
-    found = failed(write_bundle(tmp_path, schemes=("expresspass",)))
-    assert found == ["both schemes ran (ran: ['expresspass'])"]
+    found = failed(write_bundle(tmp_path, schemes=("expresspass", "spraypass", "dctcp")))
+    assert found == ["every scheme ran: ['dctcp', 'dctcp+', 'expresspass', 'spraypass'] "
+                     "(ran: ['dctcp', 'expresspass', 'spraypass'])"]
