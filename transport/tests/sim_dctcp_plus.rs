@@ -60,10 +60,11 @@ fn incast(scheme: Scheme, n: u32) -> Incast {
 }
 
 /// The issue asked DCTCP+ to keep >= 600 Mbit/s for N >= 200 (paper: 600-900 where DCTCP
-/// collapses beyond ~35). NOT MET: this run gives DCTCP+ 554 Mbit/s at N = 200 and 241 at 300,
-/// against DCTCP's 255 and 112 (and DCTCP+ 589 against 638 at N = 100); what is asserted is
-/// what holds: DCTCP collapses below 300 Mbit/s at N >= 200 and DCTCP+ keeps at least twice
-/// what DCTCP gets there (1.8x, for margin).
+/// collapses beyond ~35). NOT MET: this run gives DCTCP+ 548 Mbit/s at N = 200 and 241 at 300,
+/// against DCTCP's 255 and 112 (at N = 50 and 100 DCTCP+ keeps ~870 without a timeout where
+/// DCTCP gets 530-640); what is asserted is what holds: DCTCP collapses below 300 Mbit/s at
+/// N >= 200, DCTCP+ keeps at least twice that there (1.8x, for margin), and more than DCTCP
+/// from N = 50 on.
 #[test]
 fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_at_least_1_8x_as_much() {
     println!("incast, 1 MB / N per round, rounds {WARM_UP}..{ROUNDS}: goodput Mbit/s (timeouts)");
@@ -74,6 +75,9 @@ fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_
             "{n:>5} {:>9.0} ({:>4}) {:>9.0} ({:>4})",
             dctcp.goodput_mbps, dctcp.timeouts, plus.goodput_mbps, plus.timeouts
         );
+        if n >= 50 {
+            assert!(plus.goodput_mbps > dctcp.goodput_mbps, "dctcp+ N={n}: {:.0} Mbit/s", plus.goodput_mbps);
+        }
         if n >= 200 {
             assert!(dctcp.goodput_mbps < 300.0, "dctcp N={n}: {:.0} Mbit/s", dctcp.goodput_mbps);
             assert!(plus.goodput_mbps >= 1.8 * dctcp.goodput_mbps, "dctcp+ N={n}: {:.0} Mbit/s", plus.goodput_mbps);
