@@ -84,3 +84,31 @@ fn at_200_and_300_incast_flows_dctcp_falls_below_300_mbits_and_dctcp_plus_keeps_
         }
     }
 }
+
+/// The send gate is no loss: while slow_time alone holds the next packet (nothing in flight),
+/// the retransmission timer does not run, even when slow_time is longer than the timeout
+/// (before: 351 timeouts and an FCT of 1.2 s here, 53 ms after).
+#[test]
+fn a_slow_time_longer_than_the_retransmission_timeout_causes_no_timeout() {
+    // Four senders into one port marking every packet that finds another queued, over links
+    // short enough that four packets in flight already queue: the windows fall to their
+    // minimum and the marks that keep coming start slow_time, in units of 30 ms against a
+    // 10 ms RTO_min.
+    let config = SimConfig::dctcp(5, LINK, Duration::from_micros(1), BUFFER, 1);
+    let mut net = Network::new(config, |mut c| {
+        c.dctcp_plus.backoff_time_unit = Some(Duration::from_millis(30));
+        c.rto_min = Duration::from_millis(10);
+        c
+    });
+    for sender in 1..=4 {
+        let spec =
+            FlowSpec { id: 1, dst: 5, size_bytes: 200_000, scheme: Scheme::DctcpPlus, path_id: None, paths: None };
+        net.start_flow(Duration::ZERO, sender, spec);
+    }
+    net.run_to_completion(Duration::from_secs(60));
+    let slowest = net.records.iter().map(|r| r.fct()).max().unwrap();
+    let timeouts: u64 = net.records.iter().map(|r| r.timeouts).sum();
+    println!("DCTCP+ with a 30 ms backoff unit: slowest FCT {slowest:?}, {timeouts} timeouts");
+    assert!(slowest > Duration::from_millis(30), "slow_time never held a packet long: {slowest:?}");
+    assert_eq!(timeouts, 0);
+}

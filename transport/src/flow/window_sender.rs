@@ -119,7 +119,7 @@ impl WindowSender {
             self.send(ctx, self.next_seq);
             self.next_seq += 1;
         }
-        if self.rto_at.is_none() {
+        if self.rto_at.is_none() && self.expects_an_ack() {
             self.arm_rto(ctx, config);
         }
     }
@@ -152,6 +152,13 @@ impl WindowSender {
                 credit_ce: false,
             },
         );
+    }
+
+    /// Data is in flight, or every packet is acked and the Finish is awaited: the
+    /// retransmission timer runs. (Not while the send gate alone holds the next packet: a
+    /// slow_time longer than the timeout must not read as a loss.)
+    fn expects_an_ack(&self) -> bool {
+        self.next_seq > self.unacked || self.unacked >= self.packets
     }
 
     fn arm_rto(&mut self, ctx: &Ctx, config: &EndpointConfig) {
@@ -204,7 +211,10 @@ impl WindowSender {
                 Some(_) if hole && !duplicate => self.send(ctx, cumulative),
                 _ => {}
             }
-            self.arm_rto(ctx, config);
+            self.rto_at = None;
+            if self.expects_an_ack() {
+                self.arm_rto(ctx, config);
+            }
         } else if self.next_seq > self.unacked {
             if ece {
                 self.cc.on_ack(ctx.now, &signal(0, self));
