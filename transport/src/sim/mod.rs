@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-pub use topology::{Node, Topology};
+pub use topology::{Node, Switch, Topology};
 
 use crate::config::EndpointConfig;
 use crate::endpoint::Endpoint;
