@@ -237,6 +237,27 @@ mod tests {
     }
 
     #[test]
+    fn a_late_mark_on_a_packet_sent_before_the_cut_does_not_cut_again_after_alpha_is_updated() {
+        let mut flow = Flow::new();
+        flow.round(1);
+        let (window, alpha) = (flow.cc.window(), flow.cc.alpha());
+        assert_eq!(flow.cc.reductions(), 1);
+        // The observation window has ended (alpha moved); a reordered ack of the first window
+        // still echoes CE: counting cuts per observation window would cut a second time.
+        assert!(alpha < 1.0);
+        let late = Ack {
+            acked_bytes: 0,
+            ece: true,
+            sent: flow.at(1),
+            rtt: Duration::from_micros(100),
+            delivered_bytes: flow.delivered,
+            sent_bytes: flow.sent,
+        };
+        flow.cc.on_ack(flow.at(flow.sent / MSS), &late);
+        assert_eq!((flow.cc.reductions(), flow.cc.window()), (1, window));
+    }
+
+    #[test]
     fn a_mark_on_a_packet_sent_after_the_cut_cuts_again() {
         let mut flow = Flow::new();
         flow.round(1);
