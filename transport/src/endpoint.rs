@@ -93,7 +93,7 @@ impl Endpoint {
         let now_us = self.micros(now);
         let config = &self.config;
         let path_id = spec.path_id.unwrap_or_else(|| flow_path_id(config.host, spec.id));
-        let mut ctx = Ctx { now, now_us, out: &mut self.out, rng: &mut self.rng };
+        let mut ctx = Ctx { now, epoch: self.config.epoch, now_us, out: &mut self.out, rng: &mut self.rng };
         let id = spec.id;
         let flow = match spec.scheme.driver() {
             Driver::Receiver => Sending::Credited(CreditedSender::start(&mut ctx, spec, path_id, config)),
@@ -121,7 +121,7 @@ impl Endpoint {
         self.counters.received_packets[packet.kind() as usize] += 1;
         let now_us = self.micros(now);
         let src = incoming.src;
-        let mut ctx = Ctx { now, now_us, out: &mut self.out, rng: &mut self.rng };
+        let mut ctx = Ctx { now, epoch: self.config.epoch, now_us, out: &mut self.out, rng: &mut self.rng };
         match packet {
             Packet::CreditRequest { flow, size_bytes, scheme, paths } => {
                 if let Some(done) = self.finished.get(&(src, flow)) {
@@ -237,7 +237,7 @@ impl Endpoint {
             Receiving::Window(r) => (0, r.path_id()),
         };
         let done = Finished { end_us: now_us, credits_sent, path_id };
-        let mut ctx = Ctx { now, now_us, out: &mut self.out, rng: &mut self.rng };
+        let mut ctx = Ctx { now, epoch: self.config.epoch, now_us, out: &mut self.out, rng: &mut self.rng };
         send_finish(&mut ctx, src, flow, &done);
         self.finished.insert((src, flow), done);
     }
@@ -257,7 +257,7 @@ impl Endpoint {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         let now_us = self.micros(now);
-        let mut ctx = Ctx { now, now_us, out: &mut self.out, rng: &mut self.rng };
+        let mut ctx = Ctx { now, epoch: self.config.epoch, now_us, out: &mut self.out, rng: &mut self.rng };
         for flow in self.sending.values_mut() {
             match flow {
                 Sending::Credited(s) if s.deadline(&self.config).is_some_and(|d| d <= now) => {

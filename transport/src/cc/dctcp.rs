@@ -87,7 +87,9 @@ impl Dctcp {
     }
 
     /// Whether a congestion signal about a packet sent at `sent` may cut the window: not if
-    /// the window was cut after that packet left.
+    /// the window was cut after that packet left. (`sent` comes from a microsecond stamp, the
+    /// start of its microsecond: a packet sent in the cut's own microsecond counts as sent
+    /// before it, so a window is never cut twice; at worst one mark goes unanswered.)
     fn may_cut(&self, sent: Instant) -> bool {
         self.last_cut.is_none_or(|cut| sent >= cut)
     }
@@ -106,6 +108,7 @@ impl SenderControl for Dctcp {
         // the new flow.
         self.window_end = None;
         (self.window_acked, self.window_marked) = (0, 0);
+        self.before_timeout = None;
     }
 
     fn on_ack(&mut self, now: Instant, ack: &Ack) {
@@ -124,7 +127,8 @@ impl SenderControl for Dctcp {
             self.window += (self.config.mss * ack.acked_bytes).div_ceil(self.window.max(1));
         }
         let window_end = *self.window_end.get_or_insert(ack.sent_bytes);
-        if ack.delivered_bytes >= window_end {
+        // (A duplicate ack acknowledges nothing: no window to end, and no 0/0 for alpha.)
+        if ack.delivered_bytes >= window_end && self.window_acked > 0 {
             let marked_fraction = self.window_marked as f64 / self.window_acked as f64;
             self.alpha = (1.0 - self.config.g) * self.alpha + self.config.g * marked_fraction;
             self.window_end = Some(ack.sent_bytes);
@@ -255,6 +259,24 @@ mod tests {
         };
         flow.cc.on_ack(flow.at(flow.sent / MSS), &late);
         assert_eq!((flow.cc.reductions(), flow.cc.window()), (1, window));
+    }
+
+    #[test]
+    fn a_marked_duplicate_ack_after_everything_sent_was_acked_leaves_alpha_a_number() {
+        let (mut cc, start) = (DctcpConfig::default().build(), Instant::now());
+        let ack = |acked_bytes, ece| Ack {
+            acked_bytes,
+            ece,
+            sent: start,
+            rtt: Duration::from_micros(100),
+            delivered_bytes: 10 * MSS,
+            sent_bytes: 10 * MSS,
+        };
+        // Everything sent is acked: the observation window ends where the flow stands.
+        cc.on_ack(start + Duration::from_micros(100), &ack(10 * MSS, false));
+        // A duplicate ack (nothing new) echoes CE: no window of acked bytes to end.
+        cc.on_ack(start + Duration::from_micros(101), &ack(0, true));
+        assert!(cc.alpha().is_finite(), "{}", cc.alpha());
     }
 
     #[test]

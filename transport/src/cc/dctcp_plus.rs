@@ -144,6 +144,7 @@ impl DctcpPlus {
 impl SenderControl for DctcpPlus {
     fn on_flow_start(&mut self, now: Instant) {
         self.dctcp.on_flow_start(now);
+        (self.retransmitted, self.gate) = (false, None);
     }
 
     fn on_sent(&mut self, now: Instant, bytes: u64) {

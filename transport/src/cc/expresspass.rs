@@ -161,13 +161,13 @@ impl CreditControl for ExpressPass {
         }
     }
 
-    fn on_restart(&mut self, now: Instant) {
+    fn on_restart(&mut self, now: Instant, next_credit_seq: u32) {
         // DIFFERENCE: the reference restarts a flow through a new credit request, which
         // re-initialises w and the rate but keeps the period's counters and start. Here the
         // receiver restarts its own credits (after asking for missing data); it keeps rate and
         // w and starts a fresh period, so that the idle time since the stop does not read as a
         // low delivered rate (a deep cut, exactly on incast stragglers).
-        self.ledger.take_period();
+        self.ledger.restart(next_credit_seq);
         self.period_start = now;
     }
 
@@ -253,6 +253,14 @@ impl Ledger {
             self.credits += 1;
             self.lose(1);
         }
+    }
+
+    /// A fresh period from credit `next` on: the credits before it (wasted by a sender that
+    /// had stopped, or lost) are no longer judged.
+    fn restart(&mut self, next: u32) {
+        self.take_period();
+        self.pending.clear();
+        self.highest = next.checked_sub(1);
     }
 
     fn lose(&mut self, credits: u64) {
@@ -416,7 +424,7 @@ mod tests {
         }
         let rate = cc.rate();
         let later = now + 1000 * RTT;
-        cc.on_restart(later);
+        cc.on_restart(later, 10);
         assert_eq!((cc.ledger.period_credits(), cc.period_start, cc.rate()), (0, later, rate));
         // The idle time is not read as a low delivered rate.
         for seq in 10..20 {
@@ -424,6 +432,20 @@ mod tests {
         }
         cc.on_credit(later + RTT);
         assert!(cc.rate() >= rate);
+    }
+
+    #[test]
+    fn a_restart_forgets_the_credits_sent_before_it() {
+        let (mut cc, now) = ten_gig(1_000_000);
+        for seq in 0..10 {
+            cc.on_echo(now, &echo(seq));
+        }
+        // Credits 10..30 went to a sender that had stopped (wasted, never echoed).
+        cc.on_restart(now, 30);
+        for seq in 30..40 {
+            cc.on_echo(now, &echo(seq));
+        }
+        assert_eq!((cc.credits_lost(), cc.ledger.take_period()), (0, (10, 0)));
     }
 
     #[test]

@@ -35,9 +35,10 @@ pub trait CreditControl {
     /// A credit is about to be sent: a feedback period that has lasted an RTT ends here (the
     /// reference runs its feedback before each credit, ns2-xpass `send_credit`).
     fn on_credit(&mut self, now: Instant);
-    /// Credits restart after a credit stop (the receiver asks for missing data): the idle
-    /// time must not count into the next period.
-    fn on_restart(&mut self, now: Instant);
+    /// Credits restart after a credit stop (the receiver asks for missing data), the next one
+    /// numbered `next_credit_seq`: the idle time must not count into the next period, nor
+    /// the credits sent before the stop that the sender could only waste.
+    fn on_restart(&mut self, now: Instant, next_credit_seq: u32);
     /// Gap before the next credit; `jitter` in [-1, 1] spreads it by the algorithm's
     /// randomisation (the caller draws it, so the core stays deterministic).
     fn credit_gap(&self, jitter: f64) -> Duration;

@@ -136,7 +136,9 @@ impl CreditedSender {
                 self.resend.push_back(seq);
             }
         }
-        if !self.resend.is_empty() {
+        // Something is left to send (named again, or never sent because credits an early
+        // stop counted on were dropped): the stop no longer holds, and must not be repeated.
+        if self.remaining() > 0 {
             self.stop_sent_at = None;
         }
     }

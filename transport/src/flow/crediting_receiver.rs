@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngExt;
 
-use super::{packets_of, Ctx, OutOfRange, ReceivedSet};
+use super::{packets_of, Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
 use crate::cc::{CreditControl, Echo};
 use crate::config::EndpointConfig;
 use crate::types::{Ecn, HostId};
@@ -81,7 +81,10 @@ impl CreditingReceiver {
 
     /// Ok(true) once every packet of the flow has arrived.
     pub fn on_data(&mut self, ctx: &mut Ctx, data: DataArrival, config: &EndpointConfig) -> Result<bool, OutOfRange> {
-        if data.seq >= self.packets {
+        // A sequence number the flow cannot have, too far ahead for the bitmap, or an echo of
+        // a credit never sent: not data of this flow.
+        let too_far = data.seq.saturating_sub(self.received.cumulative()) > MAX_AHEAD;
+        if data.seq >= self.packets || too_far || data.echo_credit_seq >= self.next_credit_seq {
             return Err(OutOfRange);
         }
         self.received.insert(data.seq);
@@ -144,7 +147,7 @@ impl CreditingReceiver {
             self.recovery_at = None;
             let missing = self.received.missing(self.packets, NACK_MAX_SEQS);
             ctx.send(self.src, self.path_id, Ecn::NotEct, &Packet::Nack { flow: self.flow, missing });
-            self.cc.on_restart(ctx.now);
+            self.cc.on_restart(ctx.now, self.next_credit_seq);
             self.next_credit_at = Some(ctx.now);
         }
         let Some(due) = self.next_credit_at else { return };

@@ -20,6 +20,10 @@ pub mod crediting_receiver;
 pub mod window_receiver;
 pub mod window_sender;
 
+/// How far beyond the cumulative point a data packet may be: more would mean a window of over
+/// a million packets (or a forged sequence number growing the bitmap).
+pub(crate) const MAX_AHEAD: u32 = 1 << 20;
+
 /// A data packet whose sequence number the flow cannot have.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct OutOfRange;
@@ -27,6 +31,8 @@ pub(crate) struct OutOfRange;
 /// What a flow's handler may touch besides its own state.
 pub(crate) struct Ctx<'a> {
     pub now: Instant,
+    /// The endpoint's clock origin (`now_us` counts from it).
+    pub epoch: Instant,
     /// `now` in microseconds of the endpoint's clock (the wire carries its low 32 bits).
     pub now_us: u64,
     pub out: &'a mut VecDeque<Transmit>,
@@ -45,9 +51,11 @@ impl Ctx<'_> {
         Duration::from_micros((self.now_us as u32).wrapping_sub(sent_us) as u64)
     }
 
-    /// The instant `sent_us` stands for (a 32-bit timestamp of this endpoint's clock, in the past).
+    /// The start of the microsecond `sent_us` names (a 32-bit timestamp of this endpoint's
+    /// clock, in the past): exact to the microsecond, never after the moment it stamps.
     pub fn instant_of(&self, sent_us: u32) -> Instant {
-        self.now.checked_sub(self.since_us(sent_us)).unwrap_or(self.now)
+        let since = self.since_us(sent_us).as_micros() as u64;
+        self.epoch + Duration::from_micros(self.now_us.saturating_sub(since))
     }
 }
 

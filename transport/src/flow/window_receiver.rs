@@ -1,13 +1,9 @@
 //! Sender-driven schemes (DCTCP, DCTCP+), data receiving side: one cumulative ack per data packet, echoing its
 //! CE mark and send time; the flow ends when every packet up to the last one arrived.
 
-use super::{Ctx, OutOfRange, ReceivedSet};
+use super::{Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
 use crate::types::{Ecn, HostId};
 use crate::wire::Packet;
-
-/// How far beyond the cumulative ack a packet may be: more would mean a window of over a
-/// million packets (or a forged sequence number growing the bitmap).
-const MAX_AHEAD: u32 = 1 << 20;
 
 pub(crate) struct Arrival {
     pub complete: bool,

@@ -363,7 +363,9 @@ impl Network {
             if !busy {
                 return;
             }
-            let Some(Reverse(next)) = self.events.pop() else { return };
+            let Some(Reverse(next)) = self.events.pop() else {
+                panic!("flows still running with nothing left to happen: a hang");
+            };
             assert!(next.at - self.start <= limit, "flows still running after {limit:?}");
             self.now = next.at;
             self.dispatch(next.event);
@@ -536,8 +538,8 @@ impl Network {
                 // Rounded up to whole nanoseconds: rounding down would wake to find a hair
                 // too few tokens, forever.
                 let wait_ns = ((CREDIT_WIRE_BYTES as f64 - port.tokens) / credit_rate * 1e9).ceil().max(1.0);
+                // The port stays free meanwhile: data arriving before then goes at once.
                 let at = now + Duration::from_nanos(wait_ns as u64);
-                port.busy_until = at;
                 self.schedule(at, Event::PortFree(port_index));
             }
             return;

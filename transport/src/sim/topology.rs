@@ -109,6 +109,7 @@ impl Topology {
         let s = &self.switches[switch];
         match s.down.get(&dst) {
             Some(&node) => node,
+            None if s.up.is_empty() => panic!("{} has no route to h{dst}", s.name),
             None => s.up[(path_id as usize / s.stride as usize) % s.up.len()],
         }
     }

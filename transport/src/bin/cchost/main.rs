@@ -157,13 +157,41 @@ fn open_records(path: Option<&Path>) -> Result<Box<dyn Write>, String> {
     })
 }
 
-fn run(args: &Args) -> Result<(), String> {
+/// The first argument that is out of range, said in one line; `None`: all fit.
+fn invalid(args: &Args) -> Option<String> {
     let fraction = |f: f64| f > 0.0 && f <= 1.0;
-    if args.host == 0 || args.link_mbps <= 0.0 || !fraction(args.alpha) || !args.w_init.is_none_or(fraction) {
-        return Err("--host must be >= 1, --link-mbps > 0, and --alpha and --w-init in (0, 1]".into());
-    }
-    if args.slow_time_unit_us.is_some_and(|us| !(us.is_finite() && us > 0.0)) {
-        return Err("--slow-time-unit-us must be > 0".into());
+    // Positive and finite, and at most a year where it is a time (Durations are built from them).
+    let positive = |f: f64, most: f64| f.is_finite() && f > 0.0 && f <= most;
+    const YEAR_S: f64 = 365.0 * 24.0 * 3600.0;
+    let checks = [
+        (args.host >= 1, "--host must be >= 1".to_string()),
+        (positive(args.link_mbps, 1e9), format!("--link-mbps must be > 0 (got {})", args.link_mbps)),
+        (fraction(args.alpha), format!("--alpha must be in (0, 1] (got {})", args.alpha)),
+        (args.w_init.is_none_or(fraction), format!("--w-init must be in (0, 1] (got {:?})", args.w_init)),
+        (positive(args.rto_min_ms, YEAR_S * 1e3), format!("--rto-min-ms must be > 0 (got {})", args.rto_min_ms)),
+        (
+            positive(args.control_timeout_ms, YEAR_S * 1e3),
+            format!("--control-timeout-ms must be > 0 (got {})", args.control_timeout_ms),
+        ),
+        (
+            args.slow_time_unit_us.is_none_or(|us| positive(us, YEAR_S * 1e6)),
+            format!("--slow-time-unit-us must be > 0 (got {:?})", args.slow_time_unit_us),
+        ),
+        (
+            args.linger.is_finite() && (0.0..=YEAR_S).contains(&args.linger),
+            format!("--linger must be >= 0 (got {})", args.linger),
+        ),
+        (
+            args.duration.is_none_or(|s| positive(s, YEAR_S)),
+            format!("--duration must be > 0 (got {:?})", args.duration),
+        ),
+    ];
+    checks.into_iter().find(|(ok, _)| !ok).map(|(_, message)| message)
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    if let Some(message) = invalid(args) {
+        return Err(message);
     }
     let mut flows: Vec<ScheduledFlow> = match &args.schedule {
         Some(path) => schedule::read(path, args.scheme)?,
@@ -285,4 +313,34 @@ fn run(args: &Args) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `invalid` says of cchost's command line with `flags` (link 10 Mbit/s unless given).
+    fn problem(flags: &[&str]) -> Option<String> {
+        let link: &[&str] = if flags.iter().any(|f| f.starts_with("--link-mbps")) { &[] } else { &["--link-mbps=10"] };
+        let argv = ["cchost", "--host=1"].iter().chain(link).chain(flags);
+        invalid(&Args::try_parse_from(argv).expect("parses"))
+    }
+
+    #[test]
+    fn every_out_of_range_number_is_refused_in_one_line_naming_its_flag() {
+        assert_eq!(problem(&[]), None);
+        for (flags, message) in [
+            (&["--link-mbps=NaN"][..], "--link-mbps must be > 0 (got NaN)"),
+            (&["--link-mbps=inf"], "--link-mbps must be > 0 (got inf)"),
+            (&["--alpha=0"], "--alpha must be in (0, 1] (got 0)"),
+            (&["--w-init=1.5"], "--w-init must be in (0, 1] (got Some(1.5))"),
+            (&["--rto-min-ms=-1"], "--rto-min-ms must be > 0 (got -1)"),
+            (&["--control-timeout-ms=0"], "--control-timeout-ms must be > 0 (got 0)"),
+            (&["--slow-time-unit-us=NaN"], "--slow-time-unit-us must be > 0 (got Some(NaN))"),
+            (&["--linger=-0.5"], "--linger must be >= 0 (got -0.5)"),
+            (&["--duration=1e30"], "--duration must be > 0 (got Some(1e30))"),
+        ] {
+            assert_eq!(problem(flags).as_deref(), Some(message), "{flags:?}");
+        }
+    }
 }

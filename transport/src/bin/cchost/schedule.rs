@@ -17,6 +17,9 @@ use std::time::Duration;
 use cchost::{FlowSpec, Scheme};
 use serde::Deserialize;
 
+/// Latest start a schedule may give, seconds (a year).
+const MAX_START_S: f64 = 365.0 * 24.0 * 3600.0;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Line {
@@ -47,8 +50,8 @@ pub fn read(path: &Path, default_scheme: Scheme) -> Result<Vec<ScheduledFlow>, S
     for (number, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = || format!("{} line {}", path.display(), number + 1);
         let line: Line = serde_json::from_str(line).map_err(|e| format!("{}: {e}", at()))?;
-        if !(line.start.is_finite() && line.start >= 0.0) {
-            return Err(format!("{}: start must be seconds >= 0 (got {})", at(), line.start));
+        if !(line.start.is_finite() && (0.0..=MAX_START_S).contains(&line.start)) {
+            return Err(format!("{}: start must be seconds from 0 to {MAX_START_S} (got {})", at(), line.start));
         }
         if line.dst == 0 {
             return Err(format!("{}: dst must be a host number >= 1", at()));

@@ -149,7 +149,7 @@ impl CreditControl for SprayPass {
         }
     }
 
-    fn on_restart(&mut self, now: Instant) {
+    fn on_restart(&mut self, now: Instant, _next_credit_seq: u32) {
         self.period = Period { start: now, data: 0, marked: 0 };
         self.paths.on_restart(now);
     }

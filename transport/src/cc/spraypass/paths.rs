@@ -2,6 +2,12 @@
 //! replacement ("uniform spraying"), and path probing removes the path-ids whose data
 //! arrives far slower than the fastest path's.
 
+/// A probe also waits for this many data packets per sprayed path (on average): with many
+/// path-ids (256 when the sender does not know the topology) N_b bits (~49 packets) would not
+/// reach every one, and a path that had no chance to carry data has no speed to compare.
+/// Paths are sprayed round by round, so a healthy one gets its share within a packet or two.
+const PACKETS_PER_PATH_JUDGED: u64 = 8;
+
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
@@ -23,8 +29,9 @@ pub struct PathTable {
     probe_bits: u64,
     theta: f64,
     readmit_after: u64,
-    /// Bits of data since the last probe, over all paths, and when it began.
+    /// Bits and packets of data since the last probe, over all paths, and when it began.
     interval_bits: u64,
+    interval_packets: u64,
     interval_start: Instant,
     probes: u64,
     removals: u64,
@@ -44,6 +51,7 @@ impl PathTable {
             theta,
             readmit_after: u64::from(readmit_after.max(1)),
             interval_bits: 0,
+            interval_packets: 0,
             interval_start: now,
             probes: 0,
             removals: 0,
@@ -85,7 +93,9 @@ impl PathTable {
         let path = path_id as usize % self.count as usize;
         self.bits[path] += bits;
         self.interval_bits += bits;
-        if self.interval_bits >= self.probe_bits {
+        self.interval_packets += 1;
+        let enough_packets = self.interval_packets >= PACKETS_PER_PATH_JUDGED * self.active().count() as u64;
+        if self.interval_bits >= self.probe_bits && enough_packets {
             self.probe(now);
         }
     }
@@ -114,14 +124,14 @@ impl PathTable {
             }
         }
         self.bits.iter_mut().for_each(|b| *b = 0);
-        self.interval_bits = 0;
+        (self.interval_bits, self.interval_packets) = (0, 0);
         self.interval_start = now;
     }
 
     /// Credits restart after a stop: the idle time is no measurement.
     pub fn on_restart(&mut self, now: Instant) {
         self.bits.iter_mut().for_each(|b| *b = 0);
-        self.interval_bits = 0;
+        (self.interval_bits, self.interval_packets) = (0, 0);
         self.interval_start = now;
     }
 }
@@ -141,38 +151,45 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_path_below_a_tenth_of_the_fastest_is_removed_and_sprayed_again_later() {
-        let now = Instant::now();
-        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 2, now), SmallRng::seed_from_u64(1));
-        // One interval: paths 0-2 get 13 packets each, path 3 one.
-        for path in [0u8, 1, 2].repeat(13).into_iter().chain([3]) {
-            table.on_arrival(now, path, 1538 * 8);
-        }
-        assert_eq!(table.probes, 0);
-        for _ in 0..10 {
-            table.on_arrival(now, 0, 1538 * 8);
-        }
-        assert_eq!((table.probes, table.removals()), (1, 1));
-        assert_eq!(table.active().collect::<Vec<_>>(), vec![0, 1, 2]);
-        assert!((0..30).all(|_| table.next(&mut rng) != 3));
-        // Two more probe intervals (healthy paths only): path 3 is back.
-        for _ in 0..2 {
-            for _ in 0..17 {
-                for path in 0..3 {
-                    table.on_arrival(now, path, 1538 * 8);
+    /// `rounds` rounds of data, one packet per path a round as spraying sends them, path p
+    /// delivering a packet only every `every[p]`-th round (0: never).
+    fn interval(table: &mut PathTable, rounds: u32, every: &[u32]) {
+        for round in 0..rounds {
+            for (path, &every) in every.iter().enumerate() {
+                if every > 0 && round % every == 0 {
+                    table.on_arrival(Instant::now(), path as u8, 1538 * 8);
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_path_below_a_tenth_of_the_fastest_is_removed_and_sprayed_again_later() {
+        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 2, Instant::now()), SmallRng::seed_from_u64(1));
+        // One interval (49 packets make N_b): paths 0-2 get one packet a round, path 3 one in 20.
+        interval(&mut table, 17, &[1, 1, 1, 20]);
+        assert_eq!((table.probes, table.removals()), (1, 1));
+        assert_eq!(table.active().collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert!((0..30).all(|_| table.next(&mut rng) != 3));
+        // Two more probe intervals on the healthy paths: path 3 is back.
+        interval(&mut table, 2 * 17, &[1, 1, 1]);
         assert_eq!(table.active().count(), 4);
     }
 
     #[test]
+    fn with_256_path_ids_a_probe_waits_for_data_on_every_one_and_keeps_them_all() {
+        let mut table = PathTable::new(256, 600_000, 0.1, 8, Instant::now());
+        // N_b bits arrive within the first round: most path-ids had no data yet.
+        interval(&mut table, 1, &[1; 256]);
+        assert_eq!(table.probes, 0);
+        interval(&mut table, 7, &[1; 256]);
+        assert_eq!((table.probes, table.removals(), table.active().count()), (1, 0, 256));
+    }
+
+    #[test]
     fn the_last_path_is_never_removed() {
-        let now = Instant::now();
-        let mut table = PathTable::new(1, 8, 0.1, 8, now);
-        table.on_arrival(now, 0, 8);
-        table.on_arrival(now, 0, 0);
-        assert_eq!(table.active().count(), 1);
+        let mut table = PathTable::new(1, 8, 0.1, 8, Instant::now());
+        interval(&mut table, 8, &[1]);
+        assert_eq!((table.probes, table.active().count()), (1, 1));
     }
 }

@@ -1,0 +1,77 @@
+//! One endpoint fed packets by hand: what a peer that errs (or lies) cannot make it do.
+
+use std::time::{Duration, Instant};
+
+use cchost::wire::{Kind, Packet};
+use cchost::{Ecn, Endpoint, EndpointConfig, FlowSpec, Incoming, Scheme};
+
+fn encoded(packet: &Packet) -> Vec<u8> {
+    let mut out = Vec::new();
+    packet.encode(&mut out);
+    out
+}
+
+fn deliver(endpoint: &mut Endpoint, now: Instant, src: u32, packet: &Packet) {
+    let payload = encoded(packet);
+    endpoint.handle_packet(now, Incoming { src, path_id: 0, ecn: Ecn::NotEct, payload: &payload });
+}
+
+fn receiver() -> (Endpoint, Instant) {
+    let now = Instant::now();
+    let mut endpoint = Endpoint::new(EndpointConfig::new(2, 10e9, now));
+    let request = Packet::CreditRequest { flow: 1, size_bytes: 1 << 40, scheme: 1, paths: 1 };
+    deliver(&mut endpoint, now, 1, &request);
+    (endpoint, now)
+}
+
+fn data(seq: u32, echo_credit_seq: u32) -> Packet {
+    Packet::Data { flow: 1, seq, echo_credit_seq, echo_sent_us: 0, payload_len: 0, last: false, credit_ce: false }
+}
+
+#[test]
+fn data_echoing_a_credit_never_sent_is_dropped_as_malformed() {
+    let (mut endpoint, now) = receiver();
+    deliver(&mut endpoint, now, 1, &data(0, u32::MAX));
+    assert_eq!(endpoint.counters().malformed, 1);
+}
+
+#[test]
+fn data_far_beyond_what_arrived_is_dropped_without_growing_the_bitmap() {
+    let (mut endpoint, now) = receiver();
+    endpoint.handle_timeout(now); // the first credit goes out
+    deliver(&mut endpoint, now, 1, &data(4_000_000_000, 0));
+    assert_eq!(endpoint.counters().malformed, 1);
+}
+
+#[test]
+fn a_credit_request_for_an_unknown_scheme_or_one_without_credits_is_malformed() {
+    let now = Instant::now();
+    let mut endpoint = Endpoint::new(EndpointConfig::new(2, 10e9, now));
+    for scheme in [0, 3, 4, 99] {
+        deliver(&mut endpoint, now, 1, &Packet::CreditRequest { flow: 1, size_bytes: 1000, scheme, paths: 1 });
+    }
+    assert_eq!(endpoint.counters().malformed, 4);
+    assert_eq!(endpoint.poll_timeout(), None, "no flow was started");
+}
+
+/// The sender stops early, counting on the credits in flight; they are dropped, and the
+/// receiver names packets that were never sent: the stop no longer holds, and the sender must
+/// not repeat it (each repeat would stop the receiver's credits again).
+#[test]
+fn a_nack_for_packets_never_sent_lifts_the_early_stop() {
+    let now = Instant::now();
+    let mut sender = Endpoint::new(EndpointConfig::new(1, 10e9, now));
+    let spec =
+        FlowSpec { id: 7, dst: 2, size_bytes: 10 * 1450, scheme: Scheme::ExpressPass, path_id: Some(0), paths: None };
+    sender.start_flow(now, spec);
+    let later = now + Duration::from_micros(50);
+    let mut credits = 0;
+    while sender.counters().sent_packets[Kind::CreditStop as usize] == 0 {
+        deliver(&mut sender, later, 2, &Packet::Credit { flow: 7, credit_seq: credits, sent_us: 0 });
+        while sender.poll_transmit().is_some() {}
+        credits += 1;
+    }
+    assert!(credits < 10, "the stop was early");
+    deliver(&mut sender, later, 2, &Packet::Nack { flow: 7, missing: (credits..10).collect() });
+    assert_eq!(sender.poll_timeout(), None, "the stop is still pending a repeat");
+}
