@@ -56,9 +56,9 @@ fn a_credit_request_for_an_unknown_scheme_or_one_without_credits_is_malformed() 
 
 /// The sender stops early, counting on the credits in flight; they are dropped, and the
 /// receiver names packets that were never sent: the stop no longer holds, and the sender must
-/// not repeat it (each repeat would stop the receiver's credits again).
+/// not repeat it (each repeat would stop the receiver's credits again), nor stop early again.
 #[test]
-fn a_nack_for_packets_never_sent_lifts_the_early_stop() {
+fn a_nack_for_packets_never_sent_lifts_the_early_stop_for_the_rest_of_the_flow() {
     let now = Instant::now();
     let mut sender = Endpoint::new(EndpointConfig::new(1, 10e9, now));
     let spec =
@@ -74,4 +74,13 @@ fn a_nack_for_packets_never_sent_lifts_the_early_stop() {
     assert!(credits < 10, "the stop was early");
     deliver(&mut sender, later, 2, &Packet::Nack { flow: 7, missing: (credits..10).collect() });
     assert_eq!(sender.poll_timeout(), None, "the stop is still pending a repeat");
+    // Credits again: the next stop comes with the last packet, not early (an early stop again
+    // would start the stop, wait, nack cycle over).
+    let stop = Kind::CreditStop as usize;
+    for seq in credits..10 {
+        assert_eq!(sender.counters().sent_packets[stop], 1, "stopped early again before credit {seq}");
+        deliver(&mut sender, later, 2, &Packet::Credit { flow: 7, credit_seq: 100 + seq, sent_us: 0 });
+        while sender.poll_transmit().is_some() {}
+    }
+    assert_eq!(sender.counters().sent_packets[stop], 2);
 }

@@ -30,6 +30,9 @@ pub(crate) struct CreditedSender {
     stop_sent_at: Option<Instant>,
     /// Arrival times of the credits of the last RTT (early credit stop).
     recent_credits: VecDeque<Instant>,
+    /// Cleared once a nack proved an early stop wrong: from then on the flow stops only when
+    /// nothing is left (stopping early again would repeat the stop, wait, nack cycle).
+    early_stop: bool,
     credits_wasted: u64,
     retransmits: u64,
 }
@@ -50,6 +53,7 @@ impl CreditedSender {
             rtt: None,
             stop_sent_at: None,
             recent_credits: VecDeque::new(),
+            early_stop: true,
             credits_wasted: 0,
             retransmits: 0,
         };
@@ -118,7 +122,8 @@ impl CreditedSender {
         // Early credit stop: the credits already on their way cover what is left. (DIFFERENCE:
         // the reference's paper-era commit stops when the last RTT's credits >= what remains,
         // as here; its newest compiles early stop out, `#define ECS 0`.)
-        if self.stop_sent_at.is_none() && self.recent_credits.len() as u64 >= self.remaining() {
+        let covered = self.recent_credits.len() as u64 >= self.remaining();
+        if self.stop_sent_at.is_none() && (covered && self.early_stop || self.remaining() == 0) {
             self.send_stop(ctx);
         }
     }
@@ -140,6 +145,7 @@ impl CreditedSender {
         // stop counted on were dropped): the stop no longer holds, and must not be repeated.
         if self.remaining() > 0 {
             self.stop_sent_at = None;
+            self.early_stop = false;
         }
     }
 
