@@ -60,7 +60,7 @@ fn incast(scheme: Scheme, n: u32) -> Incast {
 }
 
 /// The issue asked DCTCP+ to keep >= 600 Mbit/s for N >= 200 (paper: 600-900 where DCTCP
-/// collapses beyond ~35). NOT MET: this run gives DCTCP+ 548 Mbit/s at N = 200 and 241 at 300,
+/// collapses beyond ~35). NOT MET: this run gives DCTCP+ 528 Mbit/s at N = 200 and 241 at 300,
 /// against DCTCP's 255 and 112 (at N = 50 and 100 DCTCP+ keeps ~870 without a timeout where
 /// DCTCP gets 530-640); what is asserted is what holds: DCTCP collapses below 300 Mbit/s at
 /// N >= 200, DCTCP+ keeps at least twice that there (1.8x, for margin), and more than DCTCP
