@@ -19,8 +19,8 @@ use crate::flow::credited_sender::CreditedSender;
 use crate::flow::crediting_receiver::{CreditingReceiver, DataArrival};
 use crate::flow::window_receiver::WindowReceiver;
 use crate::flow::window_sender::{AckInfo, Connection, WindowSender};
-use crate::flow::Ctx;
 use crate::flow::RttEstimator;
+use crate::flow::{packets_of, Ctx};
 use crate::record::{Counters, FlowRecord, FlowSpec};
 use crate::scheme::{Driver, Scheme};
 use crate::types::{Ecn, HostId, Incoming, Transmit};
@@ -128,7 +128,7 @@ impl Endpoint {
                     send_finish(&mut ctx, src, flow, done);
                 } else if !self.receiving.contains_key(&(src, flow)) {
                     let config = &self.config;
-                    let packets = CreditingReceiver::packets_of(size_bytes, config);
+                    let packets = packets_of(size_bytes, config.mss);
                     let cc = Scheme::from_wire_id(scheme).and_then(|s| s.credit_control(config, now, packets, paths));
                     let Some(cc) = cc else {
                         self.counters.malformed += 1; // no credit scheme of that id
@@ -209,8 +209,8 @@ impl Endpoint {
                         Sending::Window(s) => {
                             let record = s.record(self.config.host, end_us);
                             if self.config.reuse_connections {
-                                let (dst, connection) = s.into_connection();
-                                self.connections.entry((dst, record.scheme)).or_default().push(connection);
+                                let connection = s.into_connection();
+                                self.connections.entry((record.dst, record.scheme)).or_default().push(connection);
                             }
                             record
                         }

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::{CreditControl, Echo};
+use super::{one_credit_per_rtt, CreditControl, Echo};
 
 /// Parameters, with the reference's defaults.
 #[derive(Debug, Clone)]
@@ -74,7 +74,6 @@ impl ExpressPassConfig {
             rtt: None,
             ledger: Ledger::new(self.reorder_credits),
             period_start: now,
-            decreases: 0,
         }
     }
 }
@@ -94,17 +93,11 @@ pub struct ExpressPass {
     ledger: Ledger,
     /// When the current feedback period began (`last_credit_rate_update_`).
     period_start: Instant,
-    decreases: u64,
 }
 
 impl ExpressPass {
     pub fn w(&self) -> f64 {
         self.w
-    }
-
-    /// Periods that cut the rate (and halved w) so far.
-    pub fn decreases(&self) -> u64 {
-        self.decreases
     }
 
     fn target_loss(&self) -> f64 {
@@ -118,7 +111,7 @@ impl ExpressPass {
         let loss = lost as f64 / credits as f64;
         // Computed from the rate before this step, as the reference does.
         let target_loss = self.target_loss();
-        let one_credit_per_rtt = c.credit_bytes / rtt.as_secs_f64().max(1e-9);
+        let one_credit_per_rtt = one_credit_per_rtt(c.credit_bytes, rtt);
         if loss > target_loss {
             let old = self.rate;
             self.rate = if loss >= 1.0 {
@@ -130,7 +123,6 @@ impl ExpressPass {
             self.rate = self.rate.min(old);
             self.w = (self.w / 2.0).max(c.w_min);
             self.can_increase_w = false;
-            self.decreases += 1;
         } else {
             if self.can_increase_w {
                 self.w = (self.w + c.w_step).min(c.w_max);
@@ -172,8 +164,7 @@ impl CreditControl for ExpressPass {
     }
 
     fn credit_gap(&self, jitter: f64) -> Duration {
-        let gap = self.config.credit_bytes / self.rate * (1.0 + jitter.clamp(-1.0, 1.0) * self.config.jitter);
-        Duration::from_secs_f64(gap)
+        super::credit_gap(self.config.credit_bytes, self.rate, self.config.jitter, jitter)
     }
 
     fn rate(&self) -> f64 {

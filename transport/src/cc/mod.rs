@@ -13,6 +13,17 @@ pub mod dctcp_plus;
 pub mod expresspass;
 pub mod spraypass;
 
+/// Gap before the next credit at `rate` credit bytes per second: `credit_bytes` over the rate,
+/// spread by `jitter` in [-1, 1] times `spread` (both credit schemes pace this way).
+pub(crate) fn credit_gap(credit_bytes: f64, rate: f64, spread: f64, jitter: f64) -> Duration {
+    Duration::from_secs_f64(credit_bytes / rate * (1.0 + jitter.clamp(-1.0, 1.0) * spread))
+}
+
+/// The rate of one credit per `rtt`: the floor of both credit schemes' feedback.
+pub(crate) fn one_credit_per_rtt(credit_bytes: f64, rtt: Duration) -> f64 {
+    credit_bytes / rtt.as_secs_f64().max(1e-9)
+}
+
 /// One data packet as its credit receiver sees it: the credit it spent, and how it came.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Echo {

@@ -123,7 +123,7 @@ impl CreditedSender {
         // the reference's paper-era commit stops when the last RTT's credits >= what remains,
         // as here; its newest compiles early stop out, `#define ECS 0`.)
         let covered = self.recent_credits.len() as u64 >= self.remaining();
-        if self.stop_sent_at.is_none() && (covered && self.early_stop || self.remaining() == 0) {
+        if self.stop_sent_at.is_none() && ((covered && self.early_stop) || self.remaining() == 0) {
             self.send_stop(ctx);
         }
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngExt;
 
-use super::{packets_of, Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
+use super::{Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
 use crate::cc::{CreditControl, Echo};
 use crate::config::EndpointConfig;
 use crate::types::{Ecn, HostId};
@@ -60,11 +60,6 @@ impl CreditingReceiver {
             rtt: None,
             recovery_at: None,
         }
-    }
-
-    /// Packets of a flow of `size_bytes`.
-    pub fn packets_of(size_bytes: u64, config: &EndpointConfig) -> u64 {
-        packets_of(size_bytes, config.mss)
     }
 
     pub fn path_id(&self) -> u8 {
@@ -132,10 +127,7 @@ impl CreditingReceiver {
     }
 
     pub fn deadline(&self) -> Option<Instant> {
-        match (self.next_credit_at, self.recovery_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.next_credit_at, self.recovery_at].into_iter().flatten().min()
     }
 
     pub fn on_timeout(&mut self, ctx: &mut Ctx) {

@@ -243,10 +243,7 @@ impl WindowSender {
     /// The send gate, and the retransmission timer (after the last ack it waits for the
     /// Finish, and resends the last packet if that was lost).
     pub fn deadline(&self) -> Option<Instant> {
-        match (self.gate_at, self.rto_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.gate_at, self.rto_at].into_iter().flatten().min()
     }
 
     pub fn on_timeout(&mut self, ctx: &mut Ctx, config: &EndpointConfig) {
@@ -274,8 +271,8 @@ impl WindowSender {
     }
 
     /// What the next flow to the same host takes over.
-    pub fn into_connection(self) -> (HostId, Connection) {
-        (self.spec.dst, Connection { cc: self.cc, rtt: self.rtt })
+    pub fn into_connection(self) -> Connection {
+        Connection { cc: self.cc, rtt: self.rtt }
     }
 
     pub fn record(&self, host: HostId, end_us: u64) -> FlowRecord {

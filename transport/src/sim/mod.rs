@@ -215,6 +215,8 @@ pub struct Network {
     ports: Vec<Port>,
     /// The port from a node toward a neighbour.
     port_of: HashMap<(Node, Node), usize>,
+    /// Per host (h1 at 0): its NIC's port, looked up once (every packet a host sends takes it).
+    nics: Vec<usize>,
     events: BinaryHeap<Reverse<Scheduled>>,
     order: u64,
     rng: SmallRng,
@@ -254,7 +256,10 @@ impl Network {
                 });
             }
         }
+        let nics =
+            (1..=config.hosts()).map(|host| port_of[&(Node::Host(host), config.topology.edge_of(host))]).collect();
         Self {
+            nics,
             wakes: vec![None; config.hosts() as usize],
             rng: SmallRng::seed_from_u64(config.seed),
             config,
@@ -297,13 +302,7 @@ impl Network {
 
     /// `host`'s own NIC (where the credits it paces queue).
     pub fn host_port(&self, host: HostId) -> &PortStats {
-        let edge = self.config.topology.edge_of(host);
-        &self.ports[self.port_index(Node::Host(host), edge)].stats
-    }
-
-    /// The port from `from` toward `to`.
-    pub fn port(&self, from: Node, to: Node) -> &PortStats {
-        &self.ports[self.port_index(from, to)].stats
+        &self.ports[self.nics[host as usize - 1]].stats
     }
 
     pub fn ports(&self) -> impl Iterator<Item = &PortStats> {
@@ -428,7 +427,7 @@ impl Network {
     /// Collects what `host` wants to send and when it wants to be woken.
     fn after(&mut self, host: HostId) {
         let index = host as usize - 1;
-        let nic = self.port_index(Node::Host(host), self.config.topology.edge_of(host));
+        let nic = self.nics[index];
         while let Some(transmit) = self.hosts[index].poll_transmit() {
             let sent = self.sent_by_kind.entry(transmit.kind).or_default();
             *sent += 1;

@@ -13,7 +13,7 @@ use rand::rngs::SmallRng;
 
 pub use paths::PathTable;
 
-use super::{CreditControl, Echo};
+use super::{credit_gap, one_credit_per_rtt, CreditControl, Echo};
 
 /// Parameters. The paper gives w_min, w_max, N_b and theta; the others are CHOICEs.
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ impl SprayPassConfig {
             increased_last: false,
             rtt: None,
             period: Period { start: now, data: 0, marked: 0 },
-            paths: PathTable::new(paths, self.probe_bits, self.theta, self.readmit_after_probes, now)
+            paths: PathTable::new(paths, self.probe_bits, self.theta, self.readmit_after_probes)
                 .without(&self.excluded_paths),
         }
     }
@@ -103,10 +103,6 @@ impl SprayPass {
         self.w
     }
 
-    pub fn paths(&self) -> &PathTable {
-        &self.paths
-    }
-
     /// Algorithm 1, lines 3-12, over the period that ends `now`.
     fn feedback(&mut self, now: Instant, rtt: Duration) {
         let c = &self.config;
@@ -126,18 +122,18 @@ impl SprayPass {
         // by itself (the excess is dropped by the receiver's own credit queue, and marked);
         // an all-marked period would leave a rate of 0 (no credit, no feedback, ever), so the
         // floor is ExpressPass's: one credit per RTT.
-        let one_credit_per_rtt = c.credit_bytes / rtt.as_secs_f64().max(1e-9);
+        let one_credit_per_rtt = one_credit_per_rtt(c.credit_bytes, rtt);
         self.rate = self.rate.clamp(one_credit_per_rtt.min(c.max_rate), c.max_rate * (1.0 + c.aim_ratio));
         self.period = Period { start: now, data: 0, marked: 0 };
     }
 }
 
 impl CreditControl for SprayPass {
-    fn on_echo(&mut self, now: Instant, echo: &Echo) {
+    fn on_echo(&mut self, _now: Instant, echo: &Echo) {
         self.rtt = Some(echo.srtt);
         self.period.data += 1;
         self.period.marked += echo.credit_ce as u64;
-        self.paths.on_arrival(now, echo.path_id, echo.wire_bytes * 8);
+        self.paths.on_arrival(echo.path_id, echo.wire_bytes * 8);
     }
 
     fn on_credit(&mut self, now: Instant) {
@@ -151,12 +147,11 @@ impl CreditControl for SprayPass {
 
     fn on_restart(&mut self, now: Instant, _next_credit_seq: u32) {
         self.period = Period { start: now, data: 0, marked: 0 };
-        self.paths.on_restart(now);
+        self.paths.on_restart();
     }
 
     fn credit_gap(&self, jitter: f64) -> Duration {
-        let gap = self.config.credit_bytes / self.rate * (1.0 + jitter.clamp(-1.0, 1.0) * self.config.jitter);
-        Duration::from_secs_f64(gap)
+        credit_gap(self.config.credit_bytes, self.rate, self.config.jitter, jitter)
     }
 
     fn rate(&self) -> f64 {

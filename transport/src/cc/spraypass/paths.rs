@@ -8,8 +8,6 @@
 /// Paths are sprayed round by round, so a healthy one gets its share within a packet or two.
 const PACKETS_PER_PATH_JUDGED: u64 = 8;
 
-use std::time::Instant;
-
 use rand::rngs::SmallRng;
 use rand::RngExt;
 
@@ -29,16 +27,15 @@ pub struct PathTable {
     probe_bits: u64,
     theta: f64,
     readmit_after: u64,
-    /// Bits and packets of data since the last probe, over all paths, and when it began.
+    /// Bits and packets of data since the last probe, over all paths.
     interval_bits: u64,
     interval_packets: u64,
-    interval_start: Instant,
     probes: u64,
     removals: u64,
 }
 
 impl PathTable {
-    pub fn new(count: u16, probe_bits: u64, theta: f64, readmit_after: u32, now: Instant) -> Self {
+    pub fn new(count: u16, probe_bits: u64, theta: f64, readmit_after: u32) -> Self {
         let count = count.clamp(1, 256);
         let n = count as usize;
         Self {
@@ -52,7 +49,6 @@ impl PathTable {
             readmit_after: u64::from(readmit_after.max(1)),
             interval_bits: 0,
             interval_packets: 0,
-            interval_start: now,
             probes: 0,
             removals: 0,
         }
@@ -89,20 +85,20 @@ impl PathTable {
     }
 
     /// A data packet of `bits` arrived on `path_id`.
-    pub fn on_arrival(&mut self, now: Instant, path_id: u8, bits: u64) {
+    pub fn on_arrival(&mut self, path_id: u8, bits: u64) {
         let path = path_id as usize % self.count as usize;
         self.bits[path] += bits;
         self.interval_bits += bits;
         self.interval_packets += 1;
         let enough_packets = self.interval_packets >= PACKETS_PER_PATH_JUDGED * self.active().count() as u64;
         if self.interval_bits >= self.probe_bits && enough_packets {
-            self.probe(now);
+            self.probe();
         }
     }
 
     /// The speed board (Eq. 2): every path sprayed during the interval whose speed is below
     /// theta x the fastest's is removed. All speeds share the interval, so bits compare as speeds.
-    fn probe(&mut self, now: Instant) {
+    fn probe(&mut self) {
         self.probes += 1;
         let sprayed: Vec<usize> = (0..self.count as usize).filter(|&p| self.removed_until[p].is_none()).collect();
         let fastest = sprayed.iter().map(|&p| self.bits[p]).max().unwrap_or(0) as f64;
@@ -125,14 +121,12 @@ impl PathTable {
         }
         self.bits.iter_mut().for_each(|b| *b = 0);
         (self.interval_bits, self.interval_packets) = (0, 0);
-        self.interval_start = now;
     }
 
     /// Credits restart after a stop: the idle time is no measurement.
-    pub fn on_restart(&mut self, now: Instant) {
+    pub fn on_restart(&mut self) {
         self.bits.iter_mut().for_each(|b| *b = 0);
         (self.interval_bits, self.interval_packets) = (0, 0);
-        self.interval_start = now;
     }
 }
 
@@ -143,7 +137,7 @@ mod tests {
 
     #[test]
     fn every_path_gets_one_credit_per_round() {
-        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 8, Instant::now()), SmallRng::seed_from_u64(1));
+        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 8), SmallRng::seed_from_u64(1));
         for _ in 0..10 {
             let mut round: Vec<u8> = (0..4).map(|_| table.next(&mut rng)).collect();
             round.sort();
@@ -157,7 +151,7 @@ mod tests {
         for round in 0..rounds {
             for (path, &every) in every.iter().enumerate() {
                 if every > 0 && round % every == 0 {
-                    table.on_arrival(Instant::now(), path as u8, 1538 * 8);
+                    table.on_arrival(path as u8, 1538 * 8);
                 }
             }
         }
@@ -165,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_path_below_a_tenth_of_the_fastest_is_removed_and_sprayed_again_later() {
-        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 2, Instant::now()), SmallRng::seed_from_u64(1));
+        let (mut table, mut rng) = (PathTable::new(4, 600_000, 0.1, 2), SmallRng::seed_from_u64(1));
         // One interval (49 packets make N_b): paths 0-2 get one packet a round, path 3 one in 20.
         interval(&mut table, 17, &[1, 1, 1, 20]);
         assert_eq!((table.probes, table.removals()), (1, 1));
@@ -178,7 +172,7 @@ mod tests {
 
     #[test]
     fn with_256_path_ids_a_probe_waits_for_data_on_every_one_and_keeps_them_all() {
-        let mut table = PathTable::new(256, 600_000, 0.1, 8, Instant::now());
+        let mut table = PathTable::new(256, 600_000, 0.1, 8);
         // N_b bits arrive within the first round: most path-ids had no data yet.
         interval(&mut table, 1, &[1; 256]);
         assert_eq!(table.probes, 0);
@@ -188,7 +182,7 @@ mod tests {
 
     #[test]
     fn the_last_path_is_never_removed() {
-        let mut table = PathTable::new(1, 8, 0.1, 8, Instant::now());
+        let mut table = PathTable::new(1, 8, 0.1, 8);
         interval(&mut table, 8, &[1]);
         assert_eq!((table.probes, table.active().count()), (1, 1));
     }
