@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 CCEMU := $(VENV)/bin/ccemu
 NAME ?= incast
 
-BPF_SRC := emulation/ccemu/bpf
+BPF_SRC := emulation/ccemu/ports/bpf
 BPF_OUT := build/bpf
 CCHOST := build/cchost
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
@@ -100,7 +100,7 @@ bench: setup
 # Loads dashboards/*.json into a running Grafana (token in $$GRAFANA_TOKEN, or user:pass@ in the URL).
 dashboards: setup
 	@[ -n "$(GRAFANA_URL)" ] || { echo "make dashboards: set GRAFANA_URL, e.g. GRAFANA_URL=http://127.0.0.1:3000" >&2; exit 2; }
-	$(PYTHON) -m ccemu.dashboards upload $(GRAFANA_URL)
+	$(PYTHON) -m ccemu.metrics.dashboards upload $(GRAFANA_URL)
 
 # Removes what killed runs left behind (by their recorded inventory).
 clean: setup

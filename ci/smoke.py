@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from ccemu.report import incast_table
-from ccemu.results import read_table
+from ccemu.results.report import incast_table
+from ccemu.results.bundle import read_table
 
 CONFIG = Path(__file__).resolve().parent / "smoke.yaml"
 SCHEMES = ("expresspass", "spraypass", "dctcp", "dctcp+")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
-from ccemu.config import parse_config
-from ccemu.fabric import FabricNet
+from ccemu.model.config import parse_config
+from ccemu.fabric.net import FabricNet
 
 sys.path.insert(0, str(Path(__file__).parent))
 from capacity import idle_rtt_ms  # noqa: E402

@@ -1,7 +1,7 @@
 """Forwarding capacity of the emulated fabric (benchmark, not a test: prints figures).
 
 8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, each on a path of
-its own (ccemu.tcpload), at several link rates and OVS instance counts. Prints per rate and
+its own (ccemu.hosts.tcpload), at several link rates and OVS instance counts. Prints per rate and
 variant: goodput / ideal per pair (ideal = link rate x 1448/1538, TCP payload per wire frame),
 ovs-vswitchd CPU (fraction of one core, summed over instances), hypervisor steal, the idle
 RTT h1 -> h16 (5 switches), and switch residence: how long packets waited inside the
@@ -21,11 +21,11 @@ import time
 
 from mininet.log import setLogLevel
 
-from ccemu.config import parse_config
-from ccemu.fabric import FabricNet
-from ccemu.fidelity import SwitchFigures
-from ccemu.ports import PortMaps
-from ccemu.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
+from ccemu.model.config import parse_config
+from ccemu.fabric.net import FabricNet
+from ccemu.results.fidelity import SwitchFigures
+from ccemu.ports.maps import PortMaps
+from ccemu.hosts.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
 
 
 def cpu_ticks(pid: int) -> int:

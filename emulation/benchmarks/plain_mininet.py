@@ -23,8 +23,8 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch
 from mininet.topo import Topo
 
-from ccemu.inventory import Inventory
-from ccemu.topology import fat_tree
+from ccemu.fabric.inventory import Inventory
+from ccemu.model.topology import fat_tree
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 

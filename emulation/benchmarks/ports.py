@@ -25,16 +25,16 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
-from ccemu.config import parse_config
-from ccemu.fabric import FabricNet
-from ccemu.ports import PortMaps, queue_minus_backlog
+from ccemu.model.config import parse_config
+from ccemu.fabric.net import FabricNet
+from ccemu.ports.maps import PortMaps, queue_minus_backlog
 
 DATA_WIRE_BYTES = 1000 + 8 + 20 + 14 + 24
 BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 
 def udpgen(net, host, *args):
-    return net[host].popen([sys.executable, "-m", "ccemu.udpgen", *args], stdout=subprocess.PIPE,
+    return net[host].popen([sys.executable, "-m", "ccemu.hosts.udpgen", *args], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
 
 

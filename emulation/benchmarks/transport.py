@@ -23,9 +23,9 @@ from pathlib import Path
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 
-from ccemu.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
-from ccemu.config import parse_config
-from ccemu.fabric import FabricNet
+from ccemu.hosts.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
+from ccemu.model.config import parse_config
+from ccemu.fabric.net import FabricNet
 
 FLOW_BYTES = 20_000_000
 CPU_BYTES = 500_000_000

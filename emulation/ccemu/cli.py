@@ -27,9 +27,9 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
-from .config import ConfigError, ExperimentConfig, load_config, parse_config
-from .inventory import DEFAULT_STATE_ROOT, Inventory
-from .monitoring import MONITORING_STATE
+from .model.config import ConfigError, ExperimentConfig, load_config, parse_config
+from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
+from .metrics.monitoring import MONITORING_STATE
 
 # The statuses of the module docstring, which `ccemu --help` shows.
 EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_UNFINISHED = 1, 2, 3, 4
@@ -40,13 +40,13 @@ EXIT_INTERRUPTED = 130
 def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     """(exception class, exit status, what to do) for the failures ccemu knows, most specific
     first. Imported here: the modules behind them pull in Mininet, pyroute2 and friends."""
-    from .cchost import CchostMissing
-    from .config import DoesNotFit
-    from .fabric import FabricError, LeftoversError
-    from .inventory import InventoryError
-    from .monitoring import MonitoringError
-    from .ovs import OvsError, OvsMissing
-    from .port_program import PortProgramMissing
+    from .hosts.cchost import CchostMissing
+    from .model.config import DoesNotFit
+    from .fabric.net import FabricError, LeftoversError
+    from .fabric.inventory import InventoryError
+    from .metrics.monitoring import MonitoringError
+    from .fabric.ovs import OvsError, OvsMissing
+    from .ports.program import PortProgramMissing
 
     nothing_left = "nothing of the run is left"
     return [
@@ -177,9 +177,9 @@ def cmd_check(args) -> int:
 
 def check_fabric(config: ExperimentConfig) -> bool:
     """Bring up, verify, tear down, printing what was found; True if everything held."""
-    from .fabric import FabricNet
-    from .routing import asymmetric_paths
-    from .verify import check_path_symmetry, check_reachability, symmetry_pairs
+    from .fabric.net import FabricNet
+    from .model.routing import asymmetric_paths
+    from .fabric.checks import check_path_symmetry, check_reachability, symmetry_pairs
 
     net = FabricNet(config)
     topo = net.fabric_topo
@@ -217,7 +217,7 @@ def _phases(timings) -> str:
 def cmd_up(args) -> int:
     from mininet.cli import CLI
 
-    from .fabric import FabricNet
+    from .fabric.net import FabricNet
 
     config = load_config(args.config)
     _require_root("up")
@@ -272,8 +272,8 @@ def cmd_ports(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .fidelity import SwitchFigures
-    from .ports import PortMaps
+    from .results.fidelity import SwitchFigures
+    from .ports.maps import PortMaps
 
     _require_root("ports")
     run = _live_run("ports", args.run)
@@ -320,9 +320,9 @@ def cmd_exec(args) -> int:
 def cmd_experiment(args) -> int:
     from rich.console import Console
 
-    from .cchost import cchost_binary
-    from .port_program import PortProgram
-    from .runner import IncastRunner, WorkloadNotRunnable
+    from .hosts.cchost import cchost_binary
+    from .ports.program import PortProgram
+    from .experiments.runner import IncastRunner, WorkloadNotRunnable
 
     config = load_config(args.config)
     _require_root("experiment")
@@ -349,7 +349,7 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_monitor(args) -> int:
-    from .monitoring import MonitoringError, Prometheus
+    from .metrics.monitoring import MonitoringError, Prometheus
 
     if not (args.bundle / "prometheus" / "data").is_dir():
         print(f"ccemu monitor: {args.bundle} holds no Prometheus data (run without --no-monitoring)",
@@ -370,7 +370,7 @@ def cmd_monitor(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import report
+    from .results.report import report
 
     if not (args.bundle / "manifest.json").exists():
         print(f"ccemu report: {args.bundle} is not a results bundle (no manifest.json)", file=sys.stderr)

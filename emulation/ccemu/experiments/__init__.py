@@ -1,0 +1,1 @@
+"""Running an experiment file: one runner per workload kind over one shared block lifecycle."""

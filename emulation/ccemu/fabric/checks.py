@@ -1,0 +1,184 @@
+"""Checks of a live fabric: all-pairs reachability and path symmetry read from the
+switches' own port counters. Each returns a list of problems (empty = all holds)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+from ..fabric.net import FabricNet
+from ..fabric.ovs import OvsError, parse_port_stats
+from ..model.routing import PATH_IDS, Routing
+
+PortKey = tuple[str, int]  # (switch, OpenFlow port)
+
+
+@dataclass(frozen=True)
+class Send:
+    dst_ip: str
+    path_id: int
+    count: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.dst_ip}:{self.path_id}:{self.count}"
+
+
+def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0) -> dict[str, Counter]:
+    """Start a probe in every host of `plan` (hosts with no sends only listen), release
+    them together once all listen, and return what each host heard:
+    Counter of "<src ip> <path-id>"."""
+    probe_dir = net.inventory.state_dir / "probes"
+    probe_dir.mkdir(exist_ok=True)
+    procs = {}
+    try:
+        for name, sends in plan.items():
+            host = net[name]
+            targets = probe_dir / f"{name}.targets"
+            targets.write_text("".join(f"{send}\n" for send in sends))
+            procs[name] = host.popen(
+                [sys.executable, "-m", "ccemu.hosts.probe", "--bind", host.IP(), "--targets-file", str(targets),
+                 "--linger", str(linger)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+        for name, proc in procs.items():
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"probe in {name} did not start: {proc.stderr.read().strip()}")
+        for proc in procs.values():
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        heard = {}
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=60 + linger)
+            if proc.returncode:
+                raise RuntimeError(f"probe in {name} failed: {err.strip()}")
+            heard[name] = Counter(json.loads(out))
+        return heard
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def reachability_plan(net: FabricNet) -> dict[str, list[Send]]:
+    """Every host sends one datagram to every other host. Path-ids rotate over the pairs
+    so that together the pairs cross every path the fabric has."""
+    hosts = net.fabric_topo.hosts
+    return {
+        src.name: [Send(dst.ip, (i + j) % PATH_IDS) for j, dst in enumerate(hosts) if dst is not src]
+        for i, src in enumerate(hosts)
+    }
+
+
+@dataclass
+class Reachability:
+    problems: list[str]  # pairs never delivered
+    first_try_losses: int  # datagrams lost on the first attempt but delivered on a retry
+
+
+def check_reachability(net: FabricNet, attempts: int = 3) -> Reachability:
+    """All-pairs delivery. A datagram lost once is sent again (up to `attempts` times):
+    the first packet of every new flow takes OVS's slow path, whose upcall queue can
+    overflow when every host starts at once. Only pairs that never deliver are problems."""
+    ip_to_name = {h.ip: h.name for h in net.fabric_topo.hosts}
+    pending = reachability_plan(net)
+    first_try_losses = 0
+    for attempt in range(attempts):
+        heard = run_probes(net, {name: pending.get(name, []) for name in net.fabric_topo.host_names})
+        missing: dict[str, list[Send]] = {}
+        for src, sends in pending.items():
+            src_ip = net.fabric_topo.host(src).ip
+            for send in sends:
+                if heard[ip_to_name[send.dst_ip]][f"{src_ip} {send.path_id}"] < send.count:
+                    missing.setdefault(src, []).append(send)
+        if attempt == 0:
+            first_try_losses = sum(len(s) for s in missing.values())
+        pending = missing
+        if not pending:
+            break
+    problems = [
+        f"{src} -> {ip_to_name[send.dst_ip]} (path-id {send.path_id}) not delivered in {attempts} attempts"
+        for src, sends in pending.items() for send in sends
+    ]
+    return Reachability(problems, first_try_losses)
+
+
+def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
+    """Path-id the fabric gives a TCP/UDP flow from `src` to `dst` (so its whole path is
+    net.routing.path(src, dst, pid)), traced in the first switch without sending."""
+    switch, port = net.fabric_topo.attachment(src)
+    flow = (f"in_port={port},{proto},nw_src={net.fabric_topo.host(src).ip},nw_dst={net.fabric_topo.host(dst).ip},"
+            f"{proto}_src={sport},{proto}_dst={dport}")  # ofproto/trace wants udp_src, not tp_src, for UDP
+    return net[switch].instance.traced_path_id(switch, flow)
+
+
+def port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
+    """(switch, port) -> (rx packets, tx packets) of every switch port."""
+    dumps = [(switch.name, switch.instance.dump_ports(switch.name)) for switch in net.switches]
+    counters = {}
+    for name, proc in dumps:
+        out, err = proc.communicate()
+        if proc.returncode:
+            raise OvsError(f"reading port counters of {name}: {err.strip()}")
+        for port, stats in parse_port_stats(out).items():
+            counters[(name, port)] = stats
+    return counters
+
+
+def _ports_that_counted(before, after, count: int) -> tuple[set[PortKey], set[PortKey], set[PortKey]]:
+    """Ports whose rx grew by >= count, whose tx did, and ports that moved by less (strays)."""
+    rx, tx, stray = set(), set(), set()
+    for key, (rx_after, tx_after) in after.items():
+        d_rx, d_tx = rx_after - before[key][0], tx_after - before[key][1]
+        if d_rx >= count:
+            rx.add(key)
+        if d_tx >= count:
+            tx.add(key)
+        if 0 < d_rx < count or 0 < d_tx < count:
+            stray.add(key)
+    return rx, tx, stray
+
+
+def symmetry_pairs(routing: Routing) -> list[tuple[str, str]]:
+    """The first host with one partner per path length (fat-tree: same edge, same pod, across
+    pods): together their paths cross every tier's uplink choices. Every pair and path-id is
+    checked on the routing tables (routing.asymmetric_paths); these, live."""
+    first, *others = routing.topo.host_names
+    by_length: dict[int, str] = {}
+    for other in others:
+        by_length.setdefault(len(routing.path(first, other, 0)), other)
+    return [(first, other) for _, other in sorted(by_length.items())]
+
+
+def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | None = None,
+                        count: int = 20) -> list[str]:
+    """For each path-id: send `count` datagrams a->b, then b->a, and require that the
+    switch ports that transmitted the forward packets are exactly those that received the
+    reverse ones (and vice versa), and that they are the ports routing predicts."""
+    routing = net.routing
+    ip = {h.name: h.ip for h in net.fabric_topo.hosts}
+    problems = []
+    for pid in path_ids if path_ids is not None else range(routing.n_paths(a, b)):
+        seen = []
+        for src, dst in ((a, b), (b, a)):
+            before = port_counters(net)
+            heard = run_probes(net, {src: [Send(ip[dst], pid, count)], dst: []}, linger=0.2)
+            after = port_counters(net)
+            got = heard[dst][f"{ip[src]} {pid}"]
+            if got < count:
+                problems.append(f"path-id {pid}: {src} -> {dst} delivered {got}/{count}")
+            seen.append(_ports_that_counted(before, after, count))
+            expected = set(routing.ports_on_path(src, dst, pid))
+            if seen[-1][1] != expected:
+                problems.append(f"path-id {pid}: {src} -> {dst} left through {sorted(seen[-1][1])}, "
+                                f"routing says {sorted(expected)}")
+        (fwd_rx, fwd_tx, fwd_stray), (rev_rx, rev_tx, rev_stray) = seen
+        if fwd_tx != rev_rx or fwd_rx != rev_tx:
+            problems.append(f"path-id {pid}: {a} <-> {b} asymmetric: forward tx {sorted(fwd_tx)} rx "
+                            f"{sorted(fwd_rx)}, reverse tx {sorted(rev_tx)} rx {sorted(rev_rx)}")
+        if fwd_stray | rev_stray:
+            problems.append(f"path-id {pid}: stray packets on {sorted(fwd_stray | rev_stray)}")
+    return problems

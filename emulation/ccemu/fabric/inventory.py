@@ -1,0 +1,384 @@
+"""What a run created, written down before it is created, and removal of exactly that.
+
+Every run owns a state directory (/run/ccemu/<run-id>/ by default) holding state.json.
+Everything of the run lives in network namespaces it created (hosts, and one per OVS
+instance: switch ports and OVS's own tap devices live there too), so removing the run is:
+stop the recorded processes, kill every process still inside a recorded namespace, wait for
+the namespaces to disappear, delete the state directory. Nothing of a run is created in the
+root namespace.
+
+Identities that cannot be reused while the record exists, never names:
+- a process is (pid, start time in clock ticks since boot), and is signalled through a pidfd
+  opened before its start time is compared, so a recycled pid is never signalled;
+- a network namespace is (inode, cookie). The kernel hands a freed namespace's inode number
+  to the next namespace it creates (a SIGKILLed run's host namespaces die with its shells,
+  and the next run's get their numbers), but a namespace cookie (SO_NETNS_COOKIE) is never
+  reused until reboot. A namespace is acted on only while we hold it open (so its inode
+  cannot change hands) and its cookie matches the record.
+
+Processes are recorded before they run (spawn(): the child waits for its record to be saved),
+so a SIGKILL at any moment leaves nothing unrecorded: a node's shell creates its namespace
+once it runs, and the namespace dies with it unless something else of the run, itself inside
+it, holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..polling import wait_until
+
+DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
+STATE_FILE = "state.json"
+SHELL_OF = "shell of "
+TERM_GRACE_S = 1.0  # how long recorded daemons get to exit on SIGTERM before SIGKILL
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot, or None if it is gone (or a zombie:
+    dead, only waiting for its parent to read its status)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name may hold spaces and parentheses: fields resume after the last ')'.
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def netns_inode(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+SO_NETNS_COOKIE = 71  # <asm-generic/socket.h>, Linux 5.14
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def netns_cookie(ns_fd: int) -> int | None:
+    """The cookie of the network namespace `ns_fd` refers to (an open /proc/PID/ns/net), read
+    from a socket made inside it by a short-lived thread (setns moves only the calling thread)."""
+    found: list[int] = []
+
+    def probe() -> None:
+        if _libc.setns(ns_fd, CLONE_NEWNET) == 0:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                try:
+                    found.append(struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0])
+                except OSError:
+                    pass  # a kernel before 5.14: None, and the caller says what that means
+
+    thread = threading.Thread(target=probe, name="netns-cookie")
+    thread.start()
+    thread.join()
+    return found[0] if found else None
+
+
+@contextlib.contextmanager
+def open_netns(pid: int) -> Iterator[int | None]:
+    """/proc/PID/ns/net held open (the namespace cannot go, nor its inode change hands, while
+    it is); None if pid is gone."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _send_signal(pid: int, sig: int, still_the_one: Callable[[], bool]) -> None:
+    """Signal `pid` only if, once a pidfd pins the process, `still_the_one()` holds."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if still_the_one():
+            signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(pidfd)
+
+
+# Runs the real command only once the parent writes a line on fd N (after recording the
+# child's pid); on EOF (the parent died first) it exits without running anything. bash, not
+# sh: dash redirects only file descriptors 0-9.
+_GATE = 'read -r _ <&{fd} && exec "$@" {fd}<&-'
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    start_time: int
+    what: str
+
+    @classmethod
+    def of(cls, pid: int, what: str) -> "ProcessRecord":
+        start = process_start_time(pid)
+        if start is None:
+            raise ProcessLookupError(f"{what} (pid {pid}) exited before it could be recorded")
+        return cls(pid, start, what)
+
+    def alive(self) -> bool:
+        return process_start_time(self.pid) == self.start_time
+
+    def signal(self, sig: int) -> None:
+        _send_signal(self.pid, sig, self.alive)
+
+
+class InventoryError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class NamespaceRecord:
+    inode: int
+    cookie: int | None  # SO_NETNS_COOKIE: unique until reboot, unlike the inode (None: recorded without one)
+    what: str
+
+
+@dataclass
+class Inventory:
+    run_id: str
+    state_dir: Path
+    orchestrator: ProcessRecord
+    processes: list[ProcessRecord] = field(default_factory=list)
+    namespaces: list[NamespaceRecord] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)  # filesystems mounted inside state_dir
+
+    # Creating ----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, run_id: str, root: Path = DEFAULT_STATE_ROOT) -> "Inventory":
+        state_dir = root / run_id
+        state_dir.mkdir(parents=True, exist_ok=False)
+        inventory = cls(run_id, state_dir, ProcessRecord.of(os.getpid(), "orchestrator"))
+        inventory.save()
+        return inventory
+
+    def add_process(self, pid: int, what: str) -> ProcessRecord:
+        record = ProcessRecord.of(pid, what)
+        self.processes.append(record)
+        self.save()
+        return record
+
+    def spawn(self, what: str, argv: list[str], start: Callable[..., subprocess.Popen] = subprocess.Popen,
+              **popen_kwargs) -> subprocess.Popen:
+        """Start `argv` with `start` (Popen, or a node's popen), recorded before it runs: the
+        child waits on a pipe until its pid and start time are saved; if we are killed first,
+        it reads EOF and exits without running anything."""
+        gate_read, gate_write = os.pipe()
+        try:
+            popen_kwargs.pop("close_fds", None)  # pass_fds closes the rest, as Popen's default does
+            proc = start(["bash", "-c", _GATE.format(fd=gate_read), "ccemu-gate", *argv], pass_fds=(gate_read,),
+                         **popen_kwargs)
+        except BaseException:
+            os.close(gate_write)
+            raise
+        finally:
+            os.close(gate_read)
+        try:
+            self.add_process(proc.pid, what)
+            os.write(gate_write, b"go\n")
+        except (ProcessLookupError, BrokenPipeError):
+            pass  # it exited before reading (what started it failed): the caller sees its status
+        finally:
+            os.close(gate_write)
+        return proc
+
+    def shell_of(self, node: str) -> ProcessRecord | None:
+        """The live shell of `node` (its namespace's anchor), if the run has that node."""
+        for record in self.processes:
+            if record.what == SHELL_OF + node and record.alive():
+                return record
+        return None
+
+    def add_mount(self, fstype: str, path: Path) -> None:
+        """Mount a `fstype` filesystem at `path` (inside state_dir), recorded first."""
+        if self.state_dir not in path.parents:
+            raise ValueError(f"{path} is outside the run's state directory {self.state_dir}")
+        path.mkdir(parents=True, exist_ok=True)
+        self.mounts.append(str(path))
+        self.save()
+        subprocess.run(["mount", "-t", fstype, fstype, str(path)], check=True, capture_output=True)
+
+    def add_namespace_of(self, pid: int, what: str) -> NamespaceRecord:
+        with open_netns(pid) as ns_fd:
+            if ns_fd is None:
+                raise ProcessLookupError(f"{what} (pid {pid}) exited before its namespace could be recorded")
+            inode, cookie = os.fstat(ns_fd).st_ino, netns_cookie(ns_fd)
+        if cookie is None:
+            raise InventoryError(f"cannot read the network namespace cookie of {what} (SO_NETNS_COOKIE needs Linux "
+                                 "5.14 or later): without it a run's namespaces cannot be told from another's")
+        if cookie in _protected_cookies():
+            raise InventoryError(f"{what} (pid {pid}) is not in a namespace of its own")
+        record = NamespaceRecord(inode, cookie, what)
+        self.namespaces.append(record)
+        self.save()
+        return record
+
+    def save(self) -> None:
+        data = {
+            "run_id": self.run_id,
+            "orchestrator": asdict(self.orchestrator),
+            "processes": [asdict(p) for p in self.processes],
+            "namespaces": [asdict(n) for n in self.namespaces],
+            "mounts": self.mounts,
+        }
+        tmp = self.state_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.state_dir / STATE_FILE)
+
+    # Reading -----------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, state_dir: Path) -> "Inventory":
+        return cls.of_state(json.loads((state_dir / STATE_FILE).read_text()), state_dir)
+
+    @classmethod
+    def of_state(cls, data: dict, state_dir: Path) -> "Inventory":
+        """The inventory a state.json holds (read before it was removed, say)."""
+        return cls(
+            run_id=data["run_id"],
+            state_dir=state_dir,
+            orchestrator=ProcessRecord(**data["orchestrator"]),
+            processes=[ProcessRecord(**p) for p in data["processes"]],
+            namespaces=[NamespaceRecord(**{"cookie": None, **n}) for n in data["namespaces"]],
+            mounts=data.get("mounts", []),
+        )
+
+    @classmethod
+    def all_runs(cls, root: Path = DEFAULT_STATE_ROOT) -> list["Inventory"]:
+        if not root.is_dir():
+            return []
+        return [cls.load(d) for d in sorted(root.iterdir()) if (d / STATE_FILE).is_file()]
+
+    # Removing ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def held_namespaces(self, unverified: set[int] | None = None) -> Iterator[dict[int, int]]:
+        """inode -> open fd of every recorded namespace that still exists, verified by its
+        cookie and held open for the duration (so its inode means it, and only it). Inodes in
+        use whose namespace cannot be verified (recorded without a cookie, or the cookie
+        cannot be read) go into `unverified`: left alone, never assumed ours."""
+        wanted = {n.inode: n.cookie for n in self.namespaces}
+        protected = _protected_cookies()
+        held: dict[int, int] = {}
+        reused: set[int] = set()  # inodes now of another namespace (only one holds an inode at a time)
+        with contextlib.ExitStack() as stack:
+            for pid, inode in _netns_of_processes():
+                if inode not in wanted or inode in held or inode in reused:
+                    continue
+                ns_fd = stack.enter_context(open_netns(pid))
+                if ns_fd is None or os.fstat(ns_fd).st_ino != inode:
+                    continue  # pid gone or reused since the scan: another of its processes may do
+                cookie = netns_cookie(ns_fd)
+                if cookie is None or wanted[inode] is None:
+                    if unverified is not None:
+                        unverified.add(inode)
+                    reused.add(inode)
+                elif cookie == wanted[inode] and cookie not in protected:
+                    held[inode] = ns_fd
+                else:
+                    reused.add(inode)
+            yield held
+
+    def processes_inside(self) -> list[int]:
+        """Pids of every process in one of the recorded namespaces."""
+        with self.held_namespaces() as held:
+            return pids_in_namespaces(set(held))
+
+    def _kill_inside(self) -> list[int]:
+        """SIGKILL every process inside a recorded namespace; returns the pids found."""
+        with self.held_namespaces() as held:
+            inside = pids_in_namespaces(set(held))
+            for pid in inside:
+                # The namespaces are held open: a pid still showing one of their inodes is in it.
+                _send_signal(pid, signal.SIGKILL,
+                             lambda pid=pid: _netns_inode_or_none(pid) in held)
+        return inside
+
+    def remove(self, timeout: float = 10.0) -> list[str]:
+        """Stop everything recorded; return what could not be removed (empty = clean)."""
+        for record in self.processes:
+            record.signal(signal.SIGTERM)
+        wait_until(lambda: not any(p.alive() for p in self.processes), TERM_GRACE_S)
+
+        def killed_all() -> bool:
+            inside = self._kill_inside()
+            for record in self.processes:
+                record.signal(signal.SIGKILL)
+            return not inside and not any(p.alive() for p in self.processes)
+        wait_until(killed_all, timeout)
+        problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
+        unverified: set[int] = set()
+        with self.held_namespaces(unverified) as held:
+            problems += [f"pid {pid} still inside a namespace of the run" for pid in pids_in_namespaces(set(held))]
+        problems += [f"a namespace with the inode of {n.what}'s ({n.inode}) is in use but cannot be verified as the "
+                     "run's (no cookie on record, or none readable): left alone" for n in self.namespaces
+                     if n.inode in unverified]
+        for path in reversed(self.mounts):
+            if path in mounted_paths():
+                result = subprocess.run(["umount", path], capture_output=True, text=True)
+                if result.returncode:
+                    problems.append(f"cannot unmount {path}: {result.stderr.strip()}")
+        if not problems:
+            shutil.rmtree(self.state_dir)
+        return problems
+
+
+@functools.cache
+def _protected_cookies() -> frozenset[int]:
+    """Our own namespace's and init's (where readable): never a run's to remove. Read once:
+    neither changes while we run."""
+    protected = set()
+    for pid in (os.getpid(), 1):
+        with open_netns(pid) as ns_fd:
+            cookie = netns_cookie(ns_fd) if ns_fd is not None else None
+        if cookie is not None:
+            protected.add(cookie)
+    return frozenset(protected)
+
+
+def _netns_inode_or_none(pid: int) -> int | None:
+    try:
+        return netns_inode(pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def _netns_of_processes() -> Iterator[tuple[int, int]]:
+    """(pid, network namespace inode) of every process."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            inode = _netns_inode_or_none(int(entry.name))
+            if inode is not None:
+                yield int(entry.name), inode
+
+
+def mounted_paths() -> set[str]:
+    with open("/proc/self/mounts") as mounts:
+        return {line.split()[1] for line in mounts}
+
+
+def pids_in_namespaces(inodes: set[int]) -> list[int]:
+    """Pids of every process whose network namespace has one of `inodes` (the caller makes sure
+    those inodes still mean the namespaces it wants: see Inventory.held_namespaces)."""
+    return [pid for pid, inode in _netns_of_processes() if inode in inodes]

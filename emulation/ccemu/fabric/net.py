@@ -1,0 +1,399 @@
+"""The live emulated fabric: a Mininet network whose switches are bridges of private OVS
+instances, built quickly and torn down without leaks.
+
+Mininet's roles are kept: nodes execute (FabricSwitch runs its commands in its OVS
+instance's namespace), interfaces configure themselves (FabricIntf is born configured),
+links connect (FabricLink makes a veth pair with one netlink request, each end created
+directly in its node's namespace). What Mininet does one process per item, FabricNet does
+in batches: one OVSDB transaction per OVS instance for all bridges and ports, one OpenFlow
+bundle per bridge installed in parallel, one `ip -batch`/`tc -batch` per namespace, run in
+all namespaces at once. Mininet.init()'s global sysctl changes are skipped: the run changes
+nothing outside its own namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import secrets
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mininet.link import Intf, Link
+from mininet.net import Mininet
+from mininet.node import Host, Node, Switch
+from pyroute2 import IPRoute
+
+from ..model.config import ExperimentConfig
+from ..fabric.inventory import DEFAULT_STATE_ROOT, SHELL_OF, Inventory
+from ..fabric.kernel import KernelFeatures
+from ..fabric.openflow import switch_flows
+from ..fabric.ovs import OvsError, OvsInstance
+from ..model.routing import PATH_ID_PORTS, Routing
+from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE, PortProgram, number_ports, parse_attached
+from ..ports.tc import PortShape, port_qdiscs
+from ..model.topology import HOST_PREFIX_LEN, Topology
+
+OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
+# ovs-vswitchd's receive socket per port: room for bursts while its one thread is busy
+# (see OvsInstance.enlarge_packet_socket_buffers); memory is charged only while packets wait.
+RECEIVE_BUFFER_BYTES = 8 << 20
+
+
+class FabricError(RuntimeError):
+    pass
+
+
+class LeftoversError(FabricError):
+    """Teardown could not remove everything the run created."""
+
+
+class RecordedShell:
+    """A Mininet node whose shell, the process that creates and holds its namespace, is recorded
+    in the run's inventory (params["inventory"]) before it runs (Inventory.spawn)."""
+
+    def _popen(self, cmd, **params):
+        inventory: Inventory | None = self.params.get("inventory")
+        if self.shell is None and inventory is not None:  # startShell's call
+            return inventory.spawn(SHELL_OF + self.name, cmd, **params)
+        return super()._popen(cmd, **params)
+
+
+class FabricHost(RecordedShell, Host):
+    pass
+
+
+class FabricNamespace(RecordedShell, Node):
+    """A namespace of the run holding no host: an OVS instance's."""
+
+
+class FabricIntf(Intf):
+    """An interface FabricLink created already configured: config() only records."""
+
+    def config(self, mac=None, ip=None, **_params):
+        self.mac = mac
+        return {}
+
+
+class FabricLink(Link):
+    """A veth pair made by one netlink request: both ends named, addressed and sized (MTU),
+    each created directly in its node's network namespace. FabricNet brings them up in its
+    per-namespace batches."""
+
+    netlink: IPRoute | None = None  # set by FabricNet for the duration of build()
+
+    def __init__(self, node1, node2, mtu: int = 1500, **params):
+        self.mtu = mtu
+        params.update(intf=FabricIntf, fast=True)
+        super().__init__(node1, node2, **params)
+
+    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
+                     deleteIntfs=False):
+        end2 = {"ifname": intfname2, "net_ns_pid": node2.pid, "mtu": self.mtu}
+        if addr2:
+            end2["address"] = addr2
+        end1 = {"ifname": intfname1, "net_ns_pid": node1.pid, "mtu": self.mtu}
+        if addr1:
+            end1["address"] = addr1
+        self.netlink.link("add", kind="veth", peer=end2, **end1)
+
+    def stop(self):
+        """Nothing to do: the veths go with the namespaces of the run."""
+
+
+class FabricSwitch(Switch):
+    """A bridge of an OvsInstance. It has no shell: its ports and commands live in the
+    instance's namespace, and FabricNet creates all bridges in one transaction."""
+
+    def __init__(self, name, instance: OvsInstance, **params):
+        self.instance = instance
+        params.pop("inNamespace", None)
+        super().__init__(name, inNamespace=True, **params)
+        self.controlIntf = None
+
+    def startShell(self, mnopts=None):
+        self.pid = self.instance.namespace.pid
+
+    def cmd(self, *args, **kwargs):
+        return self.instance.namespace.cmd(*args, **kwargs)
+
+    def popen(self, *args, **kwargs):
+        return self.instance.namespace.popen(*args, **kwargs)
+
+    def dpctl(self, *args):
+        return self.cmd("ovs-ofctl", args[0], self.instance.management_socket(self.name), *args[1:])
+
+    def start(self, controllers):
+        pass
+
+    def stop(self, deleteIntfs=False):
+        pass
+
+    def terminate(self):
+        pass
+
+
+@dataclass
+class Timings:
+    """Seconds spent per bring-up phase, for the benchmark and `ccemu check`."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+    _last: float = field(default_factory=time.monotonic)
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    @property
+    def total(self) -> float:
+        return sum(self.phases.values())
+
+
+class FabricNet(Mininet):
+    """Mininet network built from a ccemu Topology on private OVS instances."""
+
+    inited = True  # skip Mininet.init(): it raises system-wide sysctls we would not restore
+
+    def __init__(self, config: ExperimentConfig, topo: Topology | None = None, run_id: str | None = None,
+                 state_root: Path = DEFAULT_STATE_ROOT, kernel: KernelFeatures | None = None):
+        self.config = config
+        self.fabric_topo = topo or config.topology.build()
+        self.routing = Routing(self.fabric_topo)
+        self.kernel = kernel or KernelFeatures.probe()
+        self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self.state_root = state_root
+        self.inventory: Inventory | None = None
+        self.instances: list[OvsInstance] = []
+        self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
+        self.port_program = PortProgram.built()
+        self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
+        self.timings = Timings()
+        self.stop_timings = Timings()
+        _raise_open_files_limit()
+        super().__init__(topo=None, switch=FabricSwitch, host=FabricHost, link=FabricLink, controller=None,
+                         build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
+                         waitConnected=False)
+
+    @property
+    def bpffs(self) -> Path:
+        return self.inventory.state_dir.resolve() / "bpffs"
+
+    @property
+    def datapath(self) -> str:
+        return "system" if self.kernel.openvswitch else "netdev"
+
+    # Bring-up --------------------------------------------------------------------------
+
+    def build(self):
+        """Namespaces, OVS instances, hosts, links and their configuration."""
+        self.timings = Timings()
+        self.inventory = Inventory.create(self.run_id, self.state_root)
+        (self.inventory.state_dir / "config").mkdir()
+        # Before any namespace exists: nodes get a copy of our mounts when they are made.
+        self.inventory.add_mount("bpf", self.bpffs)
+        self._start_ovs_instances()
+        self.timings.mark("ovs daemons")
+        self._add_hosts()
+        self.timings.mark("host shells")
+        self._add_switches_and_links()
+        self.timings.mark("links")
+        self._configure_namespaces()
+        self.timings.mark("addresses, arp, port qdiscs and programs")
+        self.built = True
+
+    def _start_ovs_instances(self):
+        for index in range(self.config.fabric.instance_count(len(self.fabric_topo.switches))):
+            namespace = FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory)
+            self._adopt_namespace(namespace, f"ovs{index}")
+            instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
+            instance.start(self.inventory)
+            self.instances.append(instance)
+
+    def _adopt_namespace(self, node: Node, what: str) -> None:
+        """Record a new namespace (its shell is recorded already) and silence it: with IPv6 off
+        before any interface exists, no neighbour discovery or MLD packet ever reaches a switch.
+        Ephemeral ports stay out of ccemu's path-id ports, so that no other program's UDP
+        (iperf3 -u) is routed by a path-id it did not choose."""
+        self.inventory.add_namespace_of(node.pid, what)
+        node.cmd("echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
+                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; "
+                 f"echo {PATH_ID_PORTS[0]}-{PATH_ID_PORTS[1]} > /proc/sys/net/ipv4/ip_local_reserved_ports")
+
+    def _add_hosts(self):
+        for spec in self.fabric_topo.hosts:
+            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac, inventory=self.inventory)
+            self._adopt_namespace(host, spec.name)
+
+    def instance_of(self, switch: str) -> OvsInstance:
+        """Switches are dealt to instances in topology order, so each instance gets whole
+        tiers' worth of neighbours rather than every other switch."""
+        names = self.fabric_topo.switch_names
+        return self.instances[names.index(switch) * len(self.instances) // len(names)]
+
+    def switches_of(self, instance: OvsInstance) -> list[FabricSwitch]:
+        return [switch for switch in self.switches if switch.instance is instance]
+
+    def _add_switches_and_links(self):
+        for spec in self.fabric_topo.switches:
+            self.addSwitch(spec.name, instance=self.instance_of(spec.name), dpid=f"{spec.dpid:016x}")
+        FabricLink.netlink = IPRoute()
+        try:
+            for link in self.fabric_topo.links:
+                addrs = {}
+                for end, key in ((link.a, "addr1"), (link.b, "addr2")):
+                    if self.fabric_topo.is_host(end):
+                        addrs[key] = self.fabric_topo.host(end).mac
+                self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, mtu=self.config.link.mtu,
+                             **addrs)
+        finally:
+            FabricLink.netlink.close()
+            FabricLink.netlink = None
+
+    def _configure_namespaces(self):
+        """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
+        OVS namespaces: the same for every switch port. One batch per namespace, all
+        namespaces at once."""
+        shape = self.port_shape
+        config_dir = self.inventory.state_dir / "config"
+        port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
+
+        def ports_script(node: str, ports: list[str], switch_ports: bool) -> list[str]:
+            tc_batch = [line for port in ports for line in port_qdiscs(port, shape)]
+            return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
+                    self.port_program.load_command(self.bpffs, node, {port: port_ids[port] for port in ports}, shape,
+                                                   config_dir, switch_ports)]
+
+        scripts: dict[Node, str] = {}
+        for spec in self.fabric_topo.hosts:
+            host = self[spec.name]
+            intf = host.defaultIntf()
+            intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN
+            ip_batch = [f"link set {intf.name} up", "link set lo up",
+                        f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}"]
+            ip_batch += [
+                f"neigh replace {other.ip} lladdr {other.mac} dev {intf.name} nud permanent"
+                for other in self.fabric_topo.hosts if other.name != spec.name
+            ]
+            scripts[host] = " && ".join([
+                f"ip -batch {_write(config_dir / f'{spec.name}.ip', ip_batch)}",
+                # The userspace datapath forwards what it reads from a socket as is: a
+                # checksum left to offload, or a TSO super-frame, would arrive broken.
+                f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
+                *ports_script(spec.name, [intf.name], switch_ports=False),
+            ])
+        for instance in self.instances:
+            ports = [intf.name for switch in self.switches_of(instance) for intf in switch.intfList()]
+            if ports:
+                ip_batch = [f"link set {port} up" for port in ports]
+                scripts[instance.namespace] = " && ".join([
+                    f"ip -batch {_write(config_dir / f'{instance.namespace.name}.ip', ip_batch)}",
+                    *ports_script(instance.namespace.name, ports, switch_ports=True),
+                ])
+        outputs = _run_everywhere(scripts)
+        self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()}
+        # The index last: readers (ccemu ports, the collector) take it to mean the ports are ready.
+        (self.inventory.state_dir / SHAPE_FILE).write_text(json.dumps(
+            {"link_bps": shape.link_bps, "frame_wire_bytes": shape.frame_wire_bytes}))
+        (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
+
+    def start(self):
+        """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
+        transactions = []
+        for instance in self.instances:
+            # QoS "linux-noop": OVS leaves the ports' qdiscs alone. Without it, OVS deletes
+            # the root qdisc of every port it adds, and again at every reconfiguration.
+            args: list[str] = ["--", "--id=@noop", "create", "QoS", "type=linux-noop"]
+            for switch in self.switches_of(instance):
+                args += ["--", "add-br", switch.name, "--", "set", "bridge", switch.name,
+                         f"datapath_type={instance.datapath}", "fail_mode=secure",
+                         f"other-config:datapath-id={switch.dpid}", "other-config:disable-in-band=true"]
+                for port, intf in sorted(switch.intfs.items()):
+                    args += ["--", "add-port", switch.name, intf.name, "qos=@noop",
+                             "--", "set", "Interface", intf.name, f"ofport_request={port}"]
+            transactions.append(instance.start_vsctl(*args))
+        _wait_all(transactions, "creating bridges and ports")
+        self.timings.mark("ovs bridges and ports")
+        _wait_all([
+            (switch.name, switch.instance.add_flows(
+                switch.name, switch_flows(self.fabric_topo, self.routing.tables[switch.name])))
+            for switch in self.switches
+        ], "installing flows")
+        self.timings.mark("flow tables")
+        for instance in self.instances:
+            switches = self.switches_of(instance)
+            ports = sum(len(s.intfs) for s in switches)
+            instance.enlarge_packet_socket_buffers(switches[0].name, ports * self.port_shape.queued_memory_bytes,
+                                                   RECEIVE_BUFFER_BYTES)
+        self.timings.mark("ovs socket buffers")
+
+    # Teardown --------------------------------------------------------------------------
+
+    def stop(self):
+        """Stop OVS, end every shell, then make sure nothing of the run remains."""
+        self.stop_timings = Timings()
+        for instance in self.instances:
+            instance.kill()
+        for instance in self.instances:
+            instance.wait()
+        self.stop_timings.mark("ovs daemons")
+        for node in self.hosts + [i.namespace for i in self.instances]:
+            node.terminate()
+        self.stop_timings.mark("shells")
+        problems = self.inventory.remove() if self.inventory else []
+        self.stop_timings.mark("leftovers")
+        if problems:
+            raise LeftoversError(f"run {self.run_id} left: {'; '.join(problems)}; run `ccemu clean`")
+
+    def __enter__(self) -> "FabricNet":
+        try:
+            self.build()
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _wait_all(procs: list[tuple[str, subprocess.Popen]], what: str) -> None:
+    """Wait for commands started in parallel; raise naming every one that failed."""
+    failures = []
+    for name, proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode:
+            failures.append(f"{name}: {err.strip()}")
+    if failures:
+        raise OvsError(f"{what} failed: " + "; ".join(failures))
+
+
+def _run_everywhere(scripts: dict[Node, str]) -> dict[Node, str]:
+    """Run one shell command line in each node concurrently and return each one's output;
+    raise naming every failure."""
+    for node, script in scripts.items():
+        node.sendCmd(f"{script}; echo ccemu-status=$?")
+    outputs, failures = {}, []
+    for node in scripts:
+        outputs[node] = node.waitOutput()
+        if "ccemu-status=0" not in outputs[node]:
+            failures.append(f"{node.name}: {outputs[node].strip()}")
+    if failures:
+        raise FabricError("configuring namespaces failed: " + " | ".join(failures))
+    return outputs
+
+
+def _write(path: Path, lines: list[str]) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    return shlex.quote(str(path))
+
+
+def _raise_open_files_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_LIMIT if hard == resource.RLIM_INFINITY else min(OPEN_FILES_LIMIT, hard)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))

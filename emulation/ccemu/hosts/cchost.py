@@ -1,0 +1,90 @@
+"""Running cchost, the transport (transport/, built by `make setup` into build/cchost), on
+the hosts of a fabric: its command line, flow schedules in and flow records out.
+
+Times: every cchost of a run shares one epoch (CLOCK_MONOTONIC nanoseconds, the same in
+every namespace of the machine); schedule starts and record times are seconds after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model.routing import PATH_IDS
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CCHOST = Path(os.environ.get("CCEMU_CCHOST", REPO_ROOT / "build" / "cchost"))
+
+
+class CchostMissing(RuntimeError):
+    pass
+
+
+def cchost_binary() -> Path:
+    if not CCHOST.exists():
+        raise CchostMissing(f"cchost is not built ({CCHOST} missing): run `make setup`")
+    return CCHOST
+
+
+@dataclass(frozen=True)
+class ScheduledFlow:
+    id: int
+    dst: int  # host number: h7 is 7
+    size: int  # bytes
+    start: float  # seconds after the epoch
+    scheme: str | None = None
+    # Equal-cost paths between the flow's hosts (routing.Routing.n_paths): SprayPass receivers
+    # spray credits over path-ids 0..paths-1. Unset: cchost sprays over all PATH_IDS values.
+    paths: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.paths is not None and not 1 <= self.paths <= PATH_IDS:
+            raise ValueError(f"flow {self.id}: paths must be 1..{PATH_IDS} (got {self.paths})")
+
+    def line(self) -> str:
+        fields = {"id": self.id, "dst": self.dst, "size": self.size, "start": self.start}
+        if self.scheme:
+            fields["scheme"] = self.scheme
+        if self.paths is not None:
+            fields["paths"] = self.paths
+        return json.dumps(fields)
+
+
+def write_schedule(path: Path, flows: list[ScheduledFlow]) -> Path:
+    path.write_text("".join(flow.line() + "\n" for flow in flows))
+    return path
+
+
+def host_number(name: str) -> int:
+    """h12 -> 12."""
+    if not (name.startswith("h") and name[1:].isdigit()):
+        raise ValueError(f"not a host name: {name!r}")
+    return int(name[1:])
+
+
+def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Path, *,
+            schedule: Path | None = None, exit_when_done: bool = False, duration_s: float | None = None,
+            extra: tuple[str, ...] = ()) -> list[str]:
+    """cchost's argv for `host`, with its records and counters in `workdir`/<host>.*"""
+    argv = [str(cchost_binary()), "--host", str(host_number(host)), "--link-mbps", str(link_mbps),
+            "--scheme", scheme, "--epoch-ns", str(epoch_ns),
+            "--records", str(workdir / f"{host}.records"), "--counters", str(workdir / f"{host}.counters")]
+    if schedule is not None:
+        argv += ["--schedule", str(schedule)]
+    if exit_when_done:
+        argv.append("--exit-when-done")
+    if duration_s is not None:
+        argv += ["--duration", str(duration_s)]
+    return argv + list(extra)
+
+
+def read_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_counters(path: Path) -> dict:
+    return json.loads(path.read_text())

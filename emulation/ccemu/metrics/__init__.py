@@ -1,0 +1,1 @@
+"""Live metrics: the collector, Prometheus, the Grafana dashboards."""

@@ -1,0 +1,262 @@
+"""Live metrics of a running experiment for Prometheus, served on 127.0.0.1 only.
+
+Everything is read at scrape time from where it already is: the port programs' pinned maps
+of the fabric up now (queues, drops, marks, exact queue histograms), cchost's counters and
+flow records in the bundle's work directory, and /proc/stat for the fidelity gauges. The
+runner tells the collector which fabric, scheme, N and round are current.
+
+Names follow Prometheus conventions: `ccemu_` prefix, base units (bytes, seconds), `_total`
+for counters. Labels: experiment, scheme, n (incast flows), node (namespace), switch, port,
+class (data/credit), host, bucket (flow size).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import start_http_server
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from ..results import fidelity
+from ..hosts.cchost import read_counters, read_records
+from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, residence_bucket_bounds
+from ..results.stats import size_bucket
+
+FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Formatting samples is most of a scrape's cost (~20 us each): the port programs' 64-bucket
+# histograms are exported merged 4 to 1, and only for ports whose queue ever grew beyond two
+# of their buckets (the others hold one bucket's worth of counts and say nothing).
+HISTOGRAM_MERGE = 4
+HISTOGRAM_MIN_BUCKETS = 2
+
+
+@dataclass
+class Block:
+    """What is running now: one fabric of one scheme and N."""
+
+    scheme: str
+    n: int
+    state_dir: Path
+    workdir: Path
+    round: int = 0
+    cpu_start: fidelity.CpuTimes = field(default_factory=fidelity.CpuTimes.now)
+
+
+class ExperimentCollector(Collector):
+    def __init__(self, experiment: str):
+        self.experiment = experiment
+        self._lock = threading.Lock()
+        self._block: Block | None = None
+        self._maps: PortMaps | None = None
+        self._records: list[dict] = []  # finished flows of earlier blocks (their FCT stays)
+        self._read: dict[Path, tuple[float, list[dict]]] = {}  # records file -> (mtime, records)
+        # What scrapes cost: CPU seconds of the scraping thread from the first metric to the
+        # last (formatting happens in between, as the exposition pulls each family).
+        self.scrapes = 0
+        self.scrape_cpu_seconds = 0.0
+
+    def attach(self, block: Block) -> None:
+        with self._lock:
+            self._block = block
+            self._maps = PortMaps(block.state_dir)
+
+    def set_round(self, round_number: int) -> None:
+        with self._lock:
+            if self._block:
+                self._block.round = round_number
+
+    def detach(self) -> None:
+        """Before the fabric goes: its maps close; the block's finished flows are kept."""
+        with self._lock:
+            if self._block:
+                self._records += self._flow_records(self._block)
+            if self._maps:
+                self._maps.close()
+            self._block, self._maps = None, None
+
+    def _flow_records(self, block: Block) -> list[dict]:
+        records = []
+        for path in sorted(block.workdir.glob("round*/*.records")):
+            mtime = path.stat().st_mtime
+            if self._read.get(path, (None,))[0] != mtime:
+                self._read[path] = (mtime, [dict(r, scheme=block.scheme, n=block.n) for r in read_records(path)])
+            records += self._read[path][1]
+        return records
+
+    def collect(self):
+        started = time.thread_time()
+        with self._lock:
+            yield from self._collect()
+            cost = CounterMetricFamily("ccemu_collector_scrape_cpu_seconds", "CPU time spent serving scrapes",
+                                       labels=["experiment"])
+            cost.add_metric([self.experiment], self.scrape_cpu_seconds)
+            yield cost
+            self.scrapes += 1
+            self.scrape_cpu_seconds += time.thread_time() - started
+
+    def _collect(self):
+        block, maps = self._block, self._maps
+        records = self._records + (self._flow_records(block) if block else [])
+        yield from self._flows(records)
+        if block is None or maps is None:
+            return
+        base = {"experiment": self.experiment, "scheme": block.scheme, "n": str(block.n)}
+        yield from self._ports(maps, base)
+        yield from self._hosts(block, base)
+        yield from self._fidelity(block, base)
+
+    def _ports(self, maps: PortMaps, base: dict):
+        labels = [*base, "switch", "port", "class"]
+        queue = GaugeMetricFamily("ccemu_port_queue_bytes", "Bytes queued at the port now (measured: admitted "
+                                  "minus arrived at the peer)", labels=labels)
+        lag = GaugeMetricFamily("ccemu_port_lag_bytes", "Mean distance of the real queue from an ideal port's, "
+                                "over every enqueue so far", labels=labels)
+        enqueued = CounterMetricFamily("ccemu_port_enqueued_packets", "Packets admitted to the queue", labels=labels)
+        dropped = CounterMetricFamily("ccemu_port_dropped_packets", "Packets tail-dropped", labels=labels)
+        marked = CounterMetricFamily("ccemu_port_marked_packets", "Packets CE-marked", labels=labels)
+        sent_bytes = CounterMetricFamily("ccemu_port_enqueued_bytes", "Wire bytes admitted", labels=labels)
+        histogram = HistogramMetricFamily("ccemu_port_queue_length_bytes", "Queue length at every enqueue, "
+                                          "exact (the port program's histogram)", labels=labels)
+        ports = maps.read()
+        for port in ports:
+            for cls, stats, now in (("data", port.data, port.queue_bytes[0]), ("credit", port.credit,
+                                                                                port.queue_bytes[1])):
+                if cls == "credit" and not port.config.credit_rate_Bps:
+                    continue
+                values = [*base.values(), port.port.split("-")[0], port.port, cls]
+                queue.add_metric(values, now)
+                lag.add_metric(values, stats.mean_lag_bytes)
+                enqueued.add_metric(values, stats.enqueued_packets)
+                dropped.add_metric(values, stats.dropped_packets)
+                marked.add_metric(values, stats.marked_packets)
+                sent_bytes.add_metric(values, stats.enqueued_bytes)
+                if stats.max_queue_bytes > HISTOGRAM_MIN_BUCKETS * stats.bucket_bytes:
+                    histogram.add_metric(values, *_merged_histogram(stats.histogram, stats.bucket_bytes))
+        yield from (queue, lag, enqueued, dropped, marked, sent_bytes, histogram)
+        yield from self._switches(ports, maps.frame_ns, base)
+
+    def _switches(self, ports, frame_ns: float, base: dict):
+        """Switch residence: per switch (every packet that crossed it), and the fabric's
+        p50/p99 in frame times as the verdict computes them."""
+        labels = [*base, "switch"]
+        residence = HistogramMetricFamily("ccemu_switch_residence_seconds", "Time packets spent inside the switch "
+                                          "between arriving at a port and reaching another port's queue",
+                                          labels=labels)
+        untracked = CounterMetricFamily("ccemu_switch_residence_untracked_packets", "Packets that left a switch "
+                                        "without an arrival on record (held longer than the map follows)",
+                                        labels=labels)
+        switches = fidelity.SwitchFigures.of(ports, frame_ns)
+        for switch, merged in switches.by_switch.items():
+            values = [*base.values(), switch]
+            residence.add_metric(values, *_residence_buckets(merged))
+            untracked.add_metric(values, merged.untracked_packets)
+        # "percentile", not "quantile": Prometheus keeps that label for summaries.
+        frames = GaugeMetricFamily("ccemu_fidelity_switch_residence_frames", "Switch residence percentile over the "
+                                   "fabric so far, in frame times at the link rate", labels=[*base, "percentile"])
+        for percentile in (50, 99):
+            frames.add_metric([*base.values(), str(percentile)], switches.residence_frames(percentile / 100))
+        yield from (residence, untracked, frames)
+
+    def _hosts(self, block: Block, base: dict):
+        labels = [*base, "host"]
+        received = CounterMetricFamily("ccemu_host_received_bytes", "Data payload bytes received by the host",
+                                       labels=labels)
+        credits = CounterMetricFamily("ccemu_host_credits_sent", "Credits the host sent", labels=labels)
+        wasted = CounterMetricFamily("ccemu_host_credits_wasted", "Credits the host received and could not use",
+                                     labels=labels)
+        lateness = GaugeMetricFamily("ccemu_host_timer_lateness_seconds", "Mean lateness of cchost's timers "
+                                     "(credit pacing error)", labels=labels)
+        totals: dict[str, dict[str, float]] = {}
+        for path in block.workdir.glob("**/*.counters"):
+            try:
+                c = read_counters(path)
+            except (ValueError, OSError):
+                continue  # being rewritten
+            host = f"h{c['host']}"
+            t = totals.setdefault(host, {"received": 0, "credits": 0, "wasted": 0, "late": 0, "count": 0})
+            t["received"] += c["data_bytes_received"]
+            t["credits"] += c["credits_sent"]
+            t["wasted"] += c["credits_wasted"]
+            late = c["timer_lateness"]
+            t["late"] += late["mean_us"] * late["count"]
+            t["count"] += late["count"]
+        for host, t in sorted(totals.items()):
+            values = [*base.values(), host]
+            received.add_metric(values, t["received"])
+            credits.add_metric(values, t["credits"])
+            wasted.add_metric(values, t["wasted"])
+            lateness.add_metric(values, t["late"] / t["count"] / 1e6 if t["count"] else 0.0)
+        yield from (received, credits, wasted, lateness)
+
+    def _flows(self, records: list[dict]):
+        labels = ["experiment", "scheme", "n", "bucket"]
+        fct = HistogramMetricFamily("ccemu_flow_completion_seconds", "Flow completion times", labels=labels)
+        completed = CounterMetricFamily("ccemu_flows_completed", "Flows finished", labels=labels)
+        retransmits = CounterMetricFamily("ccemu_flow_retransmits", "Data packets sent again", labels=labels)
+        grouped: dict[tuple, list[dict]] = {}
+        for r in records:
+            grouped.setdefault((r["scheme"], str(r["n"]), size_bucket(r["size"])), []).append(r)
+        for (scheme, n, bucket), rows in sorted(grouped.items()):
+            values = [self.experiment, scheme, n, bucket]
+            fcts = [r["fct"] for r in rows]
+            fct.add_metric(values, [(str(b), sum(1 for f in fcts if f <= b)) for b in FCT_BUCKETS_S] +
+                           [("+Inf", len(fcts))], sum_value=sum(fcts))
+            completed.add_metric(values, len(rows))
+            retransmits.add_metric(values, sum(r["retransmits"] for r in rows))
+        yield from (fct, completed, retransmits)
+
+    def _fidelity(self, block: Block, base: dict):
+        steal, busy = fidelity.CpuTimes.now().since(block.cpu_start)
+        labels = list(base)
+        for name, doc, value in (("ccemu_fidelity_steal_ratio", "Hypervisor steal share of CPU time", steal),
+                                 ("ccemu_fidelity_cpu_busy_ratio", "Busy share of CPU time", busy),
+                                 ("ccemu_incast_round", "Incast round running now", block.round)):
+            gauge = GaugeMetricFamily(name, doc + " (this block)", labels=labels)
+            gauge.add_metric(list(base.values()), value)
+            yield gauge
+
+
+def _merged_histogram(counts, bucket_bytes: int) -> tuple[list[tuple[str, int]], float]:
+    """Cumulative Prometheus buckets (upper bound in bytes) and the sum (bucket midpoints)."""
+    cumulative, buckets, total = 0, [], 0.0
+    for i, count in enumerate(counts):
+        cumulative += count
+        total += (i + 0.5) * bucket_bytes * count
+        if (i + 1) % HISTOGRAM_MERGE == 0:
+            buckets.append((str(float((i + 1) * bucket_bytes)), cumulative))
+    buckets[-1] = ("+Inf", cumulative)
+    return buckets, total
+
+
+def _residence_buckets(residence: Residence) -> tuple[list[tuple[str, int]], float]:
+    """Cumulative Prometheus buckets in seconds, one per doubling (the program's four buckets
+    per doubling merged), and the sum."""
+    cumulative, buckets = 0, []
+    for i, count in enumerate(residence.histogram):
+        cumulative += count
+        if i % RESIDENCE_SUB_BUCKETS == 0:  # bucket 0, then the last of every doubling
+            buckets.append((repr(residence_bucket_bounds(i)[1] / 1e9), cumulative))
+    buckets[-1] = ("+Inf", cumulative)
+    return buckets, residence.sum_ns / 1e9
+
+
+class MetricsServer:
+    """The collector behind an HTTP endpoint on 127.0.0.1 (port 0: any free one)."""
+
+    def __init__(self, collector: ExperimentCollector, port: int = 0):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        self.server, self.thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_port
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)

@@ -1,0 +1,126 @@
+"""Prometheus for an experiment: started by the runner with a generated config, scraping the
+collector every second, its TSDB inside the results bundle (so `ccemu monitor DIR` can
+serve a finished run again), listening on 127.0.0.1 only. Started processes are recorded in
+an inventory under <state root>/monitoring/, so `ccemu clean` removes them if we are killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from ..fabric.inventory import DEFAULT_STATE_ROOT, Inventory
+from ..logs import last_line
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+SCRAPE_INTERVAL_S = 1
+MONITORING_STATE = "monitoring"
+
+
+class MonitoringError(RuntimeError):
+    pass
+
+
+DEFAULT_PORT = 9090  # where dashboards/provisioning's datasource looks
+
+
+def free_loopback_port(preferred: int = DEFAULT_PORT) -> int:
+    """`preferred` if free on 127.0.0.1, else any free port."""
+    for port in (preferred, 0):
+        with socket.socket() as probe:
+            # As Prometheus binds (Go sets SO_REUSEADDR): connections of an earlier server
+            # lingering in TIME_WAIT do not make the port busy.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return probe.getsockname()[1]
+    raise MonitoringError("no free port on 127.0.0.1")
+
+
+def prometheus_config(metrics_port: int | None, experiment: str) -> str:
+    scrape = ""
+    if metrics_port is not None:
+        scrape = (f"scrape_configs:\n  - job_name: ccemu\n    scrape_interval: {SCRAPE_INTERVAL_S}s\n"
+                  f"    scrape_timeout: {SCRAPE_INTERVAL_S}s\n"
+                  f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+                  f"        labels: {{run: {json.dumps(experiment)}}}\n")
+    return f"global:\n  scrape_interval: {SCRAPE_INTERVAL_S}s\n{scrape}"
+
+
+def query_range(url: str, expression: str, start: float, end: float, step: float = 1.0) -> list[dict]:
+    """The series a range query at the Prometheus at `url` returns."""
+    params = {"query": expression, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
+    with urllib.request.urlopen(f"{url}/api/v1/query_range?{urllib.parse.urlencode(params)}", timeout=30) as r:
+        body = json.loads(r.read())
+    if body.get("status") != "success":
+        raise MonitoringError(f"query {expression!r} failed: {body}")
+    return body["data"]["result"]
+
+
+class Prometheus:
+    """One Prometheus process over `bundle`/prometheus/ (config and TSDB)."""
+
+    def __init__(self, bundle: Path, metrics_port: int | None, experiment: str,
+                 state_root: Path = DEFAULT_STATE_ROOT, port: int | None = None):
+        self.dir = bundle / "prometheus"
+        self.dir.mkdir(exist_ok=True)
+        self.port = port or free_loopback_port()
+        config = self.dir / ("prometheus.yml" if metrics_port is not None else "serve.yml")
+        config.write_text(prometheus_config(metrics_port, experiment))
+        self.inventory = Inventory.create(f"{experiment}-prometheus-{secrets.token_hex(3)}",
+                                          state_root / MONITORING_STATE)
+        self.log = open(self.dir / "prometheus.log", "a")
+        self.process = self.inventory.spawn(
+            "prometheus",
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.dir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self.stop()
+                said = last_line(self.dir / "prometheus.log")
+                raise MonitoringError(f"prometheus exited with status {self.process.returncode} at start"
+                                      f"{': ' + said if said else ''} (log: {self.dir / 'prometheus.log'})")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise MonitoringError(f"prometheus not ready on {self.url} within {timeout:.0f} s")
+
+    def cpu_seconds(self) -> float:
+        """CPU time Prometheus has used so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        """SIGTERM (Prometheus then writes its data out), and what the inventory does."""
+        problems = self.inventory.remove()
+        if self.process.poll() is None:
+            self.process.wait(timeout=5)
+        self.log.close()
+        try:
+            self.inventory.state_dir.parent.rmdir()  # monitoring/, once no run is left in it
+        except OSError:
+            pass
+        if problems:
+            raise MonitoringError(f"stopping prometheus: {'; '.join(problems)}")

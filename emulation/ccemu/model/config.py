@@ -1,0 +1,540 @@
+"""Experiment configuration: the YAML schema, validated before anything is started.
+
+A bad config raises ConfigError whose message is one line naming the key path and the
+rule, e.g. ``incast.yaml: topology.k: must be even (got 5)``; the CLI prints it and exits
+with status 2. Later issues add sections (scheme, workload, monitoring) to
+ExperimentConfig; unknown keys are always an error, so a typo never passes silently.
+
+What cannot run is refused here too, before anything starts: values the port program cannot
+represent (bounds below, each with its reason), and fabrics this machine cannot hold
+(DoesNotFit, from footprint.py's estimate against the machine's limits, read at validation
+time or injected through the validation context as the kernel's features are).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from ..fabric.kernel import KernelFeatures
+from ..model.topology import (
+    Topology,
+    TopologyCounts,
+    dumbbell,
+    dumbbell_counts,
+    fat_tree,
+    fat_tree_counts,
+    leaf_spine,
+    leaf_spine_counts,
+    star,
+    star_counts,
+)
+
+if TYPE_CHECKING:
+    from ..fabric.footprint import MachineLimits
+
+ETHERNET_HEADER_BYTES = 14
+SWITCHES_PER_INSTANCE = 5
+
+
+class ConfigError(ValueError):
+    """An invalid experiment config; str() is the one line to show the user."""
+
+
+class DoesNotFit(ConfigError):
+    """A valid config whose fabric this machine cannot hold (memory, processes, open files)
+    or the port program cannot number (port ids, ports per namespace)."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FatTreeConfig(_Section):
+    kind: Literal["fattree"]
+    k: int = Field(4, description="switch radix: k pods, k^3/4 hosts")
+
+    @field_validator("k")
+    @classmethod
+    def _even_and_at_least_two(cls, k: int) -> int:
+        if k < 2:
+            raise ValueError(f"must be >= 2 (got {k})")
+        if k % 2:
+            raise ValueError(f"must be even (got {k})")
+        return k
+
+    def build(self) -> Topology:
+        return fat_tree(self.k)
+
+    def counts(self) -> TopologyCounts:
+        return fat_tree_counts(self.k)
+
+    def describe(self) -> str:
+        return f"a fat-tree with k={self.k}"
+
+    @property
+    def size_key(self) -> str:
+        return "k"
+
+
+class LeafSpineConfig(_Section):
+    kind: Literal["leafspine"]
+    leaves: int = Field(4, ge=1)
+    spines: int = Field(2, ge=1)
+    hosts_per_leaf: int = Field(4, ge=1)
+
+    def build(self) -> Topology:
+        return leaf_spine(self.leaves, self.spines, self.hosts_per_leaf)
+
+    def counts(self) -> TopologyCounts:
+        return leaf_spine_counts(self.leaves, self.spines, self.hosts_per_leaf)
+
+    def describe(self) -> str:
+        return f"a leaf-spine with {self.leaves} leaves, {self.spines} spines and {self.hosts_per_leaf} hosts per leaf"
+
+    @property
+    def size_key(self) -> str:
+        """Hosts grow with leaves x hosts_per_leaf, links with leaves x spines: the largest
+        of the three is the one that makes the fabric big."""
+        return max(("leaves", "spines", "hosts_per_leaf"), key=lambda key: getattr(self, key))
+
+
+class DumbbellConfig(_Section):
+    kind: Literal["dumbbell"]
+    hosts_per_side: int = Field(2, ge=1)
+
+    def build(self) -> Topology:
+        return dumbbell(self.hosts_per_side)
+
+    def counts(self) -> TopologyCounts:
+        return dumbbell_counts(self.hosts_per_side)
+
+    def describe(self) -> str:
+        return f"a dumbbell with {self.hosts_per_side} hosts per side"
+
+    @property
+    def size_key(self) -> str:
+        return "hosts_per_side"
+
+
+class StarConfig(_Section):
+    kind: Literal["star"]
+    hosts: int = Field(4, ge=2)
+
+    def build(self) -> Topology:
+        return star(self.hosts)
+
+    def counts(self) -> TopologyCounts:
+        return star_counts(self.hosts)
+
+    def describe(self) -> str:
+        return f"a star with {self.hosts} hosts"
+
+    @property
+    def size_key(self) -> str:
+        return "hosts"
+
+
+TopologyConfig = Annotated[
+    Union[FatTreeConfig, LeafSpineConfig, DumbbellConfig, StarConfig], Field(discriminator="kind")
+]
+
+
+# bpf/port.bpf.c drains its fluid queues by elapsed_ns * rate_Bps / 1e6 milli-bytes in u64,
+# with elapsed_ns up to the port's idle reset (port_config.idle_reset_ns, at least 1 s): at
+# 1 s that overflows above (2^64 - 1) / 1e9 = 18446744073 B/s = 147573.95 Mbit/s, so 100 Gbit/s
+# is the largest round rate that is safe. (A longer idle reset comes from a deep buffer, whose
+# drain time scales down with the rate; footprint.py checks the product exactly.)
+MAX_LINK_RATE_MBPS = 100_000
+# The port program keeps rates in whole bytes per second: from 1 kbit/s (125 B/s) up the
+# truncation costs under 1 % of the rate; at 8 bit/s or less the link would not drain at all.
+MIN_LINK_RATE_MBPS = 0.001
+
+
+class LinkConfig(_Section):
+    rate_mbps: float = Field(5.0, description="every link, both directions, Mbit/s on the wire "
+                                              f"({MIN_LINK_RATE_MBPS:g} to {MAX_LINK_RATE_MBPS})")
+    delay_us: int = Field(0, ge=0, description="one-way propagation delay per link, microseconds: 0 until a "
+                                                "delay line outside the measured queues exists")
+    mtu: int = Field(1500, ge=576, le=9000, description="IP MTU of every interface, bytes")
+
+    @field_validator("rate_mbps")
+    @classmethod
+    def _rate_the_port_program_represents(cls, rate: float) -> float:
+        if not rate >= MIN_LINK_RATE_MBPS:  # also refuses NaN
+            raise ValueError(f"must be at least {MIN_LINK_RATE_MBPS:g} (1 kbit/s): the port program keeps rates "
+                             f"in whole bytes per second (got {rate:g})")
+        if rate > MAX_LINK_RATE_MBPS:
+            raise ValueError(f"must be at most {MAX_LINK_RATE_MBPS} (100 Gbit/s): the port program's fluid "
+                             f"drain overflows 64 bits above 147573 Mbit/s (got {rate:g})")
+        return rate
+
+    @field_validator("delay_us")
+    @classmethod
+    def _no_delay_inside_the_measured_queue(cls, delay_us: int, info: ValidationInfo) -> int:
+        # A port's queue is measured from its egress to the peer's ingress (bpf/port.h): netem
+        # behind the port, the only place a veth link can hold packets, would put every packet
+        # in flight into that queue, toward its buffer, K and drops. The delay line belongs
+        # outside it (at the receiving host, with time dilation) and is not built yet.
+        if delay_us:
+            kernel: KernelFeatures = (info.context or {}).get("kernel") or KernelFeatures.probe()
+            raise ValueError(
+                f"{delay_us} us of propagation delay is not emulated yet: netem behind a port would sit inside "
+                "the queue the port programs measure (packets in flight would count toward its buffer, K and "
+                f"drops){'' if kernel.netem else ', and this kernel lacks netem anyway'}; use 0"
+            )
+        return delay_us
+
+
+CREDIT_WIRE_BYTES = 84  # minimum Ethernet frame + preamble/SFD + inter-frame gap
+DATA_WIRE_BYTES = 1538  # maximum frame (MTU 1500) + the same
+EXPRESSPASS_CREDIT_SHARE = CREDIT_WIRE_BYTES / (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES)
+# struct port_config holds buffers and K as u32, and tc's bfifo limit (the buffer plus a few
+# frames of margin, shaping.FIFO_MARGIN_FRAMES) is a u32 too: 1 GiB stays far from 2^32 with
+# any margin. What full buffers hold in kernel memory (~4x, skb truesize) is footprint.py's.
+MAX_PORT_BUFFER_BYTES = 1 << 30
+# port_config.credit_mark_window is a u32, and the program counts credits up to it in a u32.
+MAX_CREDIT_MARK_WINDOW = (1 << 32) - 1
+# The port program keeps the credit rate in whole bytes per second, 0 meaning "no credit
+# class"; below one credit per second a credit class is no credit class for any experiment.
+MIN_CREDIT_RATE_BPS = 8 * CREDIT_WIRE_BYTES
+# How the port program counts buffers and K (shaping.WIRE_OVERHEAD_BYTES), said in their descriptions.
+_WIRE_BYTES = ("bytes on the wire: each frame (1514 bytes at MTU 1500) plus 24 of preamble, FCS and inter-frame "
+               "gap, e.g. 20 full frames = 20 x 1538 = 30760")
+
+
+class DropTailPort(_Section):
+    """A byte FIFO at the link rate: tail drop, no marking."""
+
+    profile: Literal["droptail"] = "droptail"
+    buffer_bytes: int = Field(150_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                              description=f"egress (data) buffer of every port, in {_WIRE_BYTES}")
+
+
+class DctcpPort(DropTailPort):
+    """DCTCP: ECN-capable packets that find more than K bytes queued are CE-marked."""
+
+    profile: Literal["dctcp"] = "dctcp"
+    # At most buffer_bytes (the rule below), so within the u32 of port_config too.
+    ecn_threshold_bytes: int = Field(30_000, ge=1, description=f"K: a packet that finds more queued is CE-marked, "
+                                                              f"in {_WIRE_BYTES} (default: Linux's 20 packets)")
+
+    @model_validator(mode="after")
+    def _threshold_below_buffer(self) -> "DctcpPort":
+        if self.ecn_threshold_bytes >= self.buffer_bytes:
+            raise _KeyedError(("ecn_threshold_bytes",),
+                              f"must be below port.buffer_bytes ({self.buffer_bytes}) (got {self.ecn_threshold_bytes})")
+        return self
+
+
+class ExpressPassPort(DropTailPort):
+    """ExpressPass: credits get their own class capped at credit_share of the link with a
+    tiny buffer (excess credits are dropped); data gets the rest and may borrow all of it."""
+
+    profile: Literal["expresspass"] = "expresspass"
+    credit_share: float = Field(EXPRESSPASS_CREDIT_SHARE, gt=0, le=0.5,
+                                description="credit class rate / link rate; paper: 84/(84+1538)")
+    credit_buffer_credits: int = Field(8, ge=1, le=MAX_PORT_BUFFER_BYTES // CREDIT_WIRE_BYTES,
+                                       description="credit queue, in 84-byte credits as the wire carries them "
+                                                   "(paper: 8)")
+
+    @property
+    def credit_buffer_bytes(self) -> int:
+        return self.credit_buffer_credits * CREDIT_WIRE_BYTES
+
+
+class SprayPassPort(ExpressPassPort):
+    """SprayPass: ExpressPass's credit queue, and departing credits CE-marked with the
+    probability Pd = dropped / injected credits, refreshed every credit_mark_window credits."""
+
+    profile: Literal["spraypass"] = "spraypass"
+    credit_mark_window: int = Field(4, ge=1, le=MAX_CREDIT_MARK_WINDOW,
+                                    description="N_cdt, credits per Pd refresh (paper: 4)")
+
+
+PortConfig = Annotated[
+    Union[DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort], Field(discriminator="profile")
+]
+PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass")
+
+
+class FabricConfig(_Section):
+    ovs_instances: Union[int, str] = Field(
+        "auto",
+        description="ovs-vswitchd processes the switches are spread over; 'auto' runs one per CPU "
+                    f"and at least one per {SWITCHES_PER_INSTANCE} switches",
+    )
+
+    @field_validator("ovs_instances", mode="before")
+    @classmethod
+    def _auto_or_count(cls, value: object) -> int | str:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 64):
+            return value
+        raise ValueError(f"must be 'auto' or a whole number from 1 to 64 (got {value!r})")
+
+    def instance_count(self, switches: int) -> int:
+        """Each instance forwards in one thread (so: one per CPU) and visits all its ports on
+        every wake-up (so: few switches each). Measured (benchmarks/): on a k=8 fat-tree 16
+        instances cut the idle RTT from 39 to 4.5 ms and teardown from 8.1 to 0.8 s; on k=4,
+        4 instances carry 8 flows at 0.99 of 10 Mbit/s where 1 instance reaches 0.91."""
+        if self.ovs_instances == "auto":
+            wanted = max(os.cpu_count() or 1, math.ceil(switches / SWITCHES_PER_INSTANCE))
+        else:
+            wanted = self.ovs_instances
+        return max(1, min(wanted, switches))
+
+
+# The port profile each scheme's hosts are written for.
+SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp"}
+# Schemes whose hosts send data only against credits: behind ports without a credit class the
+# credits would queue behind data, and nothing the scheme relies on would hold.
+CREDIT_SCHEMES = ("expresspass", "spraypass")
+
+
+class SchemeConfig(_Section):
+    """One scheme of the comparison and the port profile its fabric runs."""
+
+    scheme: Literal["expresspass", "spraypass", "dctcp", "dctcp+"]
+    port: PortConfig
+    port_mismatch_intended: bool = Field(
+        False, description="run the scheme on another scheme's port profile on purpose (e.g. expresspass hosts "
+                           "behind spraypass ports); without it that is an error, and credit schemes always need "
+                           "ports with a credit class")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults_to_the_schemes(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("scheme") in SCHEME_PORT_PROFILES:
+            port = data.get("port") or {}
+            if isinstance(port, dict) and "profile" not in port:
+                data = {**data, "port": {"profile": SCHEME_PORT_PROFILES[data["scheme"]], **port}}
+        return data
+
+    @model_validator(mode="after")
+    def _profile_fits_the_scheme(self) -> "SchemeConfig":
+        own, profile = SCHEME_PORT_PROFILES[self.scheme], self.port.profile
+        if self.scheme in CREDIT_SCHEMES and not isinstance(self.port, ExpressPassPort):
+            raise _KeyedError(("port", "profile"), f"{self.scheme} sends data against credits, and {profile} ports "
+                                                   f"have no credit class (use {own} ports)")
+        if profile != own and not self.port_mismatch_intended:
+            raise _KeyedError(("port", "profile"), f"{self.scheme} runs on {own} ports (got {profile!r}); to run it "
+                                                   f"on {profile} ports on purpose, set "
+                                                   f"{_KeyedError.HERE}port_mismatch_intended: true")
+        return self
+
+
+class IncastWorkload(_Section):
+    """N senders answer one aggregator with total_bytes / N each; the next round starts when
+    the last response arrived (the DCTCP+ paper's setup)."""
+
+    kind: Literal["incast"]
+    aggregator: str = Field("h1", pattern=r"^h[1-9][0-9]*$")
+    total_bytes: int = Field(1_000_000, ge=1, description="bytes per round, all responses together")
+    flows: list[int] = Field([4, 8, 16, 32], min_length=1, description="N values swept")
+    rounds: int = Field(3, ge=1, description="rounds per N")
+    round_timeout_s: float = Field(30.0, gt=0, description="a round not done by then is reported and ended")
+
+    @field_validator("flows")
+    @classmethod
+    def _positive(cls, flows: list[int]) -> list[int]:
+        if any(n < 1 for n in flows):
+            raise ValueError(f"every N must be >= 1 (got {flows})")
+        return flows
+
+
+class RealisticWorkload(_Section):
+    """Poisson arrivals at a target load with one of the four flow-size CDFs."""
+
+    kind: Literal["realistic"]
+    cdf: Literal["search", "mining", "cachefollower", "webserver"]
+    load: float = Field(0.5, gt=0, le=1, description="offered load on every host link")
+    flows: int = Field(1000, ge=1)
+
+
+class PermutationWorkload(_Section):
+    kind: Literal["permutation"]
+    size_bytes: int = Field(1_000_000, ge=1)
+
+
+class ShuffleWorkload(_Section):
+    kind: Literal["shuffle"]
+    tasks_per_host: int = Field(8, ge=1)
+    size_bytes: int = Field(1_000_000, ge=1)
+
+
+WorkloadConfig = Annotated[
+    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload], Field(discriminator="kind")
+]
+
+
+class TransportConfig(_Section):
+    """cchost's parameters (transport/src/bin/cchost)."""
+
+    alpha: float = Field(0.5, gt=0, le=1, description="ExpressPass/SprayPass initial credit rate / max (paper: 1/2; "
+                                                      "1/16 for realistic workloads)")
+    w_init: Union[float, None] = Field(None, gt=0, le=1,
+                                       description="ExpressPass/SprayPass initial aggressiveness w; unset: equal to "
+                                                   "alpha (paper: alpha = w_init = 1/16 for realistic workloads)")
+    rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
+    control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
+    slow_time_unit_us: Union[float, None] = Field(None, gt=0, allow_inf_nan=False,
+                                                  description="DCTCP+ backoff_time_unit, microseconds; unset: the "
+                                                              "flow's measured base RTT (paper: the base RTT, 100 us)")
+
+
+class ExperimentConfig(_Section):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    seed: int = Field(1, ge=0)
+    topology: TopologyConfig
+    link: LinkConfig = LinkConfig()
+    port: PortConfig = DropTailPort()
+    fabric: FabricConfig = FabricConfig()
+    schemes: list[SchemeConfig] = Field([], description="compared side by side, each on its own port profile")
+    workload: Union[WorkloadConfig, None] = None
+    transport: TransportConfig = TransportConfig()
+
+    def for_scheme(self, scheme: SchemeConfig) -> "ExperimentConfig":
+        """This experiment with the scheme's ports."""
+        return self.with_port(scheme.port)
+
+    def with_port(self, port: PortConfig) -> "ExperimentConfig":
+        return self.model_copy(update={"port": port})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _port_profile_defaults_to_droptail(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("port"), dict) and "profile" not in data["port"]:
+            data = {**data, "port": {"profile": "droptail", **data["port"]}}
+        return data
+
+    def port_configs(self) -> list[tuple[tuple[str, ...], PortConfig]]:
+        """Every port config of the file with its key path: `port` (what `ccemu up` runs) and
+        each scheme's."""
+        return [(("port",), self.port)] + [(("schemes", str(i), "port"), s.port) for i, s in enumerate(self.schemes)]
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_frame(self) -> "ExperimentConfig":
+        frame = self.link.mtu + ETHERNET_HEADER_BYTES
+        for loc, port in self.port_configs():
+            if port.buffer_bytes < frame:
+                raise _KeyedError(
+                    (*loc, "buffer_bytes"),
+                    f"must hold at least one full frame, {frame} bytes at MTU {self.link.mtu} "
+                    f"(got {port.buffer_bytes})",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _credit_class_has_a_rate(self) -> "ExperimentConfig":
+        for loc, port in self.port_configs():
+            if not isinstance(port, ExpressPassPort):
+                continue
+            credit_bps = self.link.rate_mbps * 1e6 * port.credit_share
+            if credit_bps < MIN_CREDIT_RATE_BPS:
+                raise _KeyedError(
+                    (*loc, "credit_share"),
+                    f"gives the credit class {credit_bps:.3g} bit/s at link.rate_mbps {self.link.rate_mbps:g}; it "
+                    f"needs at least {MIN_CREDIT_RATE_BPS} (one credit a second), or the port program sees no "
+                    f"credit class (got {port.credit_share:g})",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _workload_fits_the_topology(self) -> "ExperimentConfig":
+        if isinstance(self.workload, IncastWorkload):
+            hosts = self.topology.counts().hosts
+            number = int(self.workload.aggregator[1:])
+            if number > hosts:
+                raise _KeyedError(("workload", "aggregator"),
+                                  f"the topology has h1..h{hosts} (got {self.workload.aggregator})")
+        names = [s.scheme for s in self.schemes]
+        if len(set(names)) != len(names):
+            raise _KeyedError(("schemes",), f"each scheme once (got {names})")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_this_machine(self, info: ValidationInfo) -> "ExperimentConfig":
+        """Last: the footprint of a config whose every other rule holds."""
+        from ..fabric.footprint import MachineLimits, refusal  # footprint.py builds on this module
+
+        machine = (info.context or {}).get("machine") or MachineLimits.probe()
+        found = refusal(self, machine)
+        if found:
+            raise _DoesNotFitError(found.loc, found.message)
+        return self
+
+
+class _KeyedError(ValueError):
+    """A cross-field rule that still names one key path, relative to the model that raised
+    it; HERE in the message becomes that model's own path (e.g. "schemes.0.")."""
+
+    HERE = "{here}"
+    refusal: type[ConfigError] = ConfigError  # what parse_config raises for it
+
+    def __init__(self, loc: tuple[str, ...], message: str):
+        super().__init__(message)
+        self.loc = loc
+
+
+class _DoesNotFitError(_KeyedError):
+    refusal = DoesNotFit
+
+
+def parse_config(data: object, source: str = "config", kernel: KernelFeatures | None = None,
+                 machine: MachineLimits | None = None) -> ExperimentConfig:
+    """The validated config; `kernel` and `machine` are probed unless given (tests give them)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level")
+    try:
+        return ExperimentConfig.model_validate(data, context={"kernel": kernel or KernelFeatures.probe(),
+                                                              "machine": machine})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        original = (error.get("ctx") or {}).get("error")
+        refusal = original.refusal if isinstance(original, _KeyedError) else ConfigError
+        raise refusal(f"{source}: {_describe(error)}") from None
+
+
+def load_config(path: Path | str, kernel: KernelFeatures | None = None,
+                machine: MachineLimits | None = None) -> ExperimentConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parse_config(data, source=str(path), kernel=kernel, machine=machine)
+
+
+_UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", "incast", "realistic", "permutation", "shuffle",
+               *PORT_PROFILES}
+
+
+def _describe(error: dict) -> str:
+    # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k).
+    loc = [str(part) for part in error["loc"] if part not in _UNION_TAGS]
+    original = (error.get("ctx") or {}).get("error")
+    if isinstance(original, _KeyedError):  # its key path is relative to the model that raised it
+        here = "".join(f"{part}." for part in loc)
+        return f"{'.'.join([*loc, *original.loc])}: {str(original).replace(_KeyedError.HERE, here)}"
+    key = ".".join(loc) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key"
+    if kind == "missing":
+        return f"{key}: required key is missing"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tag = error["ctx"]["discriminator"].strip("'")
+        if kind == "union_tag_not_found":
+            return f"{key}.{tag}: required key is missing"
+        return f"{key}.{tag}: must be one of {error['ctx']['expected_tags']} (got {error['ctx']['tag']!r})"
+    message = error["msg"].removeprefix("Value error, ")
+    if kind != "value_error":
+        message = f"{message[0].lower()}{message[1:]} (got {error.get('input')!r})"
+    return f"{key}: {message}"

@@ -1,0 +1,116 @@
+"""Traffic generators: which flows an experiment sends, deterministic from its seed.
+
+Every generator returns plain flow lists (source host, destination host, bytes, start
+second); the runner turns them into cchost schedules. Only incast runs end to end today;
+the others are generated and tested, for the runs that come next.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CDF_DIR = REPO_ROOT / "workloads" / "cdf"
+CDF_NAMES = ("search", "mining", "cachefollower", "webserver")
+
+
+@dataclass(frozen=True)
+class Flow:
+    src: str
+    dst: str
+    size: int  # bytes
+    start: float = 0.0  # seconds after the workload's start
+
+
+def incast_round(hosts: list[str], aggregator: str, flows: int, total_bytes: int, rng: random.Random) -> list[Flow]:
+    """`flows` responses of total_bytes / flows each to the aggregator (the DCTCP+ setup),
+    dealt over the other hosts in a shuffled order: several flows per sender when there are
+    more flows than hosts."""
+    if aggregator not in hosts:
+        raise ValueError(f"aggregator {aggregator} is not a host of the topology")
+    senders = [h for h in hosts if h != aggregator]
+    if not senders:
+        raise ValueError("incast needs at least one host besides the aggregator")
+    rng.shuffle(senders)
+    size = total_bytes // flows
+    return [Flow(senders[i % len(senders)], aggregator, size) for i in range(flows)]
+
+
+class FlowSizeCdf:
+    """A flow-size distribution from `size_bytes cumulative_probability` points, sampled by
+    inverse transform with linear interpolation between points (as ns-2's EmpiricalRandomVariable)."""
+
+    def __init__(self, points: list[tuple[float, float]], name: str = "cdf"):
+        if not points or points[-1][1] != 1.0:
+            raise ValueError(f"{name}: the last point must have probability 1")
+        if any(b[1] < a[1] or b[0] < a[0] for a, b in zip(points, points[1:])):
+            raise ValueError(f"{name}: sizes and probabilities must not decrease")
+        self.name = name
+        self.sizes = [float(s) for s, _ in points]
+        self.probabilities = [float(p) for _, p in points]
+
+    @classmethod
+    def named(cls, name: str) -> "FlowSizeCdf":
+        if name not in CDF_NAMES:
+            raise ValueError(f"unknown flow-size CDF {name!r} (one of {', '.join(CDF_NAMES)})")
+        lines = (CDF_DIR / f"{name}.cdf").read_text().split("\n")
+        return cls([(float(a), float(b)) for a, b in (line.split() for line in lines if line.strip())], name)
+
+    def sample(self, rng: random.Random) -> int:
+        u = rng.random()
+        i = bisect.bisect_left(self.probabilities, u)
+        if i == 0:
+            return max(1, round(self.sizes[0]))
+        p0, p1 = self.probabilities[i - 1], self.probabilities[i]
+        s0, s1 = self.sizes[i - 1], self.sizes[i]
+        size = s1 if p1 == p0 else s0 + (s1 - s0) * (u - p0) / (p1 - p0)
+        return max(1, round(size))
+
+    def mean(self) -> float:
+        """Mean of the interpolated distribution (piecewise uniform between points)."""
+        return sum((p1 - p0) * (s0 + s1) / 2 for (s0, s1, p0, p1) in
+                   zip(self.sizes, self.sizes[1:], self.probabilities, self.probabilities[1:])) + \
+            self.probabilities[0] * self.sizes[0]
+
+
+def poisson_flows(hosts: list[str], cdf: FlowSizeCdf, load: float, link_bps: float, flows: int,
+                  rng: random.Random) -> list[Flow]:
+    """Each host opens flows to uniformly chosen other hosts as a Poisson process whose
+    rate makes its offered bytes `load` x its link rate (the ExpressPass realistic
+    workloads: load on the hosts' links, hence on the ToR uplinks of a full-bisection
+    fat-tree). `flows` in total, in start order."""
+    if not 0 < load <= 1:
+        raise ValueError(f"load must be in (0, 1] (got {load})")
+    if len(hosts) < 2:
+        raise ValueError("needs at least two hosts")
+    per_host_rate = load * link_bps / 8 / cdf.mean()  # flows per second per host
+    result: list[Flow] = []
+    clocks = {h: 0.0 for h in hosts}
+    while len(result) < flows:
+        src = min(clocks, key=clocks.__getitem__)  # the host whose next arrival is first
+        start = clocks[src]
+        dst = rng.choice([h for h in hosts if h != src])
+        result.append(Flow(src, dst, cdf.sample(rng), start))
+        clocks[src] = start + rng.expovariate(per_host_rate)
+    return result
+
+
+def permutation(hosts: list[str], size: int, rng: random.Random) -> list[Flow]:
+    """Every host sends `size` bytes to one other host, every host receiving exactly one
+    flow (a random derangement)."""
+    if len(hosts) < 2:
+        raise ValueError("needs at least two hosts")
+    while True:
+        targets = hosts[:]
+        rng.shuffle(targets)
+        if all(src != dst for src, dst in zip(hosts, targets)):
+            return [Flow(src, dst, size) for src, dst in zip(hosts, targets)]
+
+
+def shuffle(hosts: list[str], tasks_per_host: int, size: int) -> list[Flow]:
+    """The ExpressPass shuffle: each of a host's tasks sends `size` bytes to every other
+    host (hosts x tasks x (hosts - 1) flows, all at once)."""
+    return [Flow(src, dst, size) for src in hosts for _ in range(tasks_per_host) for dst in hosts if dst != src]

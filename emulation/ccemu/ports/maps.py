@@ -1,0 +1,418 @@
+"""Reading the port programs' maps of a live run: per-port counters, queue lengths (real and
+ideal) and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system
+call (no process per read). Layouts mirror bpf/port.h; a test checks them against the
+loader's `--layout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyroute2 import IPRoute
+from pyroute2.netns import popns, pushns
+
+from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE
+from ..ports.tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
+
+DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
+RESIDENCE_BUCKETS = 96  # bpf/port.h PORT_RESIDENCE_BUCKETS
+RESIDENCE_FIRST_LOG2 = 10  # bucket 0: under 2^10 ns
+RESIDENCE_SUB_BUCKETS = 4  # per doubling
+
+
+class Layout:
+    """A struct of bpf/port.h as Python reads it: its fields in order, each with its struct
+    format ("Q", "2I", or "<n>s" for a nested struct). `port_loader --layout` prints the C
+    offsets; a test compares them with offsets() field by field."""
+
+    def __init__(self, name: str, fields: list[tuple[str, str]]):
+        self.name = name
+        self.fields = fields
+        self.struct = struct.Struct("<" + "".join(fmt for _, fmt in fields))
+        self.size = self.struct.size
+
+    def offsets(self) -> dict[str, int]:
+        offsets, fmt = {}, "<"
+        for name, field_fmt in self.fields:
+            offsets[name] = struct.calcsize(fmt)
+            fmt += field_fmt
+        return offsets
+
+    def unpack(self, raw: bytes) -> dict:
+        """Field name -> value (a tuple for arrays, bytes for nested structs)."""
+        values, result = iter(self.struct.unpack_from(raw)), {}
+        for name, fmt in self.fields:
+            count = int(fmt[:-1]) if fmt[:-1] and fmt[-1] != "s" else 1
+            result[name] = next(values) if count == 1 else tuple(next(values) for _ in range(count))
+        return result
+
+
+# Per-class arrays are indexed [data, credit] (PORT_CLASS_DATA = 0).
+PORT_CONFIG = Layout("port_config", [
+    ("link_rate_Bps", "Q"), ("credit_rate_Bps", "Q"), ("buffer_bytes", "2I"), ("ecn_threshold_bytes", "I"),
+    ("credit_mark_window", "I"), ("classid", "2I"), ("hist_bucket_bytes", "2I"), ("wire_overhead_bytes", "I"),
+    ("min_wire_bytes", "I"), ("burst_bytes", "2I"), ("port_id", "I"), ("peer_port_id", "I"),
+    ("switch_port", "I"), ("pad", "I"), ("idle_reset_ns", "Q"),
+])
+PORT_DEPARTURES = Layout("port_departures", [("bytes", "2Q"), ("packets", "2Q"), ("unparsed_packets", "Q")])
+CLASS_STATS = Layout("port_class_stats", [
+    ("enqueued_packets", "Q"), ("enqueued_bytes", "Q"), ("dropped_packets", "Q"), ("dropped_bytes", "Q"),
+    ("marked_packets", "Q"), ("marked_bytes", "Q"), ("max_queue_bytes", "Q"), ("lag_sum_bytes", "Q"),
+    ("max_lag_bytes", "Q"), ("queue_histogram", f"{HISTOGRAM_BUCKETS}Q"),
+])
+RESIDENCE = Layout("port_residence", [
+    ("packets", "Q"), ("sum_ns", "Q"), ("max_ns", "Q"), ("untracked_packets", "Q"),
+    ("histogram", f"{RESIDENCE_BUCKETS}Q"),
+])
+PORT_STATE = Layout("port_state", [
+    ("lock", "I"), ("pad", "I"), ("last_ns", "Q"), ("queue_mbytes", "2Q"), ("tokens_mbytes", "2Q"),
+    ("admitted_bytes", "2Q"), ("window_credits", "I"), ("window_drops", "I"), ("mark_probability_ppm", "I"),
+    ("unparsed_packets", "I"), ("reset_residue_bytes", "Q"), ("stats", f"{2 * CLASS_STATS.size}s"),
+    ("residence", f"{RESIDENCE.size}s"),
+])
+LAYOUTS = (PORT_CONFIG, PORT_DEPARTURES, CLASS_STATS, RESIDENCE, PORT_STATE)
+KEY = struct.Struct("<I")
+
+_BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
+_BPF_MAP_LOOKUP_ELEM, _BPF_OBJ_GET = 1, 7
+BPF_F_LOCK = 4  # copy a value holding a bpf_spin_lock under that lock: no torn reads
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _ObjGetAttr(ctypes.Structure):
+    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32), ("file_flags", ctypes.c_uint32)]
+
+
+class _MapElemAttr(ctypes.Structure):
+    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
+                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+
+
+def _bpf(cmd: int, attr: ctypes.Structure) -> int:
+    result = _libc.syscall(_BPF_SYSCALL[platform.machine()], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return result
+
+
+class PinnedMap:
+    """A BPF map pinned on a bpffs, looked up by key."""
+
+    def __init__(self, path: Path, value_size: int, flags: int = 0):
+        path_bytes = ctypes.create_string_buffer(str(path).encode())
+        try:
+            self.fd = _bpf(_BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(path_bytes)))
+        except OSError as exc:
+            raise OSError(exc.errno, f"opening pinned map {path}: {exc.strerror}") from None
+        self.value = ctypes.create_string_buffer(value_size)
+        self.flags = flags
+
+    def lookup(self, key: int) -> bytes | None:
+        key_buf = ctypes.create_string_buffer(KEY.pack(key))
+        attr = _MapElemAttr(map_fd=self.fd, key=ctypes.addressof(key_buf), value=ctypes.addressof(self.value),
+                            flags=self.flags)
+        try:
+            _bpf(_BPF_MAP_LOOKUP_ELEM, attr)
+        except FileNotFoundError:
+            return None
+        return self.value.raw
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@dataclass(frozen=True)
+class ClassStats:
+    enqueued_packets: int
+    enqueued_bytes: int
+    dropped_packets: int
+    dropped_bytes: int
+    marked_packets: int  # CE set at this port (a packet already CE is not counted again)
+    marked_bytes: int
+    max_queue_bytes: int
+    lag_sum_bytes: int  # over enqueues, |real - ideal queue|
+    max_lag_bytes: int
+    histogram: tuple[int, ...]  # enqueues by queue length after them, bucket_bytes wide
+    bucket_bytes: int
+
+    @classmethod
+    def unpack(cls, raw: bytes, bucket_bytes: int) -> "ClassStats":
+        values = CLASS_STATS.unpack(raw)
+        histogram = values.pop("queue_histogram")
+        return cls(**values, histogram=histogram, bucket_bytes=bucket_bytes)
+
+    @property
+    def mean_lag_bytes(self) -> float:
+        """How far, on average at an enqueue, the real queue was from an ideal port's."""
+        return self.lag_sum_bytes / self.enqueued_packets if self.enqueued_packets else 0.0
+
+
+def residence_bucket_bounds(bucket: int) -> tuple[float, float]:
+    """[low, high) of a residence bucket in ns (bpf/port.bpf.c residence_bucket)."""
+    if bucket == 0:
+        return 0.0, float(1 << RESIDENCE_FIRST_LOG2)
+    octave, sub = divmod(bucket - 1, RESIDENCE_SUB_BUCKETS)
+    base = float(1 << (RESIDENCE_FIRST_LOG2 + octave))
+    return base * (1 + sub / RESIDENCE_SUB_BUCKETS), base * (1 + (sub + 1) / RESIDENCE_SUB_BUCKETS)
+
+
+@dataclass(frozen=True)
+class Residence:
+    """Time packets spent inside a switch before leaving through its ports (one port's, or
+    several merged): arrival at the switch's ingress port to admission at the egress port."""
+
+    packets: int = 0
+    sum_ns: int = 0
+    max_ns: int = 0
+    untracked_packets: int = 0  # no arrival on record: evicted while they waited (or never seen)
+    histogram: tuple[int, ...] = (0,) * RESIDENCE_BUCKETS
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> "Residence":
+        return cls(**RESIDENCE.unpack(raw))
+
+    @classmethod
+    def merged(cls, parts) -> "Residence":
+        parts = list(parts)
+        return cls(packets=sum(p.packets for p in parts), sum_ns=sum(p.sum_ns for p in parts),
+                   max_ns=max((p.max_ns for p in parts), default=0),
+                   untracked_packets=sum(p.untracked_packets for p in parts),
+                   histogram=tuple(map(sum, zip(*(p.histogram for p in parts)))) if parts
+                   else (0,) * RESIDENCE_BUCKETS)
+
+    def quantile_ns(self, q: float) -> float:
+        """The q-quantile of residence, interpolated inside its bucket. Untracked packets
+        count as the longest residences (the map forgets the oldest arrivals first; the rarer
+        other causes, bpf/port.h, make this err on the long side), so a quantile among them is
+        reported as the longest residence measured."""
+        total = self.packets + self.untracked_packets
+        if not total:
+            return 0.0
+        rank, seen = q * total, 0
+        for bucket, count in enumerate(self.histogram):
+            if count and seen + count >= rank:
+                low, high = residence_bucket_bounds(bucket)
+                high = min(high, float(self.max_ns)) if bucket == RESIDENCE_BUCKETS - 1 else high
+                return low + (high - low) * (rank - seen) / count
+            seen += count
+        return float(self.max_ns)
+
+
+@dataclass(frozen=True)
+class PortConfig:
+    link_rate_Bps: int
+    credit_rate_Bps: int
+    buffer_bytes: tuple[int, int]  # data, credit
+    ecn_threshold_bytes: int
+    credit_mark_window: int
+    port_id: int
+    peer_port_id: int
+    switch_port: bool
+    idle_reset_ns: int
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> tuple["PortConfig", tuple[int, int]]:
+        v = PORT_CONFIG.unpack(raw)
+        return (cls(v["link_rate_Bps"], v["credit_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"],
+                    v["credit_mark_window"], v["port_id"], v["peer_port_id"], bool(v["switch_port"]),
+                    v["idle_reset_ns"]), v["hist_bucket_bytes"])
+
+
+@dataclass(frozen=True)
+class PortStats:
+    node: str
+    port: str
+    ifindex: int
+    config: PortConfig
+    queue_bytes: tuple[int, int]  # real queues (data, credit): admitted minus arrived at the peer
+    forgotten_bytes: int  # still counted as queued when an idle reset resynced the queue: lost on the way
+    ideal_queue_bytes: tuple[float, float]  # an ideal port's (fluid) queues, drained to the time of reading
+    mark_probability: float  # SprayPass Pd in force
+    unparsed_packets: int
+    data: ClassStats
+    credit: ClassStats
+    residence: Residence  # of the packets leaving through this port (switch ports only)
+    arrived_packets: int  # IPv4 packets through this port, from its peer (what left the peer's queue)
+
+    @property
+    def left_packets(self) -> int:
+        """IPv4 packets that reached this port's egress (admitted or dropped)."""
+        return (self.data.enqueued_packets + self.data.dropped_packets + self.credit.enqueued_packets +
+                self.credit.dropped_packets - self.unparsed_packets)
+
+    @property
+    def switch(self) -> str | None:
+        """The switch this port belongs to (None for a host's NIC)."""
+        return self.port.split("-")[0] if self.config.switch_port else None
+
+
+# read_drained: what has not moved for this long (and this many frame times) is not coming.
+STEADY_S, STEADY_FRAMES = 0.5, 4
+MAX_DRAIN_WAIT_S = 60.0
+_SETTLED = (0, 0)
+
+
+def switch_packets(ports: list[PortStats]) -> tuple[int, int]:
+    """(IPv4 packets that arrived at switch ports, IPv4 packets that reached a switch port's egress)."""
+    switch_ports = [p for p in ports if p.config.switch_port]
+    return sum(p.arrived_packets for p in switch_ports), sum(p.left_packets for p in switch_ports)
+
+
+def _in_flight(ports: list[PortStats]) -> tuple[int, int]:
+    """(bytes in queues, packets inside switches): (0, 0) once everything has arrived."""
+    arrived, left = switch_packets(ports)
+    return sum(sum(p.queue_bytes) for p in ports), arrived - left
+
+
+def _ipv4_packets(departures: dict) -> int:
+    return sum(departures["packets"]) - departures["unparsed_packets"]
+
+
+def drain(queues_mbytes: tuple[int, int], elapsed_ns: int, config: PortConfig) -> tuple[float, float]:
+    """The fluid model of bpf/port.bpf.c: credits drain first (capped), data gets the rest.
+    Returns (data, credit) in bytes."""
+    data, credit = queues_mbytes
+    link = elapsed_ns * config.link_rate_Bps / 1e6
+    credit_drained = min(credit, elapsed_ns * config.credit_rate_Bps / 1e6, link)
+    return max(0.0, data - (link - credit_drained)) / 1000, (credit - credit_drained) / 1000
+
+
+class PortMaps:
+    """The port maps of every namespace of one run (keeps them open between reads)."""
+
+    def __init__(self, state_dir: Path):
+        self.index: dict[str, dict[str, int]] = json.loads((state_dir / PORT_INDEX_FILE).read_text())
+        # One full frame on the wire (bytes) and the link rate: residences in frame times.
+        self.shape: dict = json.loads((state_dir / SHAPE_FILE).read_text())
+        bpffs = state_dir.resolve() / "bpffs"
+        self.departures = PinnedMap(bpffs / "port_departures", PORT_DEPARTURES.size)
+        self.maps: dict[str, tuple[PinnedMap, PinnedMap]] = {}
+        try:
+            for node in self.index:
+                config_map = PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size)
+                try:
+                    self.maps[node] = (config_map, PinnedMap(bpffs / node / "port_state", PORT_STATE.size,
+                                                             flags=BPF_F_LOCK))
+                except OSError:
+                    config_map.close()
+                    raise
+        except OSError:
+            self.close()
+            raise
+
+    @property
+    def frame_ns(self) -> float:
+        """Time one full frame takes on a link."""
+        return self.shape["frame_wire_bytes"] * 8 / self.shape["link_bps"] * 1e9
+
+    def read(self) -> list[PortStats]:
+        result = []
+        for node, ports in self.index.items():
+            config_map, state_map = self.maps[node]
+            for port, ifindex in ports.items():
+                raw_config = config_map.lookup(ifindex)
+                if raw_config is None:
+                    continue
+                config, buckets = PortConfig.unpack(raw_config)
+                # Departures first: they only grow, so a queue read after them is never low.
+                raw_departures = self.departures.lookup(config.port_id)
+                raw_arrivals = self.departures.lookup(config.peer_port_id)
+                raw_state = state_map.lookup(ifindex)
+                now = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
+                if raw_state is None or raw_departures is None or raw_arrivals is None:
+                    continue
+                departed = PORT_DEPARTURES.unpack(raw_departures)["bytes"]
+                state = PORT_STATE.unpack(raw_state)
+                admitted = state["admitted_bytes"]
+                stats = [ClassStats.unpack(state["stats"][i * CLASS_STATS.size:][:CLASS_STATS.size], buckets[i])
+                         for i in (0, 1)]
+                result.append(PortStats(
+                    node=node, port=port, ifindex=ifindex, config=config,
+                    queue_bytes=(max(0, admitted[0] - departed[0]), max(0, admitted[1] - departed[1])),
+                    forgotten_bytes=state["reset_residue_bytes"],
+                    ideal_queue_bytes=drain(state["queue_mbytes"], max(0, now - state["last_ns"]), config),
+                    mark_probability=state["mark_probability_ppm"] / 1e6, unparsed_packets=state["unparsed_packets"],
+                    data=stats[0], credit=stats[1], residence=Residence.unpack(state["residence"]),
+                    arrived_packets=_ipv4_packets(PORT_DEPARTURES.unpack(raw_arrivals)),
+                ))
+        return result
+
+    def read_drained(self, poll_s: float = 0.05) -> list[PortStats]:
+        """read() once the traffic has stopped and everything in flight has arrived: every
+        real queue empty and every packet that entered a switch out of it. Otherwise once
+        nothing has changed for a while (what is left was lost on the way), at the latest
+        after the ports' idle reset (or a minute)."""
+        steady_s = max(STEADY_S, STEADY_FRAMES * self.frame_ns / 1e9)  # a slow link's frame takes long
+        ports = self.read()
+        deadline = time.monotonic() + min(MAX_DRAIN_WAIT_S,
+                                          max((p.config.idle_reset_ns for p in ports), default=0) / 1e9)
+        last, changed = _in_flight(ports), time.monotonic()
+        while last != _SETTLED and time.monotonic() - changed < steady_s and time.monotonic() < deadline:
+            time.sleep(poll_s)
+            ports = self.read()
+            if _in_flight(ports) != last:
+                last, changed = _in_flight(ports), time.monotonic()
+        return ports
+
+    def close(self) -> None:
+        self.departures.close()
+        for config_map, state_map in self.maps.values():
+            config_map.close()
+            state_map.close()
+
+    def __enter__(self) -> "PortMaps":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def netlink_of(pid: int) -> IPRoute:
+    """A netlink socket in the network namespace of `pid` (a socket stays in the namespace
+    it was made in, so no process is needed to talk to it)."""
+    pushns(f"/proc/{pid}/ns/net")
+    try:
+        return IPRoute()
+    finally:
+        popns()
+
+
+def data_fifo_backlog_wire_bytes(netlink: IPRoute, ifindex: int) -> int:
+    """Real backlog of a port's data FIFO, counted as the wire counts it."""
+    for qdisc in netlink.get_qdiscs(index=ifindex):
+        if qdisc["handle"] == DATA_FIFO_HANDLE:
+            queue = qdisc.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")
+            return queue["backlog"] + WIRE_OVERHEAD_BYTES * queue["qlen"]
+    raise LookupError(f"no data FIFO (qdisc 20:) on ifindex {ifindex}")
+
+
+def queue_minus_backlog(maps: PortMaps, node: str, port: str, namespace_pid: int, samples: int,
+                        interval_s: float) -> list[float]:
+    """Samples of (the port program's data queue - the data FIFO's backlog from netlink, as
+    `tc -s qdisc` shows it) of one port, in bytes. The backlog is read between two reads of
+    the program's queue, and compared with their mean."""
+    ifindex = maps.index[node][port]
+    netlink = netlink_of(namespace_pid)
+
+    def measured() -> float:
+        (queue,) = [p.queue_bytes[0] for p in maps.read() if (p.node, p.port) == (node, port)]
+        return queue
+
+    differences = []
+    try:
+        for _ in range(samples):
+            before = measured()
+            backlog = data_fifo_backlog_wire_bytes(netlink, ifindex)
+            differences.append((before + measured()) / 2 - backlog)
+            time.sleep(interval_s)
+    finally:
+        netlink.close()
+    return differences

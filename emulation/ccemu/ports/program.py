@@ -1,0 +1,83 @@
+"""Deploying the port program (bpf/port.bpf.c) on a fabric.
+
+Each network namespace of a run (every host, every OVS instance) gets its own copy of the
+programs and its own maps keyed by ifindex, pinned in the run's private bpffs under
+<state>/bpffs/<node>/: ifindexes repeat across namespaces, so one map per namespace keeps
+the keys unique. What crosses namespaces (a port's departures are counted at its peer,
+often in another namespace) goes through one map keyed by port ids, numbered here for the
+whole run and pinned at <state>/bpffs/. The loader is built by `make setup` into build/bpf/.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ports.tc import PortShape, port_program_line
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))
+PORT_INDEX_FILE = "ports.json"  # in the run's state dir: node -> port name -> ifindex
+SHAPE_FILE = "shape.json"  # in the run's state dir: the ports' link rate and frame size
+
+
+class PortProgramMissing(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class PortIds:
+    """A port's id in the run and its peer's: the port at the other end of its link."""
+
+    port_id: int
+    peer_port_id: int
+
+
+def number_ports(links: Iterable[tuple[str, str]]) -> dict[str, PortIds]:
+    """Ids for every interface of the fabric's links, from 1 in name order (0 is no port)."""
+    peers = {}
+    for a, b in links:
+        for port, peer in ((a, b), (b, a)):
+            if port in peers:
+                raise ValueError(f"interface {port} is on two links")
+            peers[port] = peer
+    ids = {port: number for number, port in enumerate(sorted(peers), start=1)}
+    return {port: PortIds(ids[port], ids[peer]) for port, peer in peers.items()}
+
+
+@dataclass(frozen=True)
+class PortProgram:
+    object_file: Path
+    loader: Path
+
+    @classmethod
+    def built(cls) -> "PortProgram":
+        program = cls(BPF_BUILD_DIR / "port.bpf.o", BPF_BUILD_DIR / "port_loader")
+        missing = [str(p) for p in (program.object_file, program.loader) if not p.exists()]
+        if missing:
+            raise PortProgramMissing(f"the port program is not built ({', '.join(missing)} missing): run `make setup`")
+        return program
+
+    def load_command(self, bpffs: Path, node: str, ports: dict[str, PortIds], shape: PortShape,
+                     config_dir: Path, switch_ports: bool) -> str:
+        """Shell command that, run inside `node`'s namespace, attaches the programs to `ports`
+        (a switch's ports, or a host's NIC) and prints "attached <ifname> <ifindex>" per port."""
+        config = config_dir / f"{node}.ports"
+        config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id, switch_ports) + "\n"
+                                  for port, ids in ports.items()))
+        return (f"mkdir -p {shlex.quote(str(bpffs / node))} && "
+                f"{shlex.quote(str(self.loader))} {shlex.quote(str(self.object_file))} "
+                f"{shlex.quote(str(bpffs))} {shlex.quote(node)} {shlex.quote(str(config))}")
+
+
+def parse_attached(output: str) -> dict[str, int]:
+    """ifname -> ifindex from the loader's "attached" lines."""
+    ports = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "attached":
+            ports[parts[1]] = int(parts[2])
+    return ports

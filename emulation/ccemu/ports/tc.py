@@ -1,0 +1,168 @@
+"""One port's egress: the HTB tree as `tc -batch` lines and the port program's settings
+(pure, testable without root).
+
+Like Mininet's TCIntf, each step returns (commands, handle) so that steps chain; unlike
+it, bad parameters raise instead of being logged and ignored, and rates are not capped.
+
+Every port gets the same tree, with the credit class only where the profile has credits:
+
+    1: htb (default 1:20)
+    └── 1:1   link rate
+        ├── 1:10  credits: rate = ceil = credit share          └── 10: bfifo
+        └── 1:20  data: rate = link - credit share, ceil = link └── 20: bfifo
+
+The port program (bpf/port.bpf.c) steers packets into 1:10 / 1:20 and drops at the buffer
+sizes, by the queue it measures (admitted minus arrived at the peer); the leaf FIFOs get
+FIFO_MARGIN_FRAMES more room so that they never drop first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.config import CREDIT_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort, SprayPassPort
+
+# Preamble (7) + start delimiter (1) + FCS (4) + inter-frame gap (12): HTB charges only
+# skb->len, and without this a minimum frame would get ~40 % more than its wire share.
+WIRE_OVERHEAD_BYTES = 24
+MIN_WIRE_FRAME_BYTES = CREDIT_WIRE_BYTES  # 60-byte minimum frame + overhead
+ETHERNET_HEADER_BYTES = 14
+FIFO_MARGIN_FRAMES = 4
+CREDIT_CLASSID = 0x10010  # 1:10
+DATA_CLASSID = 0x10020  # 1:20
+HISTOGRAM_BUCKETS = 64  # bpf/port.h PORT_HIST_BUCKETS
+
+
+@dataclass(frozen=True)
+class PortShape:
+    """Everything one egress port needs, in bytes and bit/s of the wire."""
+
+    rate_mbps: float
+    buffer_bytes: int
+    mtu: int
+    credit_share: float = 0.0  # 0: no credit class
+    credit_buffer_bytes: int = 0
+    ecn_threshold_bytes: int = 0  # 0: no DCTCP marking
+    credit_mark_window: int = 0  # 0: no SprayPass credit marking
+
+    def __post_init__(self) -> None:
+        if self.rate_mbps <= 0:
+            raise ValueError(f"rate_mbps must be > 0, got {self.rate_mbps}")
+        if self.buffer_bytes < self.frame_bytes:
+            raise ValueError(f"buffer_bytes {self.buffer_bytes} cannot hold one {self.frame_bytes}-byte frame")
+        if not 0 <= self.credit_share <= 0.5:
+            raise ValueError(f"credit_share must be in [0, 0.5], got {self.credit_share}")
+        if self.credit_share and self.credit_buffer_bytes < MIN_WIRE_FRAME_BYTES:
+            raise ValueError(f"credit_buffer_bytes {self.credit_buffer_bytes} cannot hold one credit")
+        if not 0 <= self.ecn_threshold_bytes < self.buffer_bytes:
+            raise ValueError(f"ecn_threshold_bytes must be in [0, buffer_bytes), got {self.ecn_threshold_bytes}")
+
+    @classmethod
+    def of(cls, config: ExperimentConfig) -> "PortShape":
+        port = config.port
+        return cls(
+            rate_mbps=config.link.rate_mbps, buffer_bytes=port.buffer_bytes, mtu=config.link.mtu,
+            credit_share=port.credit_share if isinstance(port, ExpressPassPort) else 0.0,
+            credit_buffer_bytes=port.credit_buffer_bytes if isinstance(port, ExpressPassPort) else 0,
+            ecn_threshold_bytes=port.ecn_threshold_bytes if isinstance(port, DctcpPort) else 0,
+            credit_mark_window=port.credit_mark_window if isinstance(port, SprayPassPort) else 0,
+        )
+
+    @property
+    def queued_memory_bytes(self) -> int:
+        """Kernel memory a full port can hold: each queued packet is charged its skb
+        truesize, up to ~4x its wire size for full frames and ~12x for 84-byte credits."""
+        return 4 * (self.buffer_bytes + FIFO_MARGIN_FRAMES * self.frame_bytes) + 12 * self.credit_buffer_bytes
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.mtu + ETHERNET_HEADER_BYTES
+
+    @property
+    def frame_wire_bytes(self) -> int:
+        """A full frame as the wire carries it (what a frame time at the link rate is of)."""
+        return self.frame_bytes + WIRE_OVERHEAD_BYTES
+
+    @property
+    def link_bps(self) -> int:
+        return round(self.rate_mbps * 1e6)
+
+    @property
+    def credit_bps(self) -> int:
+        return round(self.link_bps * self.credit_share)
+
+
+def data_burst_bytes(shape: PortShape) -> int:
+    """Two full frames: enough for HTB to send a frame at any rate, small enough that the
+    port never bursts above the link rate by more than a frame."""
+    return 2 * (shape.frame_bytes + WIRE_OVERHEAD_BYTES)
+
+
+CREDIT_BURST_BYTES = 2 * MIN_WIRE_FRAME_BYTES  # the paper's max credit burst: 2 credits
+
+
+def _htb_class(dev: str, parent: str, classid: str, rate_bps: int, ceil_bps: int, burst: int,
+               prio: int | None = None) -> str:
+    prio_opt = f" prio {prio}" if prio is not None else ""
+    return (f"class replace dev {dev} parent {parent} classid {classid} htb rate {rate_bps}bit "
+            f"ceil {ceil_bps}bit burst {burst}b cburst {burst}b{prio_opt} "
+            f"overhead {WIRE_OVERHEAD_BYTES} mpu {MIN_WIRE_FRAME_BYTES}")
+
+
+def htb_root(dev: str, shape: PortShape) -> tuple[list[str], str]:
+    """HTB root and its one class at the link rate."""
+    return [
+        f"qdisc replace dev {dev} root handle 1: htb default 20",
+        _htb_class(dev, "1:", "1:1", shape.link_bps, shape.link_bps, data_burst_bytes(shape)),
+    ], "1:1"
+
+
+def fifo_leaf(dev: str, parent: str, handle: str, limit_bytes: int) -> list[str]:
+    """Byte FIFO under `parent`. Never a delay line (netem): whatever sits here is inside the
+    queue the port program measures (config.LinkConfig.delay_us says why)."""
+    return [f"qdisc replace dev {dev} parent {parent} handle {handle} bfifo limit {limit_bytes}"]
+
+
+def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
+    """The whole tree of one port (see the module docstring)."""
+    commands, root = htb_root(dev, shape)
+    margin = FIFO_MARGIN_FRAMES * shape.frame_bytes
+    if shape.credit_share:
+        commands.append(_htb_class(dev, root, "1:10", shape.credit_bps, shape.credit_bps, CREDIT_BURST_BYTES,
+                                   prio=0))
+        commands += fifo_leaf(dev, "1:10", "10:", shape.credit_buffer_bytes + margin)
+    commands.append(_htb_class(dev, root, "1:20", shape.link_bps - shape.credit_bps, shape.link_bps,
+                               data_burst_bytes(shape), prio=1))
+    commands += fifo_leaf(dev, "1:20", "20:", shape.buffer_bytes + margin)
+    return commands
+
+
+IDLE_RESET_MIN_NS = 10**9
+
+
+def idle_reset_ns(shape: PortShape) -> int:
+    """How long a port must idle before the port program may take every queue of it as empty
+    (and forget packets lost between the port and its peer): twice the time its fuller class
+    takes to drain a full buffer at its guaranteed rate, and at least a second."""
+    drain_s = [shape.buffer_bytes * 8 / (shape.link_bps - shape.credit_bps)]
+    if shape.credit_bps:
+        drain_s.append(shape.credit_buffer_bytes * 8 / shape.credit_bps)
+    return max(IDLE_RESET_MIN_NS, round(2e9 * max(drain_s)))
+
+
+def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: int, switch_port: bool) -> str:
+    """The port's line in port_loader's config (field order: bpf/port_loader.c parse_line).
+    `peer_port_id` is the port at the other end of the link: what arrives at `dev` has left
+    that port's queue. A switch port also measures the time packets spend inside its switch."""
+    return " ".join(str(v) for v in (
+        dev, shape.link_bps // 8, shape.credit_bps // 8, shape.credit_buffer_bytes, shape.buffer_bytes,
+        shape.ecn_threshold_bytes, shape.credit_mark_window, f"{CREDIT_CLASSID:x}", f"{DATA_CLASSID:x}",
+        histogram_bucket_bytes(shape.credit_buffer_bytes), histogram_bucket_bytes(shape.buffer_bytes),
+        WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES, CREDIT_BURST_BYTES if shape.credit_share else 0,
+        data_burst_bytes(shape), port_id, peer_port_id, int(switch_port), idle_reset_ns(shape),
+    ))
+
+
+def histogram_bucket_bytes(buffer_bytes: int) -> int:
+    """Bucket width that spreads a queue of 0..buffer_bytes over the histogram's buckets."""
+    return max(1, -(-buffer_bytes // HISTOGRAM_BUCKETS))

@@ -1,0 +1,1 @@
+"""The results bundle: its tables, statistics, fidelity verdict, summary and plots."""

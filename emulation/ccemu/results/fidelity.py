@@ -1,0 +1,212 @@
+"""Did the emulation keep up? A verdict per fabric (an experiment's block, or any run) from what
+the machine, the port programs and the hosts report:
+
+- hypervisor steal and CPU saturation (/proc/stat, over the run);
+- the bottleneck port's lag: how far its real queue was from an ideal port's at every enqueue
+  (the port programs measure both: bpf/port.bpf.c), i.e. whether the link drained at its
+  configured rate; and the same for the busiest credit queue, in credits;
+- switch residence: how long packets waited inside the switches (in ovs-vswitchd's receive
+  sockets and its forwarding thread), between arriving at one port and reaching the next
+  port's queue. Time spent there is in no queue: not marked, not dropped, invisible to every
+  other figure; and packets the switches lost in there;
+- queues that did not drain: a packet lost between a port and its peer stays counted as queued;
+- cchost's pacing: how late its timers fired, against the credit gap;
+- hosts whose cchost died.
+
+PASS, WARN or FAIL with the reasons; the worst finding decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from ..model.config import CREDIT_WIRE_BYTES
+from ..ports.maps import PortStats, Residence, switch_packets
+
+PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
+_RANK = {PASS: 0, WARN: 1, FAIL: 2}
+
+# Steal only hints (it is seen here from 0 to 36 % per run); the lag and the pacing say
+# whether it hurt.
+STEAL_WARN, STEAL_FAIL = 0.15, 0.35
+BUSY_WARN = 0.95
+# A fluid queue drains a frame bit by bit, a real port holds it whole until it is sent: about
+# one frame of difference is the model, not lag (measured 0.6-0.8 frames on a quiet machine).
+LAG_WARN_FRAMES, LAG_FAIL_FRAMES = 2.0, 4.0
+# The same in credits for the credit queue, whose buffer is only ~8 credits deep.
+CREDIT_LAG_WARN_CREDITS, CREDIT_LAG_FAIL_CREDITS = 2.0, 4.0
+# A packet held inside a switch for x frame times reaches its egress port x frames late: that
+# port's queue, marks and drops miss up to x frames of the traffic heading to it, and the
+# round trip grows by x frames. Judged on the p99 of the busiest-held switch (one overloaded
+# OVS instance must not hide among quiet ones). The WARN level is empirical: on a quiet machine
+# this emulator's switches hold packets p99 0.6-2.4 frame times at the incast's 10 Mbit/s
+# (ovs-vswitchd wakes up, polls its ports and forwards in one thread), and well beyond 2 they
+# are holding traffic up (8 TCP flows at 25 Mbit/s: p99 24-28, goodput down to 0.37 of the
+# rate). A WARN at 2-3 says a run is at the edge of what this machine emulates faithfully.
+# The FAIL level is about the schemes: 8 frames is ExpressPass's whole credit buffer (8 credits,
+# each standing for a frame) or ~40 % of DCTCP's K of 20 frames: a hidden queue that size
+# changes what the schemes' own control reacts to.
+RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES = 2.0, 8.0
+# Packets that arrived at a switch and never reached another port: dropped inside ovs-vswitchd
+# (its receive sockets overflowed, or its send failed). A real switch drops only at queues.
+SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL = 1e-4, 1e-2
+# A switch is judged on its own p99 once it carried this many packets (fewer: its p99 is a
+# handful of packets, and they count in the fabric's).
+MIN_SWITCH_PACKETS = 1000
+PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
+
+
+def worst(a: str, b: str) -> str:
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    busy: int
+    idle: int
+    steal: int
+
+    @classmethod
+    def now(cls, stat: Path = Path("/proc/stat")) -> "CpuTimes":
+        fields = [int(v) for v in stat.read_text().splitlines()[0].split()[1:]]
+        user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+        return cls(busy=user + nice + system + irq + softirq, idle=idle + iowait, steal=steal)
+
+    def since(self, earlier: "CpuTimes") -> tuple[float, float]:
+        """(steal share, busy share) of all CPU time in between."""
+        busy, idle, steal = self.busy - earlier.busy, self.idle - earlier.idle, self.steal - earlier.steal
+        total = max(1, busy + idle + steal)
+        return steal / total, busy / total
+
+
+@dataclass(frozen=True)
+class SwitchFigures:
+    """What the switches did to the packets crossing them, from the port programs' maps."""
+
+    by_switch: dict[str, Residence]  # each switch's ports merged
+    frame_ns: float  # one full frame at the link rate
+    arrived_packets: int  # at switch ports
+    lost_packets: int  # arrived and never reached another port's egress (read once drained)
+
+    @classmethod
+    def of(cls, ports: list[PortStats], frame_ns: float) -> "SwitchFigures":
+        by_switch: dict[str, list[Residence]] = {}
+        for port in ports:
+            if port.switch:
+                by_switch.setdefault(port.switch, []).append(port.residence)
+        arrived, left = switch_packets(ports)
+        return cls({switch: Residence.merged(parts) for switch, parts in sorted(by_switch.items())}, frame_ns,
+                   arrived, max(0, arrived - left))
+
+    @cached_property
+    def residence(self) -> Residence:
+        """Every packet of every switch."""
+        return Residence.merged(self.by_switch.values())
+
+    def residence_frames(self, q: float) -> float:
+        return self.residence.quantile_ns(q) / self.frame_ns
+
+    def worst_switch(self) -> tuple[str, float]:
+        """The switch whose p99 (frame times) is highest among those that carried enough packets
+        to have one, or the fabric's ("all") when none did, or when it is higher."""
+        worst = ("all", self.residence_frames(0.99))
+        for switch, residence in self.by_switch.items():
+            if residence.packets + residence.untracked_packets >= MIN_SWITCH_PACKETS:
+                worst = max(worst, (switch, residence.quantile_ns(0.99) / self.frame_ns), key=lambda w: w[1])
+        return worst
+
+
+def busiest_credit_lag_bytes(ports: list[PortStats]) -> float | None:
+    """Mean lag of the credit queue that admitted the most credits (None without credits)."""
+    busiest = max(ports, key=lambda p: p.credit.enqueued_packets, default=None)
+    return busiest.credit.mean_lag_bytes if busiest and busiest.credit.enqueued_packets else None
+
+
+def queue_residues(ports: list[PortStats]) -> list[str]:
+    """Packets a port admitted that never arrived at its peer: still queued once the traffic
+    has stopped (PortMaps.read_drained), or forgotten earlier by an idle reset."""
+    found = [f"{p.node}/{p.port} {cls} {queue} B" for p in ports
+             for cls, queue in (("data", p.queue_bytes[0]), ("credit", p.queue_bytes[1])) if queue]
+    return found + [f"{p.node}/{p.port} {p.forgotten_bytes} B forgotten at idle resets" for p in ports
+                    if p.forgotten_bytes]
+
+
+@dataclass
+class Observation:
+    """Everything the verdict weighs for one fabric's run; None: not measured."""
+
+    steal: float
+    busy: float
+    frame_bytes: int  # one full frame on the wire
+    switches: SwitchFigures | None = None
+    bottleneck_lag_bytes: float | None = None
+    credit_lag_bytes: float | None = None
+    residues: list[str] = field(default_factory=list)
+    lateness_us: float | None = None
+    credit_gap_us: float | None = None
+    host_failures: list[str] = field(default_factory=list)  # each a whole reason: what failed and what it cost
+
+
+@dataclass
+class Verdict:
+    status: str = PASS
+    reasons: list[str] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def judge(self, name: str, value: float, warn: float, fail: float | None, what: str) -> None:
+        self.figures[name] = round(value, 4)
+        status = FAIL if fail is not None and value >= fail else WARN if value >= warn else PASS
+        if status != PASS:
+            self.reasons.append(f"{status}: {what}")
+        self.status = worst(self.status, status)
+
+    def flag(self, status: str, what: str) -> None:
+        self.reasons.append(f"{status}: {what}")
+        self.status = worst(self.status, status)
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "reasons": self.reasons, "figures": self.figures}
+
+
+def judge(seen: Observation) -> Verdict:
+    verdict = Verdict()
+    verdict.judge("steal", seen.steal, STEAL_WARN, STEAL_FAIL,
+                  f"hypervisor steal took {seen.steal:.0%} of the CPU time")
+    verdict.judge("cpu_busy", seen.busy, BUSY_WARN, None,
+                  f"CPUs {seen.busy:.0%} busy: the emulation may have fallen behind")
+    if seen.bottleneck_lag_bytes is not None:
+        lag = seen.bottleneck_lag_bytes
+        verdict.judge("bottleneck_lag_frames", lag / seen.frame_bytes, LAG_WARN_FRAMES, LAG_FAIL_FRAMES,
+                      f"bottleneck queues were {lag:.0f} B on average away from an ideal port's "
+                      f"({lag / seen.frame_bytes:.1f} frames): links drained slower than configured")
+    if seen.credit_lag_bytes is not None:
+        credits = seen.credit_lag_bytes / CREDIT_WIRE_BYTES
+        verdict.judge("credit_lag_credits", credits, CREDIT_LAG_WARN_CREDITS, CREDIT_LAG_FAIL_CREDITS,
+                      f"the busiest credit queue was {credits:.1f} credits on average away from an ideal "
+                      "port's: credits drained slower than configured")
+    if seen.switches is not None:
+        s = seen.switches
+        verdict.figures["switch_residence_p50_frames"] = round(s.residence_frames(0.5), 4)
+        verdict.figures["switch_residence_p99_frames"] = round(s.residence_frames(0.99), 4)
+        switch, worst = s.worst_switch()
+        where = "the switches" if switch == "all" else f"switch {switch}"
+        verdict.judge("worst_switch_residence_p99_frames", worst, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
+                      f"packets waited inside {where} {worst:.1f} frame times (p99; all switches: p50 "
+                      f"{s.residence_frames(0.5):.2f}, p99 {s.residence_frames(0.99):.2f}) between ports, in no "
+                      "queue: ovs-vswitchd fell behind")
+        lost = s.lost_packets / s.arrived_packets if s.arrived_packets else 0.0
+        verdict.judge("switch_lost_ratio", lost, SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL,
+                      f"{s.lost_packets} of {s.arrived_packets} packets were lost inside the switches "
+                      "(ovs-vswitchd's sockets), not at a queue")
+    if seen.residues:
+        verdict.flag(WARN, f"queues did not drain after the traffic stopped (packets lost between a port and its "
+                           f"peer stay counted as queued): {', '.join(seen.residues[:5])}"
+                           f"{' ...' if len(seen.residues) > 5 else ''}")
+    if seen.lateness_us is not None and seen.credit_gap_us:
+        verdict.judge("pacing_lateness_of_gap", seen.lateness_us / seen.credit_gap_us, PACING_WARN, PACING_FAIL,
+                      f"cchost timers fired {seen.lateness_us:.0f} us late on average, credit gap "
+                      f"{seen.credit_gap_us:.0f} us")
+    for failure in seen.host_failures:
+        verdict.flag(WARN, failure)
+    return verdict

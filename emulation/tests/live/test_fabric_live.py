@@ -1,0 +1,257 @@
+"""Live fabrics on Mininet + OVS (root; CI runs these)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ccemu.model.config import parse_config
+from ccemu.fabric.net import FabricNet
+from ccemu.fabric.inventory import (SHELL_OF, Inventory, ProcessRecord, mounted_paths, pids_in_namespaces,
+                                    process_start_time)
+from ccemu.polling import wait_until
+from ccemu.fabric.checks import check_path_symmetry, check_reachability, flow_path_id
+
+pytestmark = pytest.mark.root
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def remove_if_left(state: dict, state_dir: Path) -> None:
+    """Remove a killed run by its recorded inventory if `ccemu clean` has not (a test that fails
+    half-way must not leave a fabric behind)."""
+    if state_dir.exists():
+        Inventory.of_state(state, state_dir).remove()
+
+
+def fabric_config(topology, **sections):
+    return parse_config({"name": "test", "topology": topology, **sections})
+
+
+def root_interfaces() -> set[str]:
+    return set(os.listdir("/sys/class/net"))
+
+
+def leftovers(state: dict) -> list[str]:
+    """What of a recorded run still exists: processes, anything holding its namespaces (the
+    namespaces themselves, not whatever namespace got their inode numbers since), mounts."""
+    with Inventory.of_state(state, Path("/nonexistent")).held_namespaces() as held:
+        found = [f"pid {pid} inside a namespace of the run" for pid in pids_in_namespaces(set(held))]
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():  # we hold them to look
+                continue
+            try:
+                for fd in (entry / "fd").iterdir():
+                    link = os.readlink(fd)
+                    if link.startswith("net:[") and int(link[5:-1]) in held:
+                        found.append(f"pid {entry.name} holds a namespace of the run open")
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                continue
+    for record in state["processes"]:
+        if process_start_time(record["pid"]) == record["start_time"]:
+            found.append(f"{record['what']} (pid {record['pid']}) still running")
+    found += [f"{path} still mounted" for path in state["mounts"] if path in mounted_paths()]
+    return found
+
+
+@pytest.fixture(scope="module")
+def fat_tree_k4(tmp_path_factory):
+    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path_factory.mktemp("state"))
+    with net:
+        yield net
+
+
+def test_k4_fat_tree_reaches_every_pair(fat_tree_k4):
+    assert check_reachability(fat_tree_k4).problems == []
+
+
+@pytest.mark.parametrize("a, b", [("h1", "h16"), ("h1", "h3"), ("h6", "h11")])
+def test_port_counters_show_each_path_id_crossing_the_same_ports_both_ways(fat_tree_k4, a, b):
+    assert check_path_symmetry(fat_tree_k4, a, b) == []
+
+
+def test_udp_from_other_programs_takes_the_same_path_both_ways(fat_tree_k4):
+    """iperf3 -u and the like: their source port is no path-id, so they get the symmetric hash
+    (traced in the first switch each way, nothing sent)."""
+    for sport, dport in ((5201, 33333), (40000, 5201), (50123, 33000)):
+        forward = flow_path_id(fat_tree_k4, "h1", "h16", "udp", sport, dport)
+        back = flow_path_id(fat_tree_k4, "h16", "h1", "udp", dport, sport)
+        assert forward == back, (sport, dport)
+    # A path-id port still picks its path: 0xA000 + 3 -> path-id 3.
+    assert flow_path_id(fat_tree_k4, "h1", "h16", "udp", 0xA003, 5201) == 3
+
+
+def test_every_port_keeps_its_htb_tree_and_port_program_after_ovs_adds_it(fat_tree_k4):
+    net = fat_tree_k4
+    nodes = [(h, [h.defaultIntf().name]) for h in net.hosts]
+    nodes += [(i.namespace, [intf.name for s in net.switches_of(i) for intf in s.intfList()]) for i in net.instances]
+    for node, ports in nodes:
+        qdiscs = node.cmd("tc qdisc show")
+        for port in ports:
+            assert f"qdisc htb 1: dev {port} root" in qdiscs, (node.name, port)
+            assert f"qdisc clsact ffff: dev {port}" in qdiscs, (node.name, port)
+            assert "port_egress" in node.cmd(f"tc filter show dev {port} egress"), (node.name, port)
+    assert sum(len(ports) for _, ports in nodes) == 2 * 48
+
+
+def test_two_flows_through_one_switch_to_switch_link_share_its_rate(tmp_path):
+    """Host NICs alone would let each flow have the link rate: the s1 -> s2 port must shape."""
+    net = FabricNet(fabric_config({"kind": "dumbbell", "hosts_per_side": 2}, link={"rate_mbps": 5}),
+                    state_root=tmp_path)
+    with net:
+        servers = [net[h].popen(["iperf3", "-s", "-1"]) for h in ("h3", "h4")]
+        time.sleep(0.3)
+        clients = [net[src].popen(["iperf3", "-c", net[dst].IP(), "-t", "5", "-J"])
+                   for src, dst in (("h1", "h3"), ("h2", "h4"))]
+        goodputs = [json.loads(c.communicate()[0])["end"]["sum_received"]["bits_per_second"] for c in clients]
+        for server in servers:
+            server.wait(timeout=10)
+    ideal = 5e6 * 1448 / 1538
+    assert 0.9 * ideal <= sum(goodputs) <= 1.03 * ideal, goodputs
+
+
+def test_different_path_ids_of_a_cross_pod_pair_use_different_cores(fat_tree_k4):
+    cores = {path[2] for path in fat_tree_k4.routing.paths("h1", "h16")}
+    assert cores == {"c1", "c2", "c3", "c4"}
+
+
+@pytest.mark.parametrize("topology, instances", [
+    ({"kind": "fattree", "k": 4}, 2),
+    ({"kind": "leafspine", "leaves": 3, "spines": 2, "hosts_per_leaf": 2}, 1),
+    ({"kind": "dumbbell", "hosts_per_side": 2}, 1),
+], ids=["fattree-2-ovs-instances", "leafspine", "dumbbell"])
+def test_other_fabrics_reach_every_pair(tmp_path, topology, instances):
+    net = FabricNet(fabric_config(topology, fabric={"ovs_instances": instances}), state_root=tmp_path)
+    with net:
+        assert check_reachability(net).problems == []
+        a, b = net.fabric_topo.host_names[0], net.fabric_topo.host_names[-1]
+        assert check_path_symmetry(net, a, b) == []
+
+
+def test_normal_teardown_leaves_nothing(tmp_path):
+    interfaces_before = root_interfaces()
+    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path)
+    with net:
+        state = json.loads((net.inventory.state_dir / "state.json").read_text())
+        assert len(state["namespaces"]) == 16 + len(net.instances)
+    assert leftovers(state) == []
+    assert root_interfaces() == interfaces_before
+    assert list(tmp_path.iterdir()) == []
+
+
+def ccemu(env, *args):
+    return subprocess.run([sys.executable, "-m", "ccemu.cli", *args], capture_output=True, text=True, env=env)
+
+
+def start_ccemu_up(tmp_path, config_yaml: str):
+    """`ccemu up --no-cli` in its own process, once its fabric is up: (process, env, state dir,
+    recorded state). The caller stops the process."""
+    config = tmp_path / "fabric.yaml"
+    config.write_text(config_yaml)
+    env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
+    up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while "is up" not in up.stdout.readline():
+        if up.poll() is not None or time.monotonic() > deadline:
+            up.kill()
+            pytest.fail(f"ccemu up did not come up: {up.stderr.read()}")
+    (state_dir,) = (tmp_path / "state").iterdir()
+    return up, env, state_dir, json.loads((state_dir / "state.json").read_text())
+
+
+def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
+    interfaces_before = root_interfaces()
+    up, env, state_dir, state = start_ccemu_up(
+        tmp_path, "name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
+    try:
+        assert leftovers(state), "the running fabric should be visible to the leak check"
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+
+    try:
+        clean = ccemu(env, "clean")
+
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert "killed-" in clean.stdout
+        assert leftovers(state) == []
+        assert root_interfaces() == interfaces_before
+        assert not state_dir.exists()
+        assert Inventory.all_runs(tmp_path / "state") == []
+    finally:
+        remove_if_left(state, state_dir)
+
+
+def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_a_run_that_reused_its_inodes(
+        tmp_path):
+    interfaces_before = root_interfaces()
+    up, env, killed_dir, killed = start_ccemu_up(
+        tmp_path, "name: killed\ntopology: {kind: fattree, k: 4}\nfabric: {ovs_instances: 2}\n")
+    # Like a cchost, a process in a host that outlives the host's shell keeps its namespace.
+    holder = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "exec", "--run", killed["run_id"], "h1", "sleep",
+                               "600"], env=env)
+    try:
+        # Inside the run's namespaces: every shell and OVS daemon it recorded, and the holder.
+        assert wait_until(lambda: len(Inventory.of_state(killed, tmp_path).processes_inside()) ==
+                          len(killed["processes"]) + 1, 10)
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+    try:
+        # The other hosts' shells die with the orchestrator, and their namespaces with them: the
+        # kernel hands those inode numbers to the next namespaces it creates, once its deferred
+        # namespace cleanup has run (give it a second after the last shell is gone).
+        shells = [ProcessRecord(**p) for p in killed["processes"] if p["what"].startswith(SHELL_OF)]
+        assert wait_until(lambda: not any(shell.alive() for shell in shells), 10)
+        time.sleep(1)
+        second = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path / "state")
+        with second:
+            reused = ({ns["inode"] for ns in killed["namespaces"]} &
+                      {n.inode for n in second.inventory.namespaces})
+            # What makes inodes unsafe: the kernel hands a freed namespace's number to the next one.
+            assert reused, "the second run got none of the first run's inode numbers: this test proves less"
+
+            clean = ccemu(env, "clean")
+
+            assert clean.returncode == 0, clean.stdout + clean.stderr
+            assert "killed-" in clean.stdout and f"{second.run_id}: still running" in clean.stdout
+            assert leftovers(killed) == []
+            assert holder.wait(timeout=10) == -signal.SIGKILL
+            assert all(p.alive() for p in second.inventory.processes)
+            assert check_reachability(second).problems == []
+    finally:
+        remove_if_left(killed, killed_dir)  # when an assertion stopped the test before `ccemu clean`
+    assert root_interfaces() == interfaces_before
+
+
+def test_ccemu_clean_leaves_a_live_run_alone(tmp_path):
+    net = FabricNet(fabric_config({"kind": "star", "hosts": 2}), state_root=tmp_path)
+    with net:
+        clean = ccemu({**os.environ, "CCEMU_STATE_ROOT": str(tmp_path)}, "clean")
+        assert "still running" in clean.stdout
+        assert net.inventory.state_dir.exists()
+
+
+def test_ccemu_exec_and_ports_work_on_a_live_fabric_and_ctrl_c_tears_everything_down(tmp_path):
+    interfaces_before = root_interfaces()
+    up, env, state_dir, state = start_ccemu_up(tmp_path, "name: interrupted\ntopology: {kind: star, hosts: 3}\n")
+    try:
+        ping = ccemu(env, "exec", "h1", "ping", "-c", "1", "-W", "5", "10.0.0.3")
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        ports = ccemu(env, "ports")
+        assert ports.returncode == 0, ports.stderr
+        assert all(name in ports.stdout for name in ("h1-eth1", "s1-eth1", "s1-eth3"))
+    finally:
+        up.send_signal(signal.SIGINT)
+        status = up.wait(timeout=30)
+
+    assert status == 0
+    assert leftovers(state) == []
+    assert root_interfaces() == interfaces_before
+    assert not state_dir.exists()

@@ -1,0 +1,71 @@
+"""The fidelity verdict on live fabrics (root; CI runs these): what the switches hide (time
+inside ovs-vswitchd) and queues that do not drain are found and judged."""
+
+import shlex
+import sys
+
+import pytest
+
+from ccemu.model.config import parse_config
+from ccemu.fabric.net import FabricNet
+from ccemu.results.fidelity import PASS, CpuTimes, Observation, SwitchFigures, judge, queue_residues
+from ccemu.ports.maps import PortMaps
+from ccemu.hosts.tcpload import run_pairs
+
+pytestmark = pytest.mark.root
+
+
+def tcp_load_verdict(tmp_path, rate_mbps, instances, seconds=5):
+    """The verdict on 8 cross-pod iperf3 pairs over a k=4 fat-tree, and its switch figures."""
+    config = parse_config({"name": "load", "topology": {"kind": "fattree", "k": 4}, "link": {"rate_mbps": rate_mbps},
+                           "fabric": {"ovs_instances": instances}})
+    with FabricNet(config, state_root=tmp_path) as net:
+        cpu = CpuTimes.now()
+        run_pairs(net, seconds)
+        with PortMaps(net.inventory.state_dir) as maps:
+            ports = maps.read_drained()
+            switches = SwitchFigures.of(ports, maps.frame_ns)
+        steal, busy = CpuTimes.now().since(cpu)
+    verdict = judge(Observation(steal=steal, busy=busy, frame_bytes=net.port_shape.frame_wire_bytes,
+                                switches=switches, residues=queue_residues(ports)))
+    print(f"{rate_mbps} Mbit/s, {instances} OVS instance(s): {verdict.status}, residence p50 "
+          f"{switches.residence_frames(0.5):.2f} p99 {switches.residence_frames(0.99):.2f} frame times, "
+          f"{switches.lost_packets} of {switches.arrived_packets} lost in switches; {verdict.reasons}")
+    return verdict, switches
+
+
+def test_an_overloaded_fabric_fails_on_switch_residence(tmp_path):
+    """One OVS instance cannot forward 8 x 50 Mbit/s: packets wait in its receive sockets."""
+    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=50, instances=1)
+    assert verdict.status != PASS
+    assert any("waited inside switch" in reason for reason in verdict.reasons)
+    assert switches.residence_frames(0.99) >= 2.0
+
+
+def test_a_light_load_passes_with_its_switch_residence_measured(tmp_path):
+    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=2, instances=2)
+    assert switches.residence.packets > 1000  # every packet that crossed a switch was timed
+    assert switches.residence_frames(0.5) < switches.residence_frames(0.99) < 2.0
+    assert switches.lost_packets == 0
+    assert (verdict.status, verdict.reasons) == (PASS, [])
+
+
+def test_a_packet_lost_after_its_port_admitted_it_is_a_queue_residue(tmp_path):
+    """The port program counts a packet as queued from its admission at egress until it
+    arrives at the peer: one lost in between (here: the data FIFO behind the program shrunk
+    to one frame, so HTB drops what the program admitted) stays queued, and is reported."""
+    config = parse_config({"name": "residue", "topology": {"kind": "star", "hosts": 2}, "link": {"rate_mbps": 5},
+                           "port": {"profile": "droptail", "buffer_bytes": 60_000}})
+    with FabricNet(config, state_root=tmp_path) as net:
+        h1 = net["h1"]
+        port = h1.defaultIntf().name
+        h1.cmd(f"tc qdisc change dev {port} parent 1:20 handle 20: bfifo limit 1600")
+        burst = ("import socket\n"
+                 "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                 f"for _ in range(20): s.sendto(bytes(1400), ('{net['h2'].IP()}', 9))\n")
+        h1.cmd(f"{sys.executable} -c {shlex.quote(burst)}")
+        with PortMaps(net.inventory.state_dir) as maps:
+            residues = queue_residues(maps.read_drained())
+    assert [r.split(" data ")[0] for r in residues] == [f"h1/{port}"]
+    verdict = judge(Observation(steal=0.0, busy=0.1, frame_bytes=1538, residues=residues))
+    assert verdict.status != PASS and "queues did not drain" in verdict.reasons[0]

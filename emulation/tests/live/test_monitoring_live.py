@@ -1,0 +1,114 @@
+"""Live metrics of a real run (root; CI runs these): the collector's output passes promtool,
+every dashboard panel's query finds the run's series in its Prometheus, and nothing listens
+beyond loopback."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from incast_runs import start_experiment
+
+from ccemu.metrics.dashboards import DASHBOARD_DIR, dashboards, panel_queries, rendered
+from ccemu.metrics.monitoring import query_range
+
+def listening_sockets_of(pids: set[int]) -> list[str]:
+    """Local addresses of the TCP sockets in LISTEN state held by `pids` (root namespace)."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                link = os.readlink(fd)
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    found = []
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                address = fields[1].split(":")[0]
+                found.append(address if width == 32 else ".".join(str(int(address[i:i + 2], 16))
+                                                                 for i in (6, 4, 2, 0)))
+    return found
+
+
+def monitoring_pids(state_root: Path) -> set[int]:
+    pids = set()
+    for state in (state_root / "monitoring").glob("*/state.json"):
+        pids |= {p["pid"] for p in json.loads(state.read_text())["processes"]}
+    return pids
+
+
+def wait_for_line(proc, pattern: str, timeout: float = 60) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        match = re.search(pattern, line)
+        if match:
+            return match
+        if not line and proc.poll() is not None:
+            break
+    pytest.fail(f"no line matching {pattern!r}: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def test_the_committed_dashboards_are_what_the_generator_writes():
+    for uid, dashboard in dashboards().items():
+        assert (DASHBOARD_DIR / f"{uid}.json").read_text() == rendered(dashboard), \
+            f"dashboards/{uid}.json is stale: run `python -m ccemu.metrics.dashboards write`"
+
+
+@pytest.mark.root
+def test_a_monitored_run_feeds_every_dashboard_panel_and_listens_on_loopback_only(tmp_path):
+    run, env = start_experiment(tmp_path, "monitored", 5, 1_000_000, [2, 8], 2)
+    try:
+        collector_port = int(wait_for_line(run, r"collector 127\.0\.0\.1:(\d+)/metrics").group(1))
+        deadline = time.monotonic() + 60
+        exposition = b""
+        while b"ccemu_port_queue_length_bytes_bucket{" not in exposition and time.monotonic() < deadline:
+            time.sleep(0.5)  # until a fabric is up and a queue has built
+            with urllib.request.urlopen(f"http://127.0.0.1:{collector_port}/metrics", timeout=10) as response:
+                exposition = response.read()
+        listening = listening_sockets_of({run.pid} | monitoring_pids(tmp_path / "state"))
+        out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err
+    assert b"ccemu_port_queue_bytes{" in exposition and b"ccemu_port_queue_length_bytes_bucket{" in exposition
+    check = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True)
+    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), check
+    assert len(listening) >= 2 and set(listening) == {"127.0.0.1"}, listening
+
+    (bundle,) = (tmp_path / "results" / "monitored").iterdir()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    cost = manifest["monitoring"]
+    print(f"collector: {cost['scrapes']} scrapes, {cost['collector_cpu_seconds']} CPU s, "
+          f"Prometheus {cost['prometheus_cpu_seconds']} CPU s, over {cost['seconds']} s")
+    assert cost["scrapes"] >= cost["seconds"] * 0.5
+
+    monitor = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "monitor", str(bundle), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = wait_for_line(monitor, r"(http://127\.0\.0\.1:\d+)").group(1)
+        assert set(listening_sockets_of(monitoring_pids(tmp_path / "state"))) == {"127.0.0.1"}
+        start = time.mktime(time.strptime(manifest["started"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        end = time.mktime(time.strptime(manifest["finished"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone + 2
+        empty = []
+        for uid, dashboard in dashboards().items():
+            for title, expression in panel_queries(dashboard):
+                concrete = (expression.replace("$experiment", "monitored").replace("$scheme", ".*")
+                            .replace("$n", ".*").replace("$__rate_interval", "5s"))
+                if not query_range(url, concrete, start, end):
+                    empty.append(f"{uid} / {title}: {concrete}")
+        assert empty == []
+    finally:
+        monitor.send_signal(2)
+        monitor.wait(timeout=30)
+    assert list((tmp_path / "state").rglob("state.json")) == []

@@ -1,0 +1,230 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccemu.model.config import ConfigError, DctcpPort, DoesNotFit, SchemeConfig, load_config, parse_config
+from ccemu.fabric.kernel import KernelFeatures
+
+REPO = Path(__file__).resolve().parents[3]
+NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+WITH_NETEM = KernelFeatures(netem=True, openvswitch=False)
+
+
+def config(**sections):
+    return {"name": "t", "topology": {"kind": "fattree", "k": 4}, **sections}
+
+
+@pytest.mark.parametrize("data, message", [
+    ({**config(), "topolgy": {}}, "config: topolgy: unknown key"),
+    (config(topology={"kind": "fattree", "k": 5}), "config: topology.k: must be even (got 5)"),
+    (config(topology={"kind": "fattree", "k": 0}), "config: topology.k: must be >= 2 (got 0)"),
+    (config(topology={"kind": "fattree", "k": 4, "pods": 2}), "config: topology.pods: unknown key"),
+    (config(topology={"kind": "torus"}), "config: topology.kind: must be one of"),
+    (config(link={"rate_mbps": 0}), "config: link.rate_mbps: must be at least 0.001 (1 kbit/s): the port program "
+                                    "keeps rates in whole bytes per second (got 0)"),
+    (config(link={"rate_mbps": -5}), "config: link.rate_mbps: must be at least 0.001 (1 kbit/s)"),
+    (config(port={"buffer_bytes": 1000}), "config: port.buffer_bytes: must hold at least one full frame, "
+                                          "1514 bytes at MTU 1500 (got 1000)"),
+    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us of propagation delay is not emulated yet: netem "
+                                     "behind a port would sit inside the queue the port programs measure"),
+    ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
+    (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
+    (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
+    (config(port={"profile": "red"}), "config: port.profile: must be one of 'droptail', 'dctcp', 'expresspass', "
+                                      "'spraypass' (got 'red')"),
+    (config(port={"profile": "dctcp", "ecn_threshold_bytes": 200000}),
+     "config: port.ecn_threshold_bytes: must be below port.buffer_bytes (150000) (got 200000)"),
+    (config(port={"profile": "expresspass", "credit_buffer_credits": 0}),
+     "config: port.credit_buffer_credits: input should be greater than or equal to 1 (got 0)"),
+    (config(port={"profile": "expresspass", "credit_share": 0.9}), "config: port.credit_share: input should be less"),
+    (config(port={"ecn_threshold_bytes": 5000}), "config: port.ecn_threshold_bytes: unknown key"),
+    (config(port={"profile": "spraypass", "credit_mark_window": 0}), "config: port.credit_mark_window: input"),
+    (config(schemes=[{"scheme": "dctcp", "port": {"profile": "expresspass"}}]),
+     "config: schemes.0.port.profile: dctcp runs on dctcp ports (got 'expresspass'); to run it on expresspass "
+     "ports on purpose, set schemes.0.port_mismatch_intended: true"),
+    (config(schemes=[{"scheme": "dctcp"}, {"scheme": "dctcp"}]), "config: schemes: each scheme once"),
+    (config(schemes=[{"scheme": "tcp"}]),
+     "config: schemes.0.scheme: input should be 'expresspass', 'spraypass', 'dctcp' or 'dctcp+' (got 'tcp')"),
+    (config(workload={"kind": "incast", "aggregator": "h17"}),
+     "config: workload.aggregator: the topology has h1..h16 (got h17)"),
+    (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),
+    (config(workload={"kind": "incst"}), "config: workload.kind: must be one of 'incast', 'realistic'"),
+    (config(workload={"kind": "realistic", "cdf": "search", "load": 1.5}), "config: workload.load: input should"),
+    (config(transport={"alpha": 0}), "config: transport.alpha: input should be greater than 0"),
+    (config(transport={"w_init": 0}), "config: transport.w_init: input should be greater than 0 (got 0)"),
+    (config(transport={"w_init": 1.5}), "config: transport.w_init: input should be less than or equal to 1 (got 1.5)"),
+    (config(transport={"slow_time_unit_us": 0}),
+     "config: transport.slow_time_unit_us: input should be greater than 0 (got 0)"),
+    (config(transport={"slow_time_unit_us": float("inf")}),
+     "config: transport.slow_time_unit_us: input should be a finite number (got inf)"),
+])
+def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(data, kernel=NO_NETEM)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"link": {"rate_mbps": 1e12}}, "config: link.rate_mbps: must be at most 100000 (100 Gbit/s): the port program's "
+                                    "fluid drain overflows 64 bits above 147573 Mbit/s (got 1e+12)"),
+    ({"link": {"rate_mbps": 100_001}}, "config: link.rate_mbps: must be at most 100000 (100 Gbit/s): the port "
+                                       "program's fluid drain overflows 64 bits above 147573 Mbit/s (got 100001)"),
+    ({"link": {"rate_mbps": float("nan")}}, "config: link.rate_mbps: must be at least 0.001 (1 kbit/s): the port "
+                                            "program keeps rates in whole bytes per second (got nan)"),
+    ({"port": {"buffer_bytes": (1 << 30) + 1}},
+     "config: port.buffer_bytes: input should be less than or equal to 1073741824 (got 1073741825)"),
+    ({"port": {"profile": "expresspass", "credit_buffer_credits": 12_782_641}},
+     "config: port.credit_buffer_credits: input should be less than or equal to 12782640 (got 12782641)"),
+    ({"port": {"profile": "spraypass", "credit_mark_window": 1 << 32}},
+     "config: port.credit_mark_window: input should be less than or equal to 4294967295 (got 4294967296)"),
+    ({"port": {"profile": "dctcp", "buffer_bytes": 1 << 30, "ecn_threshold_bytes": 1 << 30}},
+     "config: port.ecn_threshold_bytes: must be below port.buffer_bytes (1073741824) (got 1073741824)"),
+    ({"link": {"rate_mbps": 0.01}, "port": {"profile": "expresspass", "credit_share": 0.01}},
+     "config: port.credit_share: gives the credit class 100 bit/s at link.rate_mbps 0.01; it needs at least 672 "
+     "(one credit a second), or the port program sees no credit class (got 0.01)"),
+    ({"schemes": [{"scheme": "expresspass", "port": {"profile": "spraypass"}}]},
+     "config: schemes.0.port.profile: expresspass runs on expresspass ports (got 'spraypass'); to run it on "
+     "spraypass ports on purpose, set schemes.0.port_mismatch_intended: true"),
+    ({"schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass", "port": {"profile": "droptail"}}]},
+     "config: schemes.1.port.profile: expresspass sends data against credits, and droptail ports have no credit "
+     "class (use expresspass ports)"),
+    ({"schemes": [{"scheme": "expresspass", "port": {"profile": "dctcp"}, "port_mismatch_intended": True}]},
+     "config: schemes.0.port.profile: expresspass sends data against credits, and dctcp ports have no credit class "
+     "(use expresspass ports)"),
+    ({"schemes": [{"scheme": "spraypass", "port": {"profile": "dctcp"}}]},
+     "config: schemes.0.port.profile: spraypass sends data against credits, and dctcp ports have no credit class "
+     "(use spraypass ports)"),
+    ({"schemes": [{"scheme": "spraypass", "port": {"profile": "dctcp"}, "port_mismatch_intended": True}]},
+     "config: schemes.0.port.profile: spraypass sends data against credits, and dctcp ports have no credit class "
+     "(use spraypass ports)"),
+    ({"schemes": [{"scheme": "dctcp+", "port": {"profile": "spraypass"}}]},
+     "config: schemes.0.port.profile: dctcp+ runs on dctcp ports (got 'spraypass'); to run it on spraypass ports "
+     "on purpose, set schemes.0.port_mismatch_intended: true"),
+])
+def test_what_the_port_program_cannot_represent_or_a_scheme_cannot_use_is_refused_in_one_exact_line(section, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(config(**section), kernel=NO_NETEM)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("scheme, profile", [("expresspass", "spraypass"), ("dctcp", "droptail"),
+                                             ("dctcp", "expresspass")])
+def test_a_scheme_runs_on_another_schemes_ports_when_the_mismatch_is_intended(scheme, profile):
+    parsed = parse_config(config(schemes=[{"scheme": scheme, "port": {"profile": profile},
+                                           "port_mismatch_intended": True}]), kernel=NO_NETEM)
+    assert parsed.schemes[0].port.profile == profile
+
+
+def test_the_largest_link_rate_and_buffers_are_accepted():
+    parsed = parse_config(config(link={"rate_mbps": 100_000}, port={"buffer_bytes": 1 << 20}), kernel=NO_NETEM)
+    assert parsed.link.rate_mbps == 100_000
+
+
+def test_buffer_and_k_are_documented_as_bytes_on_the_wire():
+    for field in (DctcpPort.model_fields["buffer_bytes"], DctcpPort.model_fields["ecn_threshold_bytes"]):
+        assert "bytes on the wire" in field.description and "20 x 1538 = 30760" in field.description
+    assert "port_mismatch_intended" in SchemeConfig.model_fields
+    assert "on purpose" in SchemeConfig.model_fields["port_mismatch_intended"].description
+
+
+def test_validating_a_config_counts_its_topology_and_never_builds_it(monkeypatch):
+    def no_building(*args):
+        raise AssertionError("validation built the topology")
+
+    for factory in ("fat_tree", "leaf_spine", "dumbbell", "star"):
+        monkeypatch.setattr(f"ccemu.model.config.{factory}", no_building)
+    with pytest.raises(ConfigError, match="workload.aggregator: the topology has h1..h16000000 "):
+        parse_config(config(topology={"kind": "fattree", "k": 400},
+                            workload={"kind": "incast", "aggregator": "h99999999"}), kernel=NO_NETEM)
+    with pytest.raises(DoesNotFit, match="topology.k: a fat-tree with k=400 has 16000000 hosts"):
+        parse_config(config(topology={"kind": "fattree", "k": 400}), kernel=NO_NETEM)
+
+
+def test_port_profile_defaults_to_droptail_and_expresspass_to_the_papers_credit_share():
+    assert parse_config(config(port={"buffer_bytes": 9000}), kernel=NO_NETEM).port.profile == "droptail"
+    port = parse_config(config(port={"profile": "spraypass"}), kernel=NO_NETEM).port
+    assert port.credit_share == pytest.approx(84 / (84 + 1538))
+    assert (port.credit_buffer_bytes, port.credit_mark_window) == (8 * 84, 4)
+
+
+def test_link_delay_is_refused_even_where_the_kernel_has_netem():
+    with pytest.raises(ConfigError, match="link.delay_us: 100 us of propagation delay is not emulated yet: .*; use 0$"):
+        parse_config(config(link={"delay_us": 100}), kernel=WITH_NETEM)
+
+
+def test_defaults_fill_every_optional_section():
+    parsed = parse_config({"name": "t", "topology": {"kind": "star"}}, kernel=NO_NETEM)
+    assert parsed.topology.hosts == 4 and parsed.link.mtu == 1500 and parsed.fabric.ovs_instances == "auto"
+
+
+def test_auto_ovs_instances_is_one_per_cpu_and_five_switches_but_never_more_than_switches(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    fabric = parse_config(config(), kernel=NO_NETEM).fabric
+    assert [fabric.instance_count(n) for n in (1, 2, 6, 20, 45, 80)] == [1, 2, 2, 4, 9, 16]
+    assert parse_config(config(fabric={"ovs_instances": 3}), kernel=NO_NETEM).fabric.instance_count(20) == 3
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "workloads" / "experiments").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_experiment_is_valid(path):
+    assert load_config(path, kernel=NO_NETEM).name == path.stem
+
+
+def test_yaml_that_is_not_a_mapping_is_rejected_with_the_file_name(tmp_path):
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match=r"list.yaml: expected a mapping"):
+        load_config(bad)
+
+
+def test_cli_exits_2_with_one_line_and_starts_nothing(tmp_path):
+    bad = tmp_path / "odd.yaml"
+    bad.write_text("name: odd\ntopology: {kind: fattree, k: 3}\n")
+    state_root = tmp_path / "state"
+    result = subprocess.run(
+        [sys.executable, "-m", "ccemu.cli", "check", "--config", str(bad)],
+        capture_output=True, text=True, env={**os.environ, "CCEMU_STATE_ROOT": str(state_root)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"ccemu: {bad}: topology.k: must be even (got 3)"]
+    assert result.stdout == ""
+    assert not state_root.exists()
+
+
+def test_schemes_take_their_own_port_profile_by_default():
+    parsed = parse_config(config(schemes=[{"scheme": "expresspass"},
+                                          {"scheme": "dctcp", "port": {"ecn_threshold_bytes": 16000}}]),
+                          kernel=NO_NETEM)
+    assert [s.port.profile for s in parsed.schemes] == ["expresspass", "dctcp"]
+    assert parsed.for_scheme(parsed.schemes[1]).port.ecn_threshold_bytes == 16000
+
+
+def test_the_four_schemes_are_accepted_each_on_its_own_port_profile_by_default():
+    parsed = parse_config(config(schemes=[{"scheme": s} for s in ("expresspass", "spraypass", "dctcp", "dctcp+")]),
+                          kernel=NO_NETEM)
+    assert [(s.scheme, s.port.profile) for s in parsed.schemes] == [
+        ("expresspass", "expresspass"), ("spraypass", "spraypass"), ("dctcp", "dctcp"), ("dctcp+", "dctcp")]
+    assert parsed.schemes[1].port.credit_mark_window == 4
+
+
+def test_w_init_and_slow_time_unit_are_unset_by_default_and_taken_when_given():
+    default = parse_config(config(), kernel=NO_NETEM).transport
+    assert (default.w_init, default.slow_time_unit_us) == (None, None)
+    given = parse_config(config(transport={"alpha": 0.0625, "w_init": 0.0625, "slow_time_unit_us": 100}),
+                         kernel=NO_NETEM).transport
+    assert (given.w_init, given.slow_time_unit_us) == (0.0625, 100.0)
+
+
+def test_the_incast_experiment_file_is_valid():
+    parsed = load_config(REPO / "workloads" / "experiments" / "incast.yaml", kernel=NO_NETEM)
+    assert [(s.scheme, s.port.profile) for s in parsed.schemes] == [
+        ("expresspass", "expresspass"), ("spraypass", "spraypass"), ("dctcp", "dctcp"), ("dctcp+", "dctcp")]
+    expresspass, spraypass, dctcp, dctcp_plus = (s.port for s in parsed.schemes)
+    assert (spraypass.buffer_bytes, spraypass.credit_buffer_credits, spraypass.credit_share) == \
+        (expresspass.buffer_bytes, expresspass.credit_buffer_credits, expresspass.credit_share)
+    assert spraypass.credit_mark_window == 4
+    assert dctcp_plus == dctcp
+    assert parsed.workload.kind == "incast"

@@ -1,0 +1,106 @@
+import pytest
+
+from ccemu.results.fidelity import FAIL, PASS, WARN, CpuTimes, Observation, SwitchFigures, judge
+from ccemu.ports.maps import RESIDENCE_BUCKETS, Residence, residence_bucket_bounds
+
+FRAME = 1538
+FRAME_NS = 1_230_400  # one 1538-byte frame at 10 Mbit/s
+
+
+def residence_at(ns: float, packets: int, untracked: int = 0) -> Residence:
+    """`packets` residences of about `ns` each, in their histogram bucket."""
+    bucket = next(b for b in range(RESIDENCE_BUCKETS) if ns < residence_bucket_bounds(b)[1])
+    histogram = [0] * RESIDENCE_BUCKETS
+    histogram[bucket] = packets
+    return Residence(packets=packets, sum_ns=int(ns * packets), max_ns=int(ns), untracked_packets=untracked,
+                     histogram=tuple(histogram))
+
+
+def switches(residence: Residence, arrived: int = 10_000, lost: int = 0, **others: Residence) -> SwitchFigures:
+    """Switch e1 with `residence`, and `others` by name."""
+    return SwitchFigures({"e1": residence, **others}, FRAME_NS, arrived, lost)
+
+
+def test_a_run_that_kept_up_passes_with_its_figures_recorded():
+    verdict = judge(Observation(steal=0.02, busy=0.6, frame_bytes=FRAME, bottleneck_lag_bytes=1000,
+                                credit_lag_bytes=84, switches=switches(residence_at(0.2 * FRAME_NS, 1000)),
+                                lateness_us=50, credit_gap_us=1300))
+    assert (verdict.status, verdict.reasons) == (PASS, [])
+    assert verdict.figures["bottleneck_lag_frames"] == round(1000 / FRAME, 4)
+    assert verdict.figures["credit_lag_credits"] == 1.0
+    assert 0.15 < verdict.figures["switch_residence_p99_frames"] < 0.25
+    assert verdict.figures["worst_switch_residence_p99_frames"] == verdict.figures["switch_residence_p99_frames"]
+
+
+def test_the_worst_finding_decides_and_every_finding_is_a_reason():
+    verdict = judge(Observation(steal=0.2, busy=0.99, frame_bytes=FRAME, bottleneck_lag_bytes=7000,
+                                lateness_us=2000, credit_gap_us=1300))
+    assert verdict.status == FAIL
+    assert [r.split(":")[0] for r in verdict.reasons] == [WARN, WARN, FAIL, FAIL]
+    assert "links drained slower than configured" in verdict.reasons[2]
+
+
+def test_packets_held_inside_the_switches_warn_from_two_frame_times_and_fail_from_eight():
+    for frames, status in ((1.5, PASS), (3, WARN), (10, FAIL)):
+        verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME,
+                                    switches=switches(residence_at(frames * FRAME_NS, 1000))))
+        assert verdict.status == status, frames
+    assert "waited inside the switches" in verdict.reasons[0]
+
+
+def test_one_switch_that_holds_packets_is_judged_on_its_own_p99_not_drowned_by_quiet_ones():
+    quiet = {f"e{i}": residence_at(0.1 * FRAME_NS, 20_000) for i in range(2, 12)}
+    held = residence_at(10 * FRAME_NS, 1000)
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, switches=switches(held, **quiet)))
+    assert verdict.figures["switch_residence_p99_frames"] < 2  # the fabric's pooled p99 looks fine
+    assert verdict.status == FAIL and "inside switch e1 " in verdict.reasons[0]
+    # A switch with a handful of packets has no p99 of its own: they count in the fabric's.
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME,
+                                switches=switches(residence_at(10 * FRAME_NS, 5), **quiet)))
+    assert verdict.status == PASS
+
+
+def test_packets_the_switch_map_lost_track_of_count_as_the_longest_residences():
+    """Untracked packets were evicted from the arrival map while they waited: the oldest."""
+    fine = residence_at(0.1 * FRAME_NS, 1000)
+    assert fine.quantile_ns(0.99) < 0.2 * FRAME_NS
+    evicted = Residence(**{**fine.__dict__, "untracked_packets": 50, "max_ns": 5 * FRAME_NS})
+    assert evicted.quantile_ns(0.99) == 5 * FRAME_NS
+
+
+def test_residence_quantiles_interpolate_inside_their_bucket():
+    low, high = residence_bucket_bounds(41)
+    histogram = [0] * RESIDENCE_BUCKETS
+    histogram[41] = 100
+    residence = Residence(packets=100, sum_ns=0, max_ns=int(high), histogram=tuple(histogram))
+    assert residence.quantile_ns(0.5) == pytest.approx((low + high) / 2)
+    assert residence_bucket_bounds(1) == (1024.0, 1280.0) and residence_bucket_bounds(4)[1] == 2048.0
+
+
+def test_packets_lost_inside_the_switches_are_a_finding():
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME,
+                                switches=switches(residence_at(1000, 100), arrived=10_000, lost=200)))
+    assert verdict.status == FAIL and "lost inside the switches" in verdict.reasons[0]
+
+
+def test_queues_left_over_and_failed_hosts_are_warnings_that_name_them():
+    failure = "round 1: h5's cchost (sender) killed by SIGKILL: its flows never finished"
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, residues=["ovs0/s1-eth1 data 1538 B"],
+                                host_failures=[failure]))
+    assert verdict.status == WARN
+    assert "ovs0/s1-eth1 data 1538 B" in verdict.reasons[0]
+    assert verdict.reasons[1] == f"WARN: {failure}"
+
+
+def test_window_schemes_are_not_judged_on_credit_pacing_or_credit_lag():
+    verdict = judge(Observation(steal=0.0, busy=0.5, frame_bytes=FRAME))
+    assert "pacing_lateness_of_gap" not in verdict.figures and "credit_lag_credits" not in verdict.figures
+
+
+def test_cpu_shares_come_from_proc_stat_differences(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 ...\n")
+    before = CpuTimes.now(stat)
+    stat.write_text("cpu  150 0 150 800 100 0 0 100 0 0\n")
+    steal, busy = CpuTimes.now(stat).since(before)
+    assert (steal, busy) == (100 / 300, 100 / 300)

@@ -1,0 +1,54 @@
+"""The run inventory: a process is on record before it runs (no SIGKILL can leak one)."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from ccemu.fabric.inventory import Inventory, ProcessRecord, process_start_time
+
+
+def test_a_spawned_command_runs_only_once_its_record_is_saved(tmp_path):
+    inventory = Inventory.create("run", tmp_path)
+    proc = inventory.spawn("reader", ["sh", "-c", f"cat {inventory.state_dir / 'state.json'}"],
+                           stdout=subprocess.PIPE, text=True)
+    seen = json.loads(proc.communicate(timeout=10)[0])
+    assert [(p["pid"], p["what"]) for p in seen["processes"]] == [(proc.pid, "reader")]
+    assert proc.returncode == 0
+
+
+def test_a_spawned_command_never_runs_when_the_orchestrator_dies_before_recording_it(tmp_path):
+    marker = tmp_path / "ran"
+    orchestrator = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from ccemu.fabric.inventory import Inventory
+        inventory = Inventory.create("run", Path({str(tmp_path)!r}))
+        # SIGKILLed between starting the child and saving its record:
+        inventory.add_process = lambda pid, what: (print(pid, flush=True), os.kill(os.getpid(), signal.SIGKILL))
+        inventory.spawn("toucher", ["touch", {str(marker)!r}])
+    """)
+    run = subprocess.run([sys.executable, "-c", orchestrator], capture_output=True, text=True, timeout=30)
+    assert run.returncode == -signal.SIGKILL
+    child = int(run.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while process_start_time(child) is not None:  # it reads EOF and exits
+        assert time.monotonic() < deadline, "the gated child kept waiting"
+        time.sleep(0.05)
+    assert not marker.exists()
+
+
+def test_a_recorded_process_is_signalled_only_while_its_start_time_matches(tmp_path):
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        stale = ProcessRecord(proc.pid, ProcessRecord.of(proc.pid, "sleep").start_time - 1, "an older process")
+        stale.signal(signal.SIGKILL)
+        assert proc.poll() is None
+        ProcessRecord.of(proc.pid, "sleep").signal(signal.SIGKILL)
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

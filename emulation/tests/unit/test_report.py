@@ -1,0 +1,70 @@
+"""Summary and plots of a results bundle, from known tables (no emulation needed)."""
+
+import csv
+import json
+
+from ccemu.results.report import incast_table, report
+from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
+
+
+def write(path, fields, rows):
+    with open(path, "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=fields, restval=0)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def bundle(tmp_path, schemes=("expresspass", "dctcp")):
+    flows = [{"scheme": s, "n": 2, "round": 1, "id": i, "src": f"h{i + 1}", "dst": "h1", "size": 50_000,
+              "bucket": "M", "start": 1.0, "end": 1.0 + fct, "fct": fct, "retransmits": 1 if s == "dctcp" else 0,
+              "timeouts": 0, "spurious_timeouts": 0, "credits_sent": 40 if s == "expresspass" else 0,
+              "credits_wasted": 2 if s == "expresspass" else 0}
+             for s in schemes for i, fct in ((1, 0.1), (2, 0.3))]
+    rounds = [{"scheme": s, "n": 2, "round": 1, "flows": 2, "finished": 2, "bytes": 100_000, "duration": 0.4,
+               "goodput_bps": 2_000_000, "unfinished": ""} for s in schemes]
+    ports = [{"scheme": s, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1, "data_dropped": drops,
+              "max_data_queue": queue, "mean_data_queue": queue // 2, "bucket_bytes": 1000, "histogram": "1 1 2"}
+             for s, drops, queue in zip(schemes, (0, 5, 7, 9), (3000, 9000, 4000, 6000))]
+    write(tmp_path / "flows.csv", FLOW_FIELDS, flows)
+    write(tmp_path / "rounds.csv", ROUND_FIELDS, rounds)
+    write(tmp_path / "ports.csv", PORT_FIELDS, ports)
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "config": {"name": "t", "seed": 1, "link": {"rate_mbps": 10}}, "git_commit": "abc",
+        "fidelity": {"status": "WARN", "reasons": ["WARN: steal"]}, "expresspass_queue_bound_bytes": 97320,
+        "expresspass_credit_queues_on_longest_path": 6, "dctcp_k_bytes": 30000}))
+    return tmp_path
+
+
+def test_the_incast_table_puts_each_scheme_and_n_in_one_row(tmp_path):
+    from ccemu.results.bundle import read_table
+    directory = bundle(tmp_path)
+    rows = incast_table(*(read_table(directory, name) for name in ("flows", "rounds", "ports")))
+    by_scheme = {r["scheme"]: r for r in rows}
+    assert by_scheme["expresspass"]["goodput_mbps"] == 2.0
+    assert by_scheme["expresspass"]["fct_mean_ms"] == 200.0
+    assert by_scheme["expresspass"]["credit_waste"] == 0.05
+    assert (by_scheme["dctcp"]["data_drops"], by_scheme["dctcp"]["max_queue"], by_scheme["dctcp"]["retransmits"]) == \
+        (5, 9000, 2)
+
+
+def test_report_writes_the_summary_and_three_plots_from_the_tables_alone(tmp_path):
+    directory = bundle(tmp_path)
+    summary = report(directory).read_text()
+    assert "Fidelity: **WARN**" in summary and "- WARN: steal" in summary
+    assert "| expresspass | 2 | 2.00 | 200.0 |" in summary
+    assert "Largest measured: 3000 B: within the bound" in summary
+    assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
+                                                                       "queue_cdf.png"]
+    assert report(directory).read_text() == summary  # deterministic
+
+
+def test_the_report_has_a_row_and_a_plot_line_for_every_scheme_including_dctcp_plus(tmp_path):
+    schemes = ("expresspass", "spraypass", "dctcp", "dctcp+")
+    directory = bundle(tmp_path, schemes)
+    summary = report(directory).read_text()
+    for scheme in schemes:
+        assert f"| {scheme} | 2 | 2.00 | 200.0 |" in summary
+        assert f"| {scheme} | M | 2 |" in summary
+    assert "| dctcp+ | 2 | 2.00 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 9 |" in summary
+    assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
+                                                                       "queue_cdf.png"]

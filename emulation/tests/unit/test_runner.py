@@ -1,0 +1,60 @@
+"""What the runner hands cchost, computed without a fabric: schedules (with each flow's number
+of equal-cost paths, from the topology's routing) and the transport's command-line flags."""
+
+import json
+import random
+
+import pytest
+
+from ccemu.hosts.cchost import ScheduledFlow, write_schedule
+from ccemu.model.config import IncastWorkload, parse_config
+from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.routing import Routing
+from ccemu.experiments.runner import incast_schedule, transport_args
+from ccemu.model.topology import fat_tree, leaf_spine
+
+NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+
+
+def test_a_schedule_line_carries_paths_when_set_and_leaves_it_out_otherwise():
+    with_paths = json.loads(ScheduledFlow(id=7, dst=1, size=1000, start=0.5, scheme="spraypass", paths=4).line())
+    assert with_paths == {"id": 7, "dst": 1, "size": 1000, "start": 0.5, "scheme": "spraypass", "paths": 4}
+    assert "paths" not in json.loads(ScheduledFlow(id=7, dst=1, size=1000, start=0.5).line())
+
+
+@pytest.mark.parametrize("paths", [0, 257])
+def test_a_flow_with_paths_outside_what_a_path_id_names_is_refused(paths):
+    with pytest.raises(ValueError, match=f"flow 1: paths must be 1..256 \\(got {paths}\\)"):
+        ScheduledFlow(id=1, dst=2, size=1, start=0.0, paths=paths)
+
+
+def test_incast_flows_on_a_k4_fat_tree_carry_1_path_under_one_edge_2_within_a_pod_and_4_across_pods(tmp_path):
+    # k=4: h1 h2 under e1, h3 h4 under e2 (pod 0), h5..h16 in pods 1-3.
+    topo = fat_tree(4)
+    workload = IncastWorkload(kind="incast", aggregator="h1", flows=[15])
+    flows = incast_schedule(Routing(topo), topo.host_names, workload, 15, random.Random(1), start=0.2, first_id=1)
+    expected = {"h2": 1, "h3": 2, "h4": 2, **{f"h{i}": 4 for i in range(5, 17)}}
+    assert {src: flow.paths for src, flow in flows} == expected
+    assert [flow.id for _, flow in flows] == list(range(1, 16)) and {flow.dst for _, flow in flows} == {1}
+
+    by_sender = {src: flow for src, flow in flows}
+    lines = write_schedule(tmp_path / "h3.flows", [by_sender["h3"]]).read_text().splitlines()
+    assert [json.loads(line)["paths"] for line in lines] == [2]
+
+
+def test_incast_flows_on_a_leaf_spine_carry_one_path_per_spine_across_leaves():
+    topo = leaf_spine(leaves=2, spines=3, hosts_per_leaf=2)  # h1 h2 on l1, h3 h4 on l2
+    workload = IncastWorkload(kind="incast", aggregator="h1", flows=[3])
+    flows = incast_schedule(Routing(topo), topo.host_names, workload, 3, random.Random(1), start=0.0, first_id=1)
+    assert {src: flow.paths for src, flow in flows} == {"h2": 1, "h3": 3, "h4": 3}
+
+
+def test_w_init_and_slow_time_unit_reach_cchost_only_when_the_config_sets_them():
+    base = {"name": "t", "topology": {"kind": "fattree", "k": 4}, "seed": 2}
+    default = transport_args(parse_config(base, kernel=NO_NETEM), "h3")
+    assert "--w-init" not in default and "--slow-time-unit-us" not in default
+    assert default[default.index("--seed") + 1] == "2003"
+    given = transport_args(parse_config({**base, "transport": {"w_init": 0.0625, "slow_time_unit_us": 100}},
+                                        kernel=NO_NETEM), "h3")
+    assert given[given.index("--w-init") + 1] == "0.0625"
+    assert given[given.index("--slow-time-unit-us") + 1] == "100.0"

@@ -1,0 +1,84 @@
+import pytest
+
+from ccemu.model.config import parse_config
+from ccemu.fabric.kernel import KernelFeatures
+from ccemu.ports.program import PortIds, number_ports
+from ccemu.ports.tc import PortShape, idle_reset_ns, port_program_line, port_qdiscs
+
+NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+
+
+def shape_of(port: dict, rate_mbps: float = 25) -> PortShape:
+    config = parse_config({"name": "t", "topology": {"kind": "star"}, "link": {"rate_mbps": rate_mbps},
+                           "port": port}, kernel=NO_NETEM)
+    return PortShape.of(config)
+
+
+def test_droptail_port_is_htb_at_link_rate_with_wire_overhead_and_only_a_data_class():
+    lines = port_qdiscs("e1-eth1", shape_of({"profile": "droptail", "buffer_bytes": 30000}))
+    assert lines[0] == "qdisc replace dev e1-eth1 root handle 1: htb default 20"
+    assert "classid 1:1 htb rate 25000000bit ceil 25000000bit" in lines[1]
+    assert all("overhead 24 mpu 84" in line for line in lines if line.startswith("class"))
+    assert not any("1:10" in line for line in lines)
+    assert "classid 1:20 htb rate 25000000bit ceil 25000000bit" in lines[2]
+    # The FIFO has room beyond the buffer: the port program drops first.
+    assert lines[3] == f"qdisc replace dev e1-eth1 parent 1:20 handle 20: bfifo limit {30000 + 4 * 1514}"
+
+
+def test_expresspass_port_caps_credits_at_their_share_and_lets_data_borrow_the_link():
+    lines = port_qdiscs("x", shape_of({"profile": "expresspass"}, rate_mbps=10))
+    credit_bps = round(10e6 * 84 / (84 + 1538))
+    assert f"classid 1:10 htb rate {credit_bps}bit ceil {credit_bps}bit burst 168b cburst 168b prio 0" in lines[2]
+    assert f"classid 1:20 htb rate {10_000_000 - credit_bps}bit ceil 10000000bit" in lines[4]
+
+
+def test_port_program_line_carries_every_setting_in_the_loader_field_order():
+    line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8),
+                             port_id=7, peer_port_id=2, switch_port=True)
+    fields = line.split()
+    assert len(fields) == 19
+    name, link_Bps, credit_Bps, credit_buffer, data_buffer, k, window, credit_cls, data_cls = fields[:9]
+    assert (name, link_Bps, credit_buffer, data_buffer, k, window) == ("s1-eth3", "1000000", "672", "150000", "0", "4")
+    assert int(credit_Bps) == round(8e6 * 84 / 1622) // 8
+    assert (credit_cls, data_cls) == ("10010", "10020")
+    assert fields[11:] == ["24", "84", "168", str(2 * 1538), "7", "2", "1", str(10**9)]
+
+
+def test_a_slow_ports_idle_reset_waits_twice_as_long_as_its_full_buffer_takes_to_drain():
+    slow = PortShape(rate_mbps=0.5, buffer_bytes=150_000, mtu=1500)
+    assert idle_reset_ns(slow) == round(2e9 * 150_000 * 8 / 500_000)  # 4.8 s
+    assert idle_reset_ns(PortShape(rate_mbps=10, buffer_bytes=150_000, mtu=1500)) == 10**9  # at least 1 s
+
+
+def test_dctcp_threshold_reaches_the_port_program():
+    shape = shape_of({"profile": "dctcp", "ecn_threshold_bytes": 20000, "buffer_bytes": 60000})
+    assert (shape.ecn_threshold_bytes, shape.credit_share) == (20000, 0.0)
+    assert port_program_line("x", shape, 1, 2, switch_port=False).split()[5] == "20000"
+
+
+def test_fractional_rates_are_not_rounded_to_whole_megabits():
+    lines = port_qdiscs("x", PortShape(rate_mbps=0.5, buffer_bytes=3000, mtu=1500))
+    assert "rate 500000bit" in lines[1]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rate_mbps": 0, "buffer_bytes": 3000, "mtu": 1500}, "rate_mbps"),
+    ({"rate_mbps": 5, "buffer_bytes": 1000, "mtu": 1500}, "cannot hold one 1514-byte frame"),
+    ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "credit_share": 0.05, "credit_buffer_bytes": 10},
+     "cannot hold one credit"),
+    ({"rate_mbps": 5, "buffer_bytes": 3000, "mtu": 1500, "ecn_threshold_bytes": 3000}, "ecn_threshold_bytes"),
+])
+def test_bad_shapes_raise_instead_of_being_ignored(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PortShape(**kwargs)
+
+
+def test_every_port_is_numbered_once_and_points_at_the_other_end_of_its_link():
+    ids = number_ports([("s1-eth1", "h1-eth1"), ("s1-eth2", "s2-eth1")])
+    assert ids == {"h1-eth1": PortIds(1, 2), "s1-eth1": PortIds(2, 1),
+                   "s1-eth2": PortIds(3, 4), "s2-eth1": PortIds(4, 3)}
+
+
+def test_an_interface_on_two_links_is_refused():
+    with pytest.raises(ValueError, match="s1-eth1 is on two links"):
+        number_ports([("s1-eth1", "h1-eth1"), ("s1-eth1", "s2-eth1")])

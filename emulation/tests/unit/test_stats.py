@@ -1,0 +1,37 @@
+import pytest
+
+from ccemu.results.stats import (FctSummary, fct_by_bucket, histogram_cdf, histogram_mean, jain_fairness, percentile,
+                         size_bucket)
+
+
+def test_sizes_fall_in_the_papers_buckets():
+    assert [size_bucket(s) for s in (0, 9_999, 10_000, 99_999, 100_000, 999_999, 1_000_000, 10**9)] == \
+        ["S", "S", "M", "M", "L", "L", "XL", "XL"]
+
+
+def test_percentiles_interpolate_between_ranks_like_numpy():
+    values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert percentile(values, 50) == 5.5
+    assert percentile(values, 99) == pytest.approx(9.91)
+    assert percentile(values, 0) == 1 and percentile(values, 100) == 10
+    assert percentile([42], 99) == 42
+
+
+def test_fct_summary_per_bucket_on_known_data():
+    flows = [(5_000, t) for t in (1.0, 2.0, 3.0, 4.0)] + [(50_000, 10.0), (2_000_000, 7.0), (3_000_000, 9.0)]
+    summary = fct_by_bucket(flows)
+    assert list(summary) == ["S", "M", "XL"]
+    assert summary["S"] == FctSummary(flows=4, mean=2.5, p50=2.5, p99=pytest.approx(3.97), max=4.0)
+    assert summary["XL"].p50 == 8.0 and summary["M"].flows == 1
+
+
+def test_queue_histograms_give_their_cdf_and_mean():
+    counts = [2, 0, 2]
+    assert histogram_cdf(counts, 100) == [(100, 0.5), (200, 0.5), (300, 1.0)]
+    assert histogram_mean(counts, 100) == 150
+    assert histogram_cdf([0, 0], 10) == []
+
+
+def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_a_hog():
+    assert jain_fairness([3, 3, 3]) == pytest.approx(1)
+    assert jain_fairness([1, 0, 0, 0]) == pytest.approx(0.25)

@@ -1,0 +1,119 @@
+from collections import deque
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ccemu.model.routing import PATH_IDS, Routing, asymmetric_paths
+from ccemu.model.topology import TopologyError, dumbbell, fat_tree, leaf_spine, star
+
+ROUTINGS = {k: Routing(fat_tree(k)) for k in (4, 6, 8)}
+
+
+def all_shortest_paths(topo, src, dst):
+    """Independent of routing.py: every shortest switch sequence, by breadth-first search."""
+    start, _ = topo.attachment(src)
+    goal, _ = topo.attachment(dst)
+    paths, best = [], None
+    queue = deque([(start,)])
+    while queue:
+        path = queue.popleft()
+        if best is not None and len(path) > best:
+            break
+        if path[-1] == goal:
+            best = len(path)
+            paths.append(path)
+            continue
+        for peer, _ in topo.ports(path[-1]).values():
+            if not topo.is_host(peer) and peer not in path:
+                queue.append(path + (peer,))
+    return set(paths)
+
+
+def test_fat_tree_k4_has_20_switches_16_hosts_48_links():
+    topo = fat_tree(4)
+    assert (len(topo.switches), len(topo.hosts), len(topo.links)) == (20, 16, 48)
+
+
+def test_fat_tree_k8_has_80_switches_128_hosts():
+    topo = fat_tree(8)
+    assert (len(topo.switches), len(topo.hosts), len(topo.links)) == (80, 128, 384)
+
+
+def test_hosts_in_different_pods_of_k4_have_four_distinct_equal_cost_paths():
+    routing = ROUTINGS[4]
+    paths = routing.paths("h1", "h16")
+    assert len(paths) == 4
+    assert set(paths) == all_shortest_paths(routing.topo, "h1", "h16")
+
+
+def test_hosts_in_one_pod_have_k_over_2_paths_and_under_one_edge_a_single_path():
+    routing = ROUTINGS[4]
+    assert set(routing.paths("h1", "h3")) == all_shortest_paths(routing.topo, "h1", "h3")
+    assert len(routing.paths("h1", "h3")) == 2
+    assert routing.paths("h1", "h2") == [("e1",)]
+
+
+@pytest.mark.parametrize("k", [4, 6, 8])
+def test_path_ids_enumerate_exactly_the_shortest_paths_of_a_cross_pod_pair(k):
+    routing = ROUTINGS[k]
+    last = routing.topo.host_names[-1]
+    assert len(routing.paths("h1", last)) == (k // 2) ** 2
+    assert set(routing.paths("h1", last)) == all_shortest_paths(routing.topo, "h1", last)
+
+
+def test_every_pair_and_path_id_of_k4_takes_the_reverse_path_back():
+    assert asymmetric_paths(ROUTINGS[4]) == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(k=st.sampled_from([4, 6, 8]), data=st.data())
+def test_reverse_path_is_the_forward_path_reversed(k, data):
+    routing = ROUTINGS[k]
+    hosts = routing.topo.host_names
+    a = data.draw(st.sampled_from(hosts))
+    b = data.draw(st.sampled_from([h for h in hosts if h != a]))
+    pid = data.draw(st.integers(0, PATH_IDS - 1))
+    assert routing.path(b, a, pid) == routing.path(a, b, pid)[::-1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(k=st.sampled_from([4, 6, 8]), data=st.data())
+def test_path_id_p_and_p_mod_n_paths_take_the_same_path(k, data):
+    routing = ROUTINGS[k]
+    hosts = routing.topo.host_names
+    a, b = data.draw(st.sampled_from(hosts)), data.draw(st.sampled_from(hosts))
+    if a == b:
+        return
+    pid = data.draw(st.integers(0, PATH_IDS - 1))
+    assert routing.path(a, b, pid) == routing.path(a, b, pid % routing.n_paths(a, b))
+
+
+@pytest.mark.parametrize("topo", [leaf_spine(3, 4, 2), dumbbell(3), star(5)], ids=lambda t: t.kind)
+def test_other_topologies_route_symmetrically_over_all_shortest_paths(topo):
+    routing = Routing(topo)
+    assert asymmetric_paths(routing) == []
+    a, b = topo.host_names[0], topo.host_names[-1]
+    assert set(routing.paths(a, b)) == all_shortest_paths(topo, a, b)
+
+
+def test_leaf_spine_spreads_path_ids_over_every_spine():
+    routing = Routing(leaf_spine(2, 4, 1))
+    assert [p[1] for p in routing.paths("h1", "h2")] == ["s1", "s2", "s3", "s4"]
+
+
+def test_interface_names_fit_linux_limit_up_to_k16():
+    topo = fat_tree(16)
+    assert max(len(name) for link in topo.links for name in link.interface_names()) <= 15
+
+
+@pytest.mark.parametrize("k", [0, 3, 7, -2])
+def test_fat_tree_rejects_odd_or_small_k(k):
+    with pytest.raises(TopologyError, match="even and >= 2"):
+        fat_tree(k)
+
+
+def test_host_addresses_are_unique_and_in_10_slash_8():
+    topo = fat_tree(8)
+    assert len({h.ip for h in topo.hosts}) == len({h.mac for h in topo.hosts}) == 128
+    assert all(h.ip.startswith("10.") for h in topo.hosts)

@@ -1,0 +1,75 @@
+import random
+import statistics
+
+import pytest
+
+from ccemu.model.workloads import CDF_NAMES, FlowSizeCdf, incast_round, permutation, poisson_flows, shuffle
+
+HOSTS = [f"h{i}" for i in range(1, 17)]
+
+
+def test_incast_splits_the_total_over_n_flows_to_the_aggregator_from_every_other_host():
+    flows = incast_round(HOSTS, "h1", 32, 1_000_000, random.Random(1))
+    assert len(flows) == 32 and {f.dst for f in flows} == {"h1"}
+    assert {f.size for f in flows} == {31_250}
+    senders = [f.src for f in flows]
+    assert "h1" not in senders and set(senders) == set(HOSTS) - {"h1"}
+    assert max(senders.count(h) for h in set(senders)) == 3  # 32 flows over 15 senders
+
+
+def test_incast_refuses_an_aggregator_outside_the_topology():
+    with pytest.raises(ValueError, match="h99 is not a host"):
+        incast_round(HOSTS, "h99", 4, 1000, random.Random(1))
+
+
+@pytest.mark.parametrize("name", CDF_NAMES)
+def test_sampled_sizes_follow_the_cdf(name):
+    cdf = FlowSizeCdf.named(name)
+    rng = random.Random(7)
+    sizes = [cdf.sample(rng) for _ in range(20_000)]
+    assert statistics.fmean(sizes) == pytest.approx(cdf.mean(), rel=0.1)
+    # The median of the samples sits where the CDF crosses 1/2.
+    median = statistics.median(sizes)
+    below = sum(1 for s in sizes if s <= median) / len(sizes)
+    assert below == pytest.approx(0.5, abs=0.01)
+    assert min(sizes) >= cdf.sizes[0] and max(sizes) <= cdf.sizes[-1]
+
+
+def test_the_cdfs_have_the_papers_average_sizes():
+    # ../shared/reference/README.md: 1.6 MB, 7.41 MB, 701 KB, 64 KB. Interpolating linearly
+    # between the points gives 1.71 MB, 7.49 MB, 713 KB, 66 KB: within 7 %.
+    means = {name: FlowSizeCdf.named(name).mean() for name in CDF_NAMES}
+    assert means["search"] == pytest.approx(1.6e6, rel=0.07)
+    assert means["mining"] == pytest.approx(7.41e6, rel=0.07)
+    assert means["cachefollower"] == pytest.approx(701e3, rel=0.07)
+    assert means["webserver"] == pytest.approx(64e3, rel=0.07)
+
+
+@pytest.mark.parametrize("name", CDF_NAMES)
+def test_poisson_arrivals_offer_the_target_load_within_5_percent_over_10k_flows(name):
+    cdf, load, link_bps = FlowSizeCdf.named(name), 0.6, 10e6
+    flows = poisson_flows(HOSTS, cdf, load, link_bps, 10_000, random.Random(3))
+    span = max(f.start for f in flows)
+    offered = sum(cdf.mean() for _ in flows) * 8 / span  # arrival rate x mean size
+    assert offered == pytest.approx(load * link_bps * len(HOSTS), rel=0.05)
+    assert all(f.src != f.dst for f in flows)
+    assert [f.start for f in flows] == sorted(f.start for f in flows)
+
+
+def test_generators_are_deterministic_under_a_seed_and_differ_across_seeds():
+    cdf = FlowSizeCdf.named("webserver")
+    run = lambda seed: poisson_flows(HOSTS, cdf, 0.5, 10e6, 500, random.Random(seed))  # noqa: E731
+    assert run(5) == run(5) and run(5) != run(6)
+    assert incast_round(HOSTS, "h1", 8, 800, random.Random(2)) == incast_round(HOSTS, "h1", 8, 800, random.Random(2))
+
+
+def test_a_permutation_sends_one_flow_from_and_to_every_host_never_to_itself():
+    flows = permutation(HOSTS, 1000, random.Random(4))
+    assert sorted(f.src for f in flows) == sorted(HOSTS) == sorted(f.dst for f in flows)
+    assert all(f.src != f.dst for f in flows)
+
+
+def test_the_shuffle_sends_each_task_to_every_other_host():
+    flows = shuffle(HOSTS[:5], 8, 1_000_000)
+    assert len(flows) == 5 * 8 * 4
+    assert all(f.src != f.dst for f in flows)
