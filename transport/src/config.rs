@@ -1,5 +1,6 @@
-//! One host's transport parameters. Every time here is a parameter (experiments in
-//! datacenter time scale them all by the dilation factor).
+//! One host's transport parameters. Every time here is a parameter: experiments that
+//! emulate a datacenter d times slower read them as datacenter time and stretch them all by
+//! [`EndpointConfig::dilate`].
 
 use std::time::{Duration, Instant};
 
@@ -57,5 +58,91 @@ impl EndpointConfig {
             reuse_connections: true,
             seed: host as u64,
         }
+    }
+
+    /// Time dilation: reads every time of this configuration as datacenter time and makes
+    /// it `d` times longer (d >= 1: an emulation running its links d times slower than the
+    /// datacenter it stands for). Rates and sizes stay: the link rate this was built for is
+    /// already the emulated one, and ExpressPass's, SprayPass's and DCTCP's parameters are
+    /// rates, sizes, fractions and counts. Times the flows measure (RTTs, credit gaps) dilate
+    /// with the network itself.
+    pub fn dilate(&mut self, d: f64) {
+        // Taken apart field by field so that a field added later does not compile until it
+        // is placed here: a time left out would run d times too fast.
+        let EndpointConfig {
+            host: _,
+            epoch: _,
+            mss: _,
+            expresspass: _,
+            spraypass: _,
+            dctcp: _,
+            dctcp_plus,
+            control_timeout,
+            rto_min,
+            rto_initial,
+            initial_rtt,
+            reuse_connections: _,
+            seed: _,
+        } = self;
+        for time in [control_timeout, rto_min, rto_initial, initial_rtt] {
+            *time = time.mul_f64(d);
+        }
+        dctcp_plus.dilate(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Debug token that prints a Duration ("100ms", "1.25µs", "2s"), in seconds.
+    fn seconds(token: &str) -> Option<f64> {
+        let units = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)];
+        let (number, scale) = units.iter().find_map(|(unit, scale)| Some((token.strip_suffix(unit)?, scale)))?;
+        number.parse::<f64>().ok().map(|n| n * scale)
+    }
+
+    fn tokens(config: &EndpointConfig) -> Vec<String> {
+        let text = format!("{config:?}");
+        text.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '_')).map(String::from).collect()
+    }
+
+    #[test]
+    fn dilation_multiplies_every_time_and_leaves_rates_and_sizes() {
+        let mut config = EndpointConfig::new(3, 10e6, Instant::now());
+        config.dctcp_plus.backoff_time_unit = Some(Duration::from_micros(125));
+        let before = config.clone();
+        config.dilate(1000.0);
+        assert_eq!(config.control_timeout, Duration::from_secs(100));
+        assert_eq!(config.rto_min, Duration::from_secs(10));
+        assert_eq!(config.rto_initial, Duration::from_secs(100));
+        assert_eq!(config.initial_rtt, Duration::from_secs(1));
+        assert_eq!(config.dctcp_plus.backoff_time_unit, Some(Duration::from_millis(125)));
+        assert_eq!(config.dctcp_plus.initial_backoff_time_unit, Duration::from_millis(100));
+        assert_eq!(config.expresspass.max_rate, before.expresspass.max_rate);
+        assert_eq!((config.mss, config.dctcp.mss), (before.mss, before.dctcp.mss));
+        // Every field, nested configs included: each Duration is 1000 times what it was,
+        // everything else (rates, sizes, fractions, counts, the epoch) is untouched.
+        let (before, after) = (tokens(&before), tokens(&config));
+        assert_eq!(before.len(), after.len());
+        let mut times = 0;
+        for (b, a) in before.iter().zip(&after) {
+            match (seconds(b), seconds(a)) {
+                (Some(b), Some(a)) => {
+                    times += 1;
+                    assert!((a - 1000.0 * b).abs() <= 1e-9 * a, "{b} s became {a} s");
+                }
+                _ => assert_eq!(b, a),
+            }
+        }
+        assert_eq!(times, 6, "the times found: {before:?}");
+    }
+
+    #[test]
+    fn a_dilation_of_one_changes_nothing() {
+        let config = EndpointConfig::new(3, 10e6, Instant::now());
+        let mut same = config.clone();
+        same.dilate(1.0);
+        assert_eq!(format!("{same:?}"), format!("{config:?}"));
     }
 }

@@ -7,6 +7,8 @@
 //! ```text
 //! start_flow / handle_packet / handle_timeout (now)  ->  poll_transmit, poll_timeout, poll_record
 //! ```
+//!
+//! (and, for throughput timelines, `inbound_progress` and `poll_inbound_finish`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -21,7 +23,7 @@ use crate::flow::window_receiver::WindowReceiver;
 use crate::flow::window_sender::{AckInfo, Connection, WindowSender};
 use crate::flow::RttEstimator;
 use crate::flow::{packets_of, Ctx};
-use crate::record::{Counters, FlowRecord, FlowSpec};
+use crate::record::{Counters, FlowRecord, FlowSpec, InboundFinish};
 use crate::scheme::{Driver, Scheme};
 use crate::types::{Ecn, HostId, Incoming, Transmit};
 use crate::wire::{Kind, Packet, FRAME_OVERHEAD_BYTES};
@@ -54,6 +56,7 @@ pub struct Endpoint {
     connections: BTreeMap<(HostId, Scheme), Vec<Connection>>,
     out: VecDeque<Transmit>,
     records: VecDeque<FlowRecord>,
+    inbound_finishes: VecDeque<InboundFinish>,
     counters: Counters,
 }
 
@@ -68,6 +71,7 @@ impl Endpoint {
             connections: BTreeMap::new(),
             out: VecDeque::new(),
             records: VecDeque::new(),
+            inbound_finishes: VecDeque::new(),
             counters: Counters::default(),
         }
     }
@@ -83,6 +87,20 @@ impl Endpoint {
     /// Flows this host is sending that have not finished.
     pub fn active_flows(&self) -> usize {
         self.sending.len()
+    }
+
+    /// Flows this host is receiving that have not finished, as (source host, the sender's
+    /// flow id, payload bytes received so far: every distinct packet's, in order or not).
+    /// A flow leaves this list when its last byte arrives; `poll_inbound_finish` then says
+    /// so once.
+    pub fn inbound_progress(&self) -> impl Iterator<Item = (HostId, u32, u64)> + '_ {
+        self.receiving.iter().map(|(&(src, flow), receiver)| {
+            let bytes = match receiver {
+                Receiving::Crediting(r) => r.bytes(),
+                Receiving::Window(r) => r.bytes(),
+            };
+            (src, flow, bytes)
+        })
     }
 
     fn micros(&self, now: Instant) -> u64 {
@@ -163,13 +181,24 @@ impl Endpoint {
                     Receiving::Crediting(r) => {
                         let wire_bytes = incoming.payload.len() as u64 + FRAME_OVERHEAD_BYTES;
                         let path_id = incoming.path_id;
-                        let data = DataArrival { seq, echo_credit_seq, echo_sent_us, credit_ce, path_id, wire_bytes };
+                        let payload_bytes = payload_len as u64;
+                        let data = DataArrival {
+                            seq,
+                            echo_credit_seq,
+                            echo_sent_us,
+                            credit_ce,
+                            path_id,
+                            wire_bytes,
+                            payload_bytes,
+                        };
                         r.on_data(&mut ctx, data, config)
                     }
-                    Receiving::Window(r) => r.on_data(&mut ctx, seq, last, echo_sent_us, ce).map(|arrival| {
-                        self.counters.data_out_of_order += arrival.out_of_order as u64;
-                        arrival.complete
-                    }),
+                    Receiving::Window(r) => {
+                        r.on_data(&mut ctx, seq, payload_len, last, echo_sent_us, ce).map(|arrival| {
+                            self.counters.data_out_of_order += arrival.out_of_order as u64;
+                            arrival.complete
+                        })
+                    }
                 };
                 match complete {
                     Ok(true) => self.finish_receiving(now, src, flow),
@@ -229,13 +258,14 @@ impl Endpoint {
     fn finish_receiving(&mut self, now: Instant, src: HostId, flow: u32) {
         let now_us = self.micros(now);
         let Some(receiver) = self.receiving.remove(&(src, flow)) else { return };
-        let (credits_sent, path_id) = match receiver {
+        let (credits_sent, path_id, bytes) = match receiver {
             Receiving::Crediting(r) => {
                 self.counters.credits_lost += r.credits_lost();
-                (r.credits_sent(), r.path_id())
+                (r.credits_sent(), r.path_id(), r.bytes())
             }
-            Receiving::Window(r) => (0, r.path_id()),
+            Receiving::Window(r) => (0, r.path_id(), r.bytes()),
         };
+        self.inbound_finishes.push_back(InboundFinish { src, id: flow, bytes, end_us: now_us });
         let done = Finished { end_us: now_us, credits_sent, path_id };
         let mut ctx = Ctx { now, epoch: self.config.epoch, now_us, out: &mut self.out, rng: &mut self.rng };
         send_finish(&mut ctx, src, flow, &done);
@@ -288,6 +318,11 @@ impl Endpoint {
 
     pub fn poll_record(&mut self) -> Option<FlowRecord> {
         self.records.pop_front()
+    }
+
+    /// The next flow this host received in full (once per flow, in the order they ended).
+    pub fn poll_inbound_finish(&mut self) -> Option<InboundFinish> {
+        self.inbound_finishes.pop_front()
     }
 }
 

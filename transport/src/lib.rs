@@ -6,10 +6,12 @@
 //! traits in [`cc`], one file per algorithm, built by the [`Scheme`] a flow names; the
 //! per-flow state machines are in `flow`; [`Endpoint`] is one host. Shared types
 //! ([`types`]), parameters ([`config`]) and what goes in and out ([`record`]) have modules of
-//! their own, below everything that uses them.
+//! their own, below everything that uses them. [`DelayLine`] holds arriving packets for
+//! their path's propagation delay (the emulator has no netem).
 
 pub mod cc;
 pub mod config;
+pub mod delay_line;
 mod endpoint;
 mod flow;
 pub mod record;
@@ -19,7 +21,8 @@ pub mod types;
 pub mod wire;
 
 pub use config::EndpointConfig;
+pub use delay_line::{DelayLine, PathDelays};
 pub use endpoint::{flow_path_id, Endpoint};
-pub use record::{Counters, FlowRecord, FlowSpec};
+pub use record::{Counters, FlowRecord, FlowSpec, InboundFinish};
 pub use scheme::{Driver, Scheme};
 pub use types::{Ecn, HostId, Incoming, Transmit};

@@ -1,5 +1,5 @@
-//! What goes in (a [`FlowSpec`]) and what comes out (a [`FlowRecord`] per finished flow, and
-//! the endpoint's [`Counters`]).
+//! What goes in (a [`FlowSpec`]) and what comes out (a [`FlowRecord`] per finished flow, an
+//! [`InboundFinish`] per flow received in full, and the endpoint's [`Counters`]).
 
 use std::time::Duration;
 
@@ -67,6 +67,19 @@ impl FlowRecord {
     pub fn fct(&self) -> Duration {
         Duration::from_micros(self.end_us.saturating_sub(self.start_us))
     }
+}
+
+/// A flow this host received in full (`Endpoint::poll_inbound_finish`): the last point of
+/// its throughput timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboundFinish {
+    pub src: HostId,
+    /// The sender's flow id.
+    pub id: u32,
+    /// Payload bytes received: the flow's size.
+    pub bytes: u64,
+    /// When the last byte arrived, microseconds of the shared clock (`EndpointConfig::epoch`).
+    pub end_us: u64,
 }
 
 /// Counters of the whole endpoint, for the collector.

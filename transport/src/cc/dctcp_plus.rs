@@ -53,6 +53,23 @@ impl DctcpPlusConfig {
         }
     }
 
+    /// Every time `d` times longer (`EndpointConfig::dilate`). threshold_T is a fraction of
+    /// the unit, so it follows.
+    pub fn dilate(&mut self, d: f64) {
+        // Field by field, so that a time added later must be placed here.
+        let DctcpPlusConfig {
+            dctcp: _,
+            backoff_time_unit,
+            initial_backoff_time_unit,
+            threshold_fraction: _,
+            divisor: _,
+        } = self;
+        if let Some(unit) = backoff_time_unit {
+            *unit = unit.mul_f64(d);
+        }
+        *initial_backoff_time_unit = initial_backoff_time_unit.mul_f64(d);
+    }
+
     pub fn build(&self, seed: u64) -> DctcpPlus {
         DctcpPlus {
             config: self.clone(),

@@ -24,6 +24,7 @@ pub(crate) struct DataArrival {
     pub credit_ce: bool,
     pub path_id: u8,
     pub wire_bytes: u64,
+    pub payload_bytes: u64,
 }
 
 pub(crate) struct CreditingReceiver {
@@ -33,6 +34,8 @@ pub(crate) struct CreditingReceiver {
     path_id: u8,
     packets: u32,
     received: ReceivedSet,
+    /// Payload bytes of the packets in `received` (each counted once).
+    bytes: u64,
     cc: Box<dyn CreditControl>,
     /// When the next credit goes out; `None` while stopped.
     next_credit_at: Option<Instant>,
@@ -53,6 +56,7 @@ impl CreditingReceiver {
             path_id,
             packets: packets.min(u32::MAX as u64) as u32,
             received: ReceivedSet::default(),
+            bytes: 0,
             cc,
             next_credit_at: Some(ctx.now),
             next_credit_seq: 0,
@@ -70,6 +74,11 @@ impl CreditingReceiver {
         self.credits_sent
     }
 
+    /// Payload bytes received so far, in order or not, each packet counted once.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     pub fn credits_lost(&self) -> u64 {
         self.cc.credits_lost()
     }
@@ -82,7 +91,9 @@ impl CreditingReceiver {
         if data.seq >= self.packets || too_far || data.echo_credit_seq >= self.next_credit_seq {
             return Err(OutOfRange);
         }
-        self.received.insert(data.seq);
+        if self.received.insert(data.seq) {
+            self.bytes += data.payload_bytes;
+        }
         let sample = ctx.since_us(data.echo_sent_us);
         let srtt = match self.rtt {
             None => sample,

@@ -16,23 +16,31 @@ pub(crate) struct WindowReceiver {
     flow: u32,
     path_id: u8,
     received: ReceivedSet,
+    /// Payload bytes of the packets in `received` (each counted once).
+    bytes: u64,
     /// Packets of the flow, once its last one arrived.
     packets: Option<u32>,
 }
 
 impl WindowReceiver {
     pub fn new(src: HostId, flow: u32, path_id: u8) -> Self {
-        Self { src, flow, path_id, received: ReceivedSet::default(), packets: None }
+        Self { src, flow, path_id, received: ReceivedSet::default(), bytes: 0, packets: None }
     }
 
     pub fn path_id(&self) -> u8 {
         self.path_id
     }
 
+    /// Payload bytes received so far, in order or not, each packet counted once.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     pub fn on_data(
         &mut self,
         ctx: &mut Ctx,
         seq: u32,
+        payload_len: u16,
         last: bool,
         echo_sent_us: u32,
         ce: bool,
@@ -45,6 +53,9 @@ impl WindowReceiver {
         }
         let out_of_order = seq != self.received.cumulative();
         let duplicate = !self.received.insert(seq);
+        if !duplicate {
+            self.bytes += u64::from(payload_len);
+        }
         let hole = self.received.count() > self.received.cumulative() as u64;
         ctx.send(
             self.src,

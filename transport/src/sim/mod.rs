@@ -22,7 +22,7 @@ pub use topology::{Node, Switch, Topology};
 
 use crate::config::EndpointConfig;
 use crate::endpoint::Endpoint;
-use crate::record::{FlowRecord, FlowSpec};
+use crate::record::{FlowRecord, FlowSpec, InboundFinish};
 use crate::types::{Ecn, HostId, Incoming, Transmit};
 use crate::wire::{Kind, Packet, DATA_HEADER_BYTES, FRAME_OVERHEAD_BYTES};
 
@@ -226,6 +226,8 @@ pub struct Network {
     delays: Vec<(Kind, u64, Duration)>,
     sent_by_kind: HashMap<Kind, u64>,
     pub records: Vec<FlowRecord>,
+    /// Every flow received in full, by any host.
+    pub inbound_finishes: Vec<InboundFinish>,
     pub deliveries: Vec<Delivery>,
 }
 
@@ -274,6 +276,7 @@ impl Network {
             delays: Vec::new(),
             sent_by_kind: HashMap::new(),
             records: Vec::new(),
+            inbound_finishes: Vec::new(),
             deliveries: Vec::new(),
         }
     }
@@ -444,6 +447,9 @@ impl Network {
         }
         while let Some(record) = self.hosts[index].poll_record() {
             self.records.push(record);
+        }
+        while let Some(finish) = self.hosts[index].poll_inbound_finish() {
+            self.inbound_finishes.push(finish);
         }
         if let Some(at) = self.hosts[index].poll_timeout() {
             let at = at.max(self.now);

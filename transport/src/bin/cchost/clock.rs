@@ -50,6 +50,11 @@ impl Clock {
         (us as f64 * 1e3 - self.epoch_ns as f64) / 1e9
     }
 
+    /// Seconds after the epoch of an instant (negative before it).
+    pub fn seconds_after_epoch_at(&self, at: Instant) -> f64 {
+        (self.monotonic_ns_of(at) as f64 - self.epoch_ns as f64) / 1e9
+    }
+
     fn monotonic_ns_of(&self, at: Instant) -> u64 {
         let (instant, ns) = self.anchor;
         if at >= instant {

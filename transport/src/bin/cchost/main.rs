@@ -1,13 +1,17 @@
 //! `cchost`: one per emulated host, sender and receiver of every flow of the host. The shell
 //! around the sans-IO [`cchost::Endpoint`]: UDP sockets (one per path-id), a timerfd armed at
 //! the endpoint's next deadline (with 1 ns timer slack, for credit pacing), the flow schedule
-//! in, flow records and counters out.
+//! in, flow records and counters out. With `--delays`, arriving packets wait out their path's
+//! propagation delay in a [`DelayLine`] before the endpoint sees them (the emulator's kernel
+//! has no netem); with `--progress`, the bytes of the flows it receives are written as they
+//! grow (throughput timelines).
 //!
 //! ```text
 //! cchost --host 1 --link-mbps 100 --schedule h1.flows --records h1.records --exit-when-done
 //! ```
 
 mod clock;
+mod delays;
 mod schedule;
 mod sockets;
 
@@ -20,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cchost::{Endpoint, EndpointConfig, FlowRecord, Incoming};
+use cchost::{DelayLine, Ecn, Endpoint, EndpointConfig, FlowRecord, HostId, InboundFinish, Incoming};
 use clap::Parser;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -31,7 +35,10 @@ use crate::schedule::{parse_scheme, ScheduledFlow};
 use crate::sockets::{host_of, PathSockets, PATHS};
 
 const TIMER: Token = Token(PATHS);
+/// Counters are rewritten, and progress lines flushed, this often.
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
+/// Receive buffers kept for reuse by the delay line (a burst beyond it allocates).
+const SPARE_BUFFERS: usize = 4096;
 
 #[derive(Parser, Debug)]
 #[command(version, about = "ccemu's transport: one per emulated host, sends its scheduled flows and receives others'")]
@@ -78,15 +85,41 @@ struct Args {
     /// rate too); default: --alpha, as in the paper's runs.
     #[arg(long)]
     w_init: Option<f64>,
-    /// DCTCP+ backoff_time_unit, us (default: the flow's base RTT, the paper's guideline).
+    /// DCTCP+ backoff_time_unit, us of datacenter time (x --dilation; default: the flow's base
+    /// RTT, the paper's guideline).
     #[arg(long)]
     slow_time_unit_us: Option<f64>,
-    /// DCTCP retransmission timeout floor, ms.
+    /// DCTCP retransmission timeout floor, ms of datacenter time (x --dilation).
     #[arg(long, default_value_t = 10.0)]
     rto_min_ms: f64,
-    /// Unanswered credit requests and stops are sent again after this long, ms.
+    /// Unanswered credit requests and stops are sent again after this long, ms of datacenter
+    /// time (x --dilation).
     #[arg(long, default_value_t = 100.0)]
     control_timeout_ms: f64,
+    /// Time dilation d, 1 to 1e6: the emulation stands for a datacenter d times faster (its
+    /// links run at the datacenter's rate / d). Every time parameter of the transport is read
+    /// as datacenter time and multiplied by d: --rto-min-ms, --control-timeout-ms,
+    /// --slow-time-unit-us, and the built-in initial RTO (100 ms), initial RTT (1 ms) and
+    /// DCTCP+ initial backoff unit (100 us). Not multiplied (wall time): --linger, --duration,
+    /// --delays, --progress-every-ms, schedule start times, and every time written out.
+    /// --link-mbps is the emulated rate already.
+    #[arg(long, default_value_t = 1.0)]
+    dilation: f64,
+    /// One-way delays of the paths into this host, JSON lines in wall microseconds:
+    /// {"src": 3, "delay_us": 1250.5} (every path from h3) or {"src": 3, "path_id": 5,
+    /// "delay_us": 900} (h3's path-id 5). Arriving packets are held that long before the
+    /// transport sees them; a source without a line is not delayed. None: no delay line.
+    #[arg(long)]
+    delays: Option<PathBuf>,
+    /// Progress of the flows this host receives, JSON lines {"t", "src", "id", "bytes"}: every
+    /// --progress-every-ms one line per flow being received, and one when a flow ends. `t` is
+    /// wall seconds after the epoch; `bytes` the payload bytes received so far (every distinct
+    /// packet's, in order or not; the flow's size on its last line).
+    #[arg(long)]
+    progress: Option<PathBuf>,
+    /// Period of the --progress lines, wall ms.
+    #[arg(long, default_value_t = 10.0)]
+    progress_every_ms: f64,
     /// Seed of the credit pacing jitter (default: the host number).
     #[arg(long)]
     seed: Option<u64>,
@@ -106,6 +139,24 @@ fn main() -> ExitCode {
 struct Outputs {
     records: Box<dyn Write>,
     counters: Option<PathBuf>,
+    progress: Option<BufWriter<File>>,
+}
+
+/// What the shell counts itself, beside the endpoint's counters.
+#[derive(Debug, Default)]
+struct ShellCounters {
+    send_errors: u64,
+    /// Packets that went through the delay line, and the most it held at once.
+    delayed_packets: u64,
+    delay_line_max: usize,
+}
+
+/// A datagram in the delay line: a copy of its own, since the receive buffer is reused.
+struct Arrived {
+    src: HostId,
+    path_id: u8,
+    ecn: Ecn,
+    payload: Vec<u8>,
 }
 
 impl Outputs {
@@ -122,7 +173,28 @@ impl Outputs {
         self.records.flush()
     }
 
-    fn write_counters(&self, endpoint: &Endpoint, lateness: &Lateness, send_errors: u64) -> io::Result<()> {
+    /// One line per flow this host is receiving, at `now`.
+    fn write_progress(&mut self, endpoint: &Endpoint, clock: &Clock, now: Instant) -> io::Result<()> {
+        let Some(progress) = &mut self.progress else { return Ok(()) };
+        let t = clock.seconds_after_epoch_at(now);
+        for (src, id, bytes) in endpoint.inbound_progress() {
+            writeln!(progress, "{}", json!({"t": t, "src": src, "id": id, "bytes": bytes}))?;
+        }
+        Ok(())
+    }
+
+    /// The last line of a received flow, at its end.
+    fn write_inbound_finish(&mut self, finish: &InboundFinish, clock: &Clock) -> io::Result<()> {
+        let Some(progress) = &mut self.progress else { return Ok(()) };
+        let t = clock.seconds_after_epoch(finish.end_us);
+        writeln!(progress, "{}", json!({"t": t, "src": finish.src, "id": finish.id, "bytes": finish.bytes}))
+    }
+
+    fn flush_progress(&mut self) -> io::Result<()> {
+        self.progress.as_mut().map_or(Ok(()), Write::flush)
+    }
+
+    fn write_counters(&self, endpoint: &Endpoint, lateness: &Lateness, shell: &ShellCounters) -> io::Result<()> {
         let Some(path) = &self.counters else { return Ok(()) };
         let c = endpoint.counters();
         let value = json!({
@@ -136,7 +208,8 @@ impl Outputs {
             "credits_sent": c.credits_sent, "credits_wasted": c.credits_wasted,
             "flows_started": c.flows_started, "flows_finished": c.flows_finished,
             "control_retransmits": c.control_retransmits, "active_flows": endpoint.active_flows(),
-            "send_errors": send_errors, "timer_lateness": lateness.summary(),
+            "send_errors": shell.send_errors, "timer_lateness": lateness.summary(),
+            "delayed_packets": shell.delayed_packets, "delay_line_max": shell.delay_line_max,
         });
         let temporary = path.with_extension("tmp");
         fs::write(&temporary, format!("{value}\n"))?;
@@ -150,9 +223,13 @@ fn kinds(counts: &[u64; 8]) -> serde_json::Value {
     NAMES.iter().zip(counts).skip(1).map(|(name, count)| (name.to_string(), json!(count))).collect()
 }
 
+fn create(path: &Path) -> Result<BufWriter<File>, String> {
+    Ok(BufWriter::new(File::create(path).map_err(|e| format!("{}: {e}", path.display()))?))
+}
+
 fn open_records(path: Option<&Path>) -> Result<Box<dyn Write>, String> {
     Ok(match path {
-        Some(path) => Box::new(BufWriter::new(File::create(path).map_err(|e| format!("{}: {e}", path.display()))?)),
+        Some(path) => Box::new(create(path)?),
         None => Box::new(io::stdout()),
     })
 }
@@ -176,6 +253,11 @@ fn invalid(args: &Args) -> Option<String> {
         (
             args.slow_time_unit_us.is_none_or(|us| positive(us, YEAR_S * 1e6)),
             format!("--slow-time-unit-us must be > 0 (got {:?})", args.slow_time_unit_us),
+        ),
+        ((1.0..=1e6).contains(&args.dilation), format!("--dilation must be in [1, 1e6] (got {})", args.dilation)),
+        (
+            positive(args.progress_every_ms, YEAR_S * 1e3),
+            format!("--progress-every-ms must be > 0 (got {})", args.progress_every_ms),
         ),
         (
             args.linger.is_finite() && (0.0..=YEAR_S).contains(&args.linger),
@@ -207,9 +289,18 @@ fn run(args: &Args) -> Result<(), String> {
     config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
     config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
     config.seed = args.seed.unwrap_or(args.host as u64);
+    config.dilate(args.dilation);
     let mut endpoint = Endpoint::new(config);
+    let mut delay_line: Option<DelayLine<Arrived>> = match &args.delays {
+        Some(path) => Some(DelayLine::new(delays::read(path)?)),
+        None => None,
+    };
     let mut sockets = PathSockets::bind(args.host, args.port_base).map_err(|e| e.to_string())?;
-    let mut outputs = Outputs { records: open_records(args.records.as_deref())?, counters: args.counters.clone() };
+    let mut outputs = Outputs {
+        records: open_records(args.records.as_deref())?,
+        counters: args.counters.clone(),
+        progress: args.progress.as_deref().map(create).transpose()?,
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -229,7 +320,10 @@ fn run(args: &Args) -> Result<(), String> {
     let mut events = Events::with_capacity(PATHS + 1);
     let mut buffer = vec![0u8; 65536];
     let mut lateness = Lateness::default();
-    let mut send_errors = 0u64;
+    let mut shell = ShellCounters::default();
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let progress_every = Duration::from_secs_f64(args.progress_every_ms / 1e3);
+    let mut progress_due = outputs.progress.is_some().then(Instant::now);
     let mut counters_due = Instant::now();
     let mut done_since: Option<Instant> = None;
     let mut armed: Option<Instant> = None;
@@ -240,6 +334,15 @@ fn run(args: &Args) -> Result<(), String> {
             let flow = flows.pop().expect("checked");
             endpoint.start_flow(now, flow.spec);
         }
+        if let Some(line) = &mut delay_line {
+            while let Some(arrived) = line.pop_due(now) {
+                let Arrived { src, path_id, ecn, payload } = arrived;
+                endpoint.handle_packet(Instant::now(), Incoming { src, path_id, ecn, payload: &payload });
+                if spare.len() < SPARE_BUFFERS {
+                    spare.push(payload);
+                }
+            }
+        }
         if let Some(due) = endpoint.poll_timeout().filter(|&due| due <= now) {
             if armed.is_some_and(|a| a == due) {
                 lateness.record(now - due);
@@ -248,14 +351,25 @@ fn run(args: &Args) -> Result<(), String> {
         }
         while let Some(transmit) = endpoint.poll_transmit() {
             if sockets.send(transmit.path_id, transmit.dst, transmit.ecn, &transmit.payload).is_err() {
-                send_errors += 1;
+                shell.send_errors += 1;
             }
         }
         while let Some(record) = endpoint.poll_record() {
             outputs.write_record(&record, &clock).map_err(|e| format!("writing a flow record: {e}"))?;
         }
+        while let Some(finish) = endpoint.poll_inbound_finish() {
+            outputs.write_inbound_finish(&finish, &clock).map_err(|e| format!("progress: {e}"))?;
+        }
+        if let Some(due) = progress_due.filter(|&due| now >= due) {
+            outputs.write_progress(&endpoint, &clock, now).map_err(|e| format!("progress: {e}"))?;
+            // On the period's grid; a late wake-up skips the lines it missed.
+            let next = due + progress_every;
+            progress_due = Some(if next > now { next } else { now + progress_every });
+        }
         if now >= counters_due {
-            outputs.write_counters(&endpoint, &lateness, send_errors).map_err(|e| format!("counters: {e}"))?;
+            shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
+            outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
+            outputs.flush_progress().map_err(|e| format!("progress: {e}"))?;
             counters_due = now + COUNTERS_EVERY;
         }
         let own_flows_done = flows.is_empty() && endpoint.active_flows() == 0;
@@ -266,7 +380,9 @@ fn run(args: &Args) -> Result<(), String> {
         }
 
         let mut wake = counters_due;
-        for next in [endpoint.poll_timeout(), flows.last().map(|f| clock.epoch() + f.start), deadline] {
+        let next_release = delay_line.as_ref().and_then(DelayLine::next_due);
+        let next_flow = flows.last().map(|f| clock.epoch() + f.start);
+        for next in [endpoint.poll_timeout(), next_flow, deadline, next_release, progress_due] {
             wake = next.map_or(wake, |n| wake.min(n));
         }
         if let Some(t) = done_since.filter(|_| args.exit_when_done) {
@@ -290,20 +406,29 @@ fn run(args: &Args) -> Result<(), String> {
             let path = event.token().0;
             while let Ok(received) = sockets.receive(path, &mut buffer) {
                 let Some(src) = host_of(*received.from.ip()) else { continue };
-                let incoming = Incoming {
-                    src,
-                    path_id: received.from.port() as u8,
-                    ecn: received.ecn,
-                    payload: &buffer[..received.len],
-                };
-                endpoint.handle_packet(Instant::now(), incoming);
+                let (path_id, ecn, payload) = (received.from.port() as u8, received.ecn, &buffer[..received.len]);
+                match &mut delay_line {
+                    Some(line) => {
+                        let mut copy = spare.pop().unwrap_or_default();
+                        copy.clear();
+                        copy.extend_from_slice(payload);
+                        line.push(Instant::now(), src, path_id, Arrived { src, path_id, ecn, payload: copy });
+                        shell.delayed_packets += 1;
+                    }
+                    None => endpoint.handle_packet(Instant::now(), Incoming { src, path_id, ecn, payload }),
+                }
             }
         }
     }
     while let Some(record) = endpoint.poll_record() {
         outputs.write_record(&record, &clock).map_err(|e| format!("writing a flow record: {e}"))?;
     }
-    outputs.write_counters(&endpoint, &lateness, send_errors).map_err(|e| format!("counters: {e}"))?;
+    while let Some(finish) = endpoint.poll_inbound_finish() {
+        outputs.write_inbound_finish(&finish, &clock).map_err(|e| format!("progress: {e}"))?;
+    }
+    outputs.flush_progress().map_err(|e| format!("progress: {e}"))?;
+    shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
+    outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
     if endpoint.active_flows() > 0 || !flows.is_empty() {
         eprintln!(
             "cchost h{}: stopped with {} flows unfinished and {} not started",
@@ -329,6 +454,8 @@ mod tests {
     #[test]
     fn every_out_of_range_number_is_refused_in_one_line_naming_its_flag() {
         assert_eq!(problem(&[]), None);
+        assert_eq!(problem(&["--dilation=1", "--progress-every-ms=0.5"]), None);
+        assert_eq!(problem(&["--dilation=1e6"]), None);
         for (flags, message) in [
             (&["--link-mbps=NaN"][..], "--link-mbps must be > 0 (got NaN)"),
             (&["--link-mbps=inf"], "--link-mbps must be > 0 (got inf)"),
@@ -339,6 +466,11 @@ mod tests {
             (&["--slow-time-unit-us=NaN"], "--slow-time-unit-us must be > 0 (got Some(NaN))"),
             (&["--linger=-0.5"], "--linger must be >= 0 (got -0.5)"),
             (&["--duration=1e30"], "--duration must be > 0 (got Some(1e30))"),
+            (&["--dilation=0.5"], "--dilation must be in [1, 1e6] (got 0.5)"),
+            (&["--dilation=NaN"], "--dilation must be in [1, 1e6] (got NaN)"),
+            (&["--dilation=inf"], "--dilation must be in [1, 1e6] (got inf)"),
+            (&["--dilation=2e6"], "--dilation must be in [1, 1e6] (got 2000000)"),
+            (&["--progress-every-ms=0"], "--progress-every-ms must be > 0 (got 0)"),
         ] {
             assert_eq!(problem(flags).as_deref(), Some(message), "{flags:?}");
         }
