@@ -4,7 +4,8 @@
 //! in, flow records and counters out. With `--delays`, arriving packets wait out their path's
 //! propagation delay in a [`DelayLine`] before the endpoint sees them (the emulator's kernel
 //! has no netem); with `--progress`, the bytes of the flows it receives are written as they
-//! grow (throughput timelines).
+//! grow (throughput timelines). With `--schedule-stdin`, more flows come on standard input
+//! while it runs (one cchost per host for a whole block of rounds).
 //!
 //! ```text
 //! cchost --host 1 --link-mbps 100 --schedule h1.flows --records h1.records --exit-when-done
@@ -17,7 +18,7 @@ mod sockets;
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,10 +32,11 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
 use crate::clock::{Clock, Lateness, Timer};
-use crate::schedule::{parse_scheme, ScheduledFlow};
+use crate::schedule::{parse_scheme, Schedule, ScheduleInput};
 use crate::sockets::{host_of, PathSockets, PATHS};
 
 const TIMER: Token = Token(PATHS);
+const STDIN: Token = Token(PATHS + 1);
 /// Counters are rewritten, and progress lines flushed, this often.
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 /// Receive buffers kept for reuse by the delay line (a burst beyond it allocates).
@@ -52,6 +54,12 @@ struct Args {
     /// Flows to send, JSON lines (see schedule.rs); none: receive only.
     #[arg(long)]
     schedule: Option<PathBuf>,
+    /// Also read schedule lines from standard input while running (same format and checks as
+    /// --schedule; a flow id given before, by either, is refused): a cchost kept for many
+    /// rounds is handed each round's flows. Until stdin's end, --exit-when-done does not exit
+    /// (more flows may come).
+    #[arg(long)]
+    schedule_stdin: bool,
     /// Flow records out, JSON lines (default: stdout).
     #[arg(long)]
     records: Option<PathBuf>,
@@ -69,7 +77,8 @@ struct Args {
     /// Sockets are bound to base + path-id (a multiple of 256).
     #[arg(long, default_value_t = 40960)]
     port_base: u16,
-    /// Exit once this host's flows are done and `--linger` seconds have passed.
+    /// Exit once this host's flows are done and `--linger` seconds have passed (with
+    /// --schedule-stdin: once stdin has ended too).
     #[arg(long)]
     exit_when_done: bool,
     /// Seconds to keep answering other hosts' flows after this host's own are done.
@@ -217,6 +226,51 @@ impl Outputs {
     }
 }
 
+/// `--schedule-stdin`: `stdin` (a copy of its descriptor) registered with `poll` and made
+/// non-blocking until the flags are dropped (keep `stdin` open until then), and the flows of
+/// what it already holds added to `schedule`. A regular file or /dev/null (epoll takes
+/// neither) is read to its end at once.
+fn open_stdin(
+    poll: &Poll,
+    stdin: BorrowedFd,
+    schedule: &mut Schedule,
+) -> Result<(ScheduleInput<File>, Option<NonBlocking>), String> {
+    let copy = File::from(stdin.try_clone_to_owned().map_err(|e| format!("stdin: {e}"))?);
+    let flags = match poll.registry().register(&mut SourceFd(&copy.as_raw_fd()), STDIN, Interest::READABLE) {
+        Ok(()) => Some(NonBlocking::set(stdin.as_raw_fd()).map_err(|e| format!("stdin: {e}"))?),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => None,
+        Err(e) => return Err(format!("stdin: {e}")),
+    };
+    let mut input = ScheduleInput::new(copy, "stdin");
+    input.read_available(schedule)?;
+    Ok((input, flags))
+}
+
+/// A file descriptor made non-blocking, its flags restored on drop (stdin's file description
+/// may be shared, with a terminal's shell say).
+struct NonBlocking {
+    fd: RawFd,
+    flags: libc::c_int,
+}
+
+impl NonBlocking {
+    fn set(fd: RawFd) -> io::Result<Self> {
+        // SAFETY: fcntl on a descriptor the caller keeps open for the guard's life.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { fd, flags })
+    }
+}
+
+impl Drop for NonBlocking {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`; the flags are the descriptor's own from before.
+        unsafe { libc::fcntl(self.fd, libc::F_SETFL, self.flags) };
+    }
+}
+
 /// Per packet type, by name (the wire's type numbers index the counters).
 fn kinds(counts: &[u64; 8]) -> serde_json::Value {
     const NAMES: [&str; 8] = ["", "credit_request", "credit", "data", "credit_stop", "ack", "finish", "nack"];
@@ -275,10 +329,10 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(message) = invalid(args) {
         return Err(message);
     }
-    let mut flows: Vec<ScheduledFlow> = match &args.schedule {
-        Some(path) => schedule::read(path, args.scheme)?,
-        None => Vec::new(),
-    };
+    let mut schedule = Schedule::new(args.scheme);
+    if let Some(path) = &args.schedule {
+        schedule.read_file(path)?;
+    }
     let clock = Clock::new(args.epoch_ns);
     let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, clock.origin());
     let w_init = args.w_init.unwrap_or(args.alpha);
@@ -314,10 +368,18 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let timer = Timer::new().map_err(|e| format!("timerfd: {e}"))?;
     poll.registry().register(&mut SourceFd(&timer.fd()), TIMER, Interest::READABLE).map_err(|e| e.to_string())?;
+    // Flags of stdin, made non-blocking, come back when `_stdin_flags` is dropped (at return).
+    let (mut input, _stdin_flags) = match args.schedule_stdin {
+        true => {
+            let (input, flags) = open_stdin(&poll, io::stdin().as_fd(), &mut schedule)?;
+            (Some(input), flags)
+        }
+        false => (None, None),
+    };
 
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let linger = Duration::from_secs_f64(args.linger);
-    let mut events = Events::with_capacity(PATHS + 1);
+    let mut events = Events::with_capacity(PATHS + 2);
     let mut buffer = vec![0u8; 65536];
     let mut lateness = Lateness::default();
     let mut shell = ShellCounters::default();
@@ -330,9 +392,8 @@ fn run(args: &Args) -> Result<(), String> {
 
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        while flows.last().is_some_and(|f| clock.epoch() + f.start <= now) {
-            let flow = flows.pop().expect("checked");
-            endpoint.start_flow(now, flow.spec);
+        while let Some(spec) = schedule.pop_due(clock.epoch(), now) {
+            endpoint.start_flow(now, spec);
         }
         if let Some(line) = &mut delay_line {
             while let Some(arrived) = line.pop_due(now) {
@@ -372,7 +433,8 @@ fn run(args: &Args) -> Result<(), String> {
             outputs.flush_progress().map_err(|e| format!("progress: {e}"))?;
             counters_due = now + COUNTERS_EVERY;
         }
-        let own_flows_done = flows.is_empty() && endpoint.active_flows() == 0;
+        let more_may_come = input.as_ref().is_some_and(ScheduleInput::is_open);
+        let own_flows_done = schedule.is_empty() && endpoint.active_flows() == 0 && !more_may_come;
         done_since = if own_flows_done { done_since.or(Some(now)) } else { None };
         if deadline.is_some_and(|d| now >= d) || (args.exit_when_done && done_since.is_some_and(|t| now - t >= linger))
         {
@@ -381,7 +443,7 @@ fn run(args: &Args) -> Result<(), String> {
 
         let mut wake = counters_due;
         let next_release = delay_line.as_ref().and_then(DelayLine::next_due);
-        let next_flow = flows.last().map(|f| clock.epoch() + f.start);
+        let next_flow = schedule.next_start().map(|start| clock.epoch() + start);
         for next in [endpoint.poll_timeout(), next_flow, deadline, next_release, progress_due] {
             wake = next.map_or(wake, |n| wake.min(n));
         }
@@ -401,6 +463,15 @@ fn run(args: &Args) -> Result<(), String> {
         for event in events.iter() {
             if event.token() == TIMER {
                 timer.clear();
+                continue;
+            }
+            if event.token() == STDIN {
+                if let Some(reader) = input.as_mut().filter(|reader| reader.is_open()) {
+                    reader.read_available(&mut schedule)?;
+                    if !reader.is_open() {
+                        let _ = poll.registry().deregister(&mut SourceFd(&reader.get_ref().as_raw_fd()));
+                    }
+                }
                 continue;
             }
             let path = event.token().0;
@@ -429,12 +500,12 @@ fn run(args: &Args) -> Result<(), String> {
     outputs.flush_progress().map_err(|e| format!("progress: {e}"))?;
     shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
     outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
-    if endpoint.active_flows() > 0 || !flows.is_empty() {
+    if endpoint.active_flows() > 0 || !schedule.is_empty() {
         eprintln!(
             "cchost h{}: stopped with {} flows unfinished and {} not started",
             args.host,
             endpoint.active_flows(),
-            flows.len()
+            schedule.len()
         );
     }
     Ok(())
@@ -442,7 +513,52 @@ fn run(args: &Args) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use cchost::Scheme;
+
     use super::*;
+
+    const FLOW_1: &[u8] = b"{\"id\": 1, \"dst\": 2, \"size\": 1000, \"start\": 0}\n";
+    const FLOW_2: &[u8] = b"{\"id\": 2, \"dst\": 2, \"size\": 1000, \"start\": 0}";
+
+    /// Waits until `poll` says stdin is readable (a test pipe's writer has written or closed).
+    fn wait_readable(poll: &mut Poll) {
+        let mut events = Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::from_secs(10))).expect("polls");
+        assert!(events.iter().any(|event| event.token() == STDIN), "stdin readable");
+    }
+
+    #[test]
+    fn a_pipe_on_stdin_is_read_as_poll_finds_it_readable_without_blocking_until_its_writer_closes() {
+        let (reader, mut writer) = io::pipe().expect("a pipe");
+        let mut poll = Poll::new().expect("a poll");
+        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        writer.write_all(&FLOW_1[..10]).expect("writes");
+        let (mut input, flags) = open_stdin(&poll, reader.as_fd(), &mut schedule).expect("opens");
+        assert!(flags.is_some(), "registered and non-blocking");
+        assert!(schedule.is_empty() && input.is_open(), "a partial line waits");
+        writer.write_all(&FLOW_1[10..]).expect("writes");
+        writer.write_all(FLOW_2).expect("writes");
+        wait_readable(&mut poll);
+        input.read_available(&mut schedule).expect("a good line; a partial one waits, without blocking");
+        assert!(schedule.len() == 1 && input.is_open());
+        drop(writer);
+        wait_readable(&mut poll);
+        input.read_available(&mut schedule).expect("the last line, at the end");
+        assert!(schedule.len() == 2 && !input.is_open(), "closed: no more flows will come");
+        drop(flags);
+    }
+
+    #[test]
+    fn a_regular_file_on_stdin_which_epoll_refuses_is_read_to_its_end_at_once() {
+        let path = std::env::temp_dir().join(format!("cchost-stdin-test-{}.flows", std::process::id()));
+        fs::write(&path, [FLOW_1, FLOW_2].concat()).expect("temporary file");
+        let file = File::open(&path).expect("opens");
+        fs::remove_file(&path).expect("removes the temporary file");
+        let poll = Poll::new().expect("a poll");
+        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let (input, flags) = open_stdin(&poll, file.as_fd(), &mut schedule).expect("opens");
+        assert!(flags.is_none() && !input.is_open() && schedule.len() == 2);
+    }
 
     /// What `invalid` says of cchost's command line with `flags` (link 10 Mbit/s unless given).
     fn problem(flags: &[&str]) -> Option<String> {
