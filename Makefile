@@ -21,7 +21,7 @@ APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool i
 	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
 	procps iputils-ping
 
-.PHONY: setup apt-packages experiment test smoke bench dashboards clean distclean
+.PHONY: setup apt-packages experiment reproduce test smoke bench dashboards clean distclean
 
 setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST) $(ACTIONLINT)
 
@@ -77,6 +77,10 @@ $(ACTIONLINT):
 
 experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
+
+# Every experiment of the seeds, then results/reproduce/TIME/REPORT.md beside the papers' numbers.
+reproduce: setup
+	$(CCEMU) reproduce
 
 test: setup
 	$(CARGO) fmt --manifest-path transport/Cargo.toml --check

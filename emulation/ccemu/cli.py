@@ -103,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     experiment.add_argument("--keep-monitoring", action="store_true",
                             help="keep Prometheus up after the run, until Ctrl-C")
 
+    reproduce = commands.add_parser("reproduce", help="run the seeds' experiments and write one report beside "
+                                                      "the papers' numbers (results/reproduce/TIME/REPORT.md)")
+    reproduce.add_argument("names", nargs="*", metavar="NAME",
+                           help=f"experiments of workloads/experiments/ (default: {' '.join(REPRODUCED)})")
+    reproduce.add_argument("--results", type=Path, default=Path("results"), help="bundles go to RESULTS/NAME/TIME")
+    reproduce.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
+    reproduce.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
+
     monitor = commands.add_parser("monitor", help="serve a finished run's Prometheus data again (until Ctrl-C)")
     monitor.add_argument("bundle", type=Path)
     monitor.add_argument("--port", type=int, default=9090, help="on 127.0.0.1")
@@ -118,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
-                    "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor}
+                    "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor,
+                    "reproduce": cmd_reproduce}
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
@@ -322,7 +331,7 @@ def cmd_experiment(args) -> int:
 
     from .hosts.cchost import cchost_binary
     from .ports.program import PortProgram
-    from .experiments.runner import IncastRunner, WorkloadNotRunnable
+    from .experiments import WorkloadNotRunnable, runner_for
 
     config = load_config(args.config)
     _require_root("experiment")
@@ -332,8 +341,8 @@ def cmd_experiment(args) -> int:
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
-        runner = IncastRunner(config, args.results, console, monitoring=not args.no_monitoring,
-                              keep_monitoring=args.keep_monitoring)
+        runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
+                            keep_monitoring=args.keep_monitoring)
     except WorkloadNotRunnable as exc:
         print(f"ccemu: NOT IMPLEMENTED: {exc}", file=sys.stderr)
         return EXIT_NOT_IMPLEMENTED
@@ -367,6 +376,63 @@ def cmd_monitor(args) -> int:
             time.sleep(3600)
     finally:
         prometheus.stop()
+
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "workloads" / "experiments"
+# The seeds' experiments; they share the k=4 fat-tree, so the first one's fabric check covers all.
+REPRODUCED = ("incast", "realistic", "permutation", "shuffle", "convergence")
+
+
+def cmd_reproduce(args) -> int:
+    """Every experiment one after another (each with its own bundle), then REPORT.md."""
+    from rich.console import Console
+
+    from .experiments import runner_for
+    from .hosts.cchost import cchost_binary
+    from .ports.program import PortProgram
+    from .results.reproduction import Run, write_report
+
+    names = args.names or list(REPRODUCED)
+    configs = {}
+    for name in names:  # every file is validated before anything starts
+        path = EXPERIMENTS_DIR / f"{name}.yaml"
+        if not path.exists():
+            known = " ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
+            print(f"ccemu reproduce: no experiment {name!r} (workloads/experiments/ has: {known})", file=sys.stderr)
+            return EXIT_BAD_CONFIG
+        configs[name] = load_config(path)
+    _require_root("reproduce")
+    cchost_binary()
+    PortProgram.built()
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    started = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    if not args.skip_check:
+        first = configs[names[0]]
+        console.print(f"reproduce: checking the fabric first ({first.topology.describe()})")
+        if not check_fabric(first.for_scheme(first.schemes[0])):
+            return EXIT_FAILED
+    runs: list[Run] = []
+    interrupted = False
+    for i, (name, config) in enumerate(configs.items(), start=1):
+        console.rule(f"reproduce {i}/{len(configs)}: {name}")
+        began = time.monotonic()
+        runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring)
+        try:
+            runs.append(Run(name, runner.run(), time.monotonic() - began))
+        except KeyboardInterrupt:
+            interrupted = True
+            bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
+            runs.append(Run(name, bundle, time.monotonic() - began, "interrupted"))
+            break
+        except Exception as exc:  # one experiment failing does not stop the others
+            bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
+            runs.append(Run(name, bundle, time.monotonic() - began, " ".join(str(exc).split())))
+            console.print(f"[red]reproduce: {name} failed: {exc}[/red]")
+    report = write_report(args.results / "reproduce" / started, runs, started)
+    print(f"reproduction: {sum(r.seconds for r in runs) / 60:.1f} minutes; report: {report}", flush=True)
+    if interrupted:
+        raise KeyboardInterrupt
+    return EXIT_FAILED if any(r.error for r in runs) else 0
 
 
 def cmd_report(args) -> int:

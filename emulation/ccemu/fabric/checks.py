@@ -9,8 +9,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from ..fabric.net import FabricNet
-from ..fabric.ovs import OvsError, parse_port_stats
+from .net import FabricNet
+from .ovs import OvsError, parse_port_stats
 from ..model.routing import PATH_IDS, Routing
 
 PortKey = tuple[str, int]  # (switch, OpenFlow port)

@@ -28,10 +28,10 @@ from mininet.node import Host, Node, Switch
 from pyroute2 import IPRoute
 
 from ..model.config import ExperimentConfig
-from ..fabric.inventory import DEFAULT_STATE_ROOT, SHELL_OF, Inventory
-from ..fabric.kernel import KernelFeatures
-from ..fabric.openflow import switch_flows
-from ..fabric.ovs import OvsError, OvsInstance
+from .inventory import DEFAULT_STATE_ROOT, SHELL_OF, Inventory
+from .kernel import KernelFeatures
+from .openflow import switch_flows
+from .ovs import OvsError, OvsInstance
 from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE, PortProgram, number_ports, parse_attached
 from ..ports.tc import PortShape, port_qdiscs

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mininet.node import Node
 
-from ..fabric.inventory import Inventory
+from .inventory import Inventory
 from ..logs import last_line
 from ..polling import wait_until
 from ..model.routing import PATH_IDS

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from ..fabric.kernel import KernelFeatures
-from ..model.topology import (
+from .dilation import Dilation, auto_dilation
+from .topology import (
     Topology,
     TopologyCounts,
     dumbbell,
@@ -346,31 +348,111 @@ class IncastWorkload(_Section):
             raise ValueError(f"every N must be >= 1 (got {flows})")
         return flows
 
+    def busy_links(self, hosts: int) -> float:
+        """Every response crosses the aggregator's link: the fabric carries one link's rate."""
+        return 1
+
 
 class RealisticWorkload(_Section):
-    """Poisson arrivals at a target load with one of the four flow-size CDFs."""
+    """Poisson flow arrivals between random host pairs at a target load, flow sizes from one of
+    the four CDFs (the ExpressPass and SprayPass realistic workloads); one fabric per load."""
 
     kind: Literal["realistic"]
-    cdf: Literal["search", "mining", "cachefollower", "webserver"]
-    load: float = Field(0.5, gt=0, le=1, description="offered load on every host link")
-    flows: int = Field(1000, ge=1)
+    cdf: Literal["search", "mining", "cachefollower", "webserver"] = "webserver"
+    loads: list[float] = Field([0.2, 0.5, 0.8], min_length=1,
+                               description="offered load on every host link, each run on its own fabric")
+    flows: int = Field(300, ge=1, description="flows per load (all hosts together)")
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds a load's flows get after the last one starts")
+
+    @field_validator("loads")
+    @classmethod
+    def _loads_in_range(cls, loads: list[float]) -> list[float]:
+        bad = [load for load in loads if not 0 < load <= 1]
+        if bad:
+            raise ValueError(f"every load must be in (0, 1] (got {bad[0]})")
+        return loads
+
+    def busy_links(self, hosts: int) -> float:
+        return hosts * max(self.loads)
 
 
 class PermutationWorkload(_Section):
+    """Every host sends one long flow to another, no two to the same receiver (SprayPass)."""
+
     kind: Literal["permutation"]
-    size_bytes: int = Field(1_000_000, ge=1)
+    size_bytes: int = Field(2_000_000, ge=1)
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get to finish")
+
+    def busy_links(self, hosts: int) -> float:
+        return hosts
 
 
 class ShuffleWorkload(_Section):
+    """ExpressPass's MapReduce shuffle: each of every host's tasks sends size_bytes to every
+    other host, all at once."""
+
     kind: Literal["shuffle"]
-    tasks_per_host: int = Field(8, ge=1)
-    size_bytes: int = Field(1_000_000, ge=1)
+    tasks_per_host: int = Field(2, ge=1)
+    size_bytes: int = Field(100_000, ge=1)
+    timeout_s: float = Field(300.0, gt=0, description="wall seconds the flows get to finish")
+
+    def busy_links(self, hosts: int) -> float:
+        return hosts
+
+
+class ConvergenceWorkload(_Section):
+    """Senders start one by one, `interval_rtts` apart, toward one receiver (one bottleneck: its
+    link) and stop in reverse order; each flow's size is what fair sharing gives it in its time.
+    Credit schemes run once per initial rate alpha (= w_init)."""
+
+    kind: Literal["convergence"]
+    receiver: str = Field("h1", pattern=r"^h[1-9][0-9]*$")
+    senders: int = Field(4, ge=1)
+    interval_rtts: float = Field(40, gt=0, description="between starts (and stops), in base RTTs of the "
+                                                       "longest path")
+    alphas: list[float] = Field([0.5, 0.0625], min_length=1,
+                                description="initial credit rate / max of the credit schemes (paper: 1/2 and 1/16)")
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
+
+    @field_validator("alphas")
+    @classmethod
+    def _fractions(cls, alphas: list[float]) -> list[float]:
+        bad = [a for a in alphas if not 0 < a <= 1]
+        if bad:
+            raise ValueError(f"every alpha must be in (0, 1] (got {bad[0]})")
+        return alphas
+
+    def busy_links(self, hosts: int) -> float:
+        return 1
 
 
 WorkloadConfig = Annotated[
-    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload], Field(discriminator="kind")
+    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload],
+    Field(discriminator="kind"),
 ]
+WORKLOAD_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence")
 
+
+class DatacenterConfig(_Section):
+    """The datacenter the experiment stands for (see model/dilation.py): the fabric runs its
+    links at link_gbps / dilation, every time of the experiment (these delays, the transport's
+    timers, flow inter-arrivals) x dilation, and every size as given."""
+
+    link_gbps: float = Field(gt=0, le=1000, allow_inf_nan=False, description="every link, Gbit/s")
+    link_delay_us: float = Field(0.0, ge=0, le=1e6, allow_inf_nan=False,
+                                 description="one-way propagation delay per link, datacenter microseconds")
+    host_delay_us: float = Field(0.0, ge=0, le=1e6, allow_inf_nan=False,
+                                 description="one-way delay per end host, datacenter microseconds (ExpressPass: 1)")
+    dilation: Union[float, Literal["auto"]] = Field(
+        "auto", description="wall time / datacenter time; 'auto': the smallest round factor at which this machine "
+                            "keeps the workload's links faithful (model/dilation.py)")
+
+    @field_validator("dilation")
+    @classmethod
+    def _at_least_one(cls, dilation: float | str) -> float | str:
+        if dilation != "auto" and not (math.isfinite(dilation) and 1 <= dilation <= 1e6):
+            raise ValueError(f"must be 'auto' or a number from 1 to 1e6 (got {dilation!r})")
+        return dilation
 
 class TransportConfig(_Section):
     """cchost's parameters (transport/src/bin/cchost)."""
@@ -380,6 +462,8 @@ class TransportConfig(_Section):
     w_init: Union[float, None] = Field(None, gt=0, le=1,
                                        description="ExpressPass/SprayPass initial aggressiveness w; unset: equal to "
                                                    "alpha (paper: alpha = w_init = 1/16 for realistic workloads)")
+    # Every time here is datacenter time when the experiment declares a datacenter (cchost
+    # multiplies them, and its own built-in times, by the dilation: --dilation).
     rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
     control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
     slow_time_unit_us: Union[float, None] = Field(None, gt=0, allow_inf_nan=False,
@@ -397,6 +481,45 @@ class ExperimentConfig(_Section):
     schemes: list[SchemeConfig] = Field([], description="compared side by side, each on its own port profile")
     workload: Union[WorkloadConfig, None] = None
     transport: TransportConfig = TransportConfig()
+    datacenter: Union[DatacenterConfig, None] = Field(
+        None, description="the datacenter this experiment stands for, run dilated; unset: the link rate is the "
+                          "datacenter's and nothing is dilated")
+
+    @property
+    def dilation(self) -> Dilation:
+        dc = self.datacenter
+        return Dilation(dc.dilation) if dc is not None and dc.dilation != "auto" else Dilation()
+
+    @property
+    def datacenter_rate_bps(self) -> float:
+        """The rate a link stands for (the emulated rate x the dilation)."""
+        return self.link.rate_mbps * 1e6 * self.dilation.factor
+
+    @model_validator(mode="before")
+    @classmethod
+    def _links_run_at_the_dilated_rate(cls, data: object) -> object:
+        """With a datacenter, link.rate_mbps is derived (rate / dilation) and 'auto' resolved, so
+        every later rule sees the emulated rate."""
+        if not (isinstance(data, dict) and isinstance(data.get("datacenter"), dict)):
+            return data
+        dc, link = data["datacenter"], data.get("link") or {}
+        gbps = dc.get("link_gbps")
+        if not isinstance(gbps, (int, float)) or isinstance(gbps, bool) or not 0 < gbps <= 1000:
+            return data  # DatacenterConfig says what is wrong with it
+        dilation = dc.get("dilation", "auto")
+        if dilation == "auto":
+            dilation = auto_dilation(gbps, _busy_links(data))
+            dc = {**dc, "dilation": dilation}
+        if isinstance(dilation, (int, float)) and not isinstance(dilation, bool) and 1 <= dilation <= 1e6:
+            rate = gbps * 1000 / dilation
+            given = link.get("rate_mbps") if isinstance(link, dict) else None
+            # A config written back (the manifest's, `ccemu check --config`) carries the derived rate.
+            if given is not None and not (isinstance(given, (int, float)) and math.isclose(given, rate)):
+                raise _KeyedError(("link", "rate_mbps"), f"is set by datacenter.link_gbps / datacenter.dilation "
+                                                         f"({rate:g}) when the experiment declares a datacenter: "
+                                                         f"remove it (got {given!r})")
+            link = {**link, "rate_mbps": rate} if isinstance(link, dict) else link
+        return {**data, "datacenter": dc, "link": link}
 
     def for_scheme(self, scheme: SchemeConfig) -> "ExperimentConfig":
         """This experiment with the scheme's ports."""
@@ -469,6 +592,10 @@ class ExperimentConfig(_Section):
         return self
 
 
+_TOPOLOGY = TypeAdapter(TopologyConfig)
+_WORKLOAD = TypeAdapter(Union[WorkloadConfig, None])
+
+
 class _KeyedError(ValueError):
     """A cross-field rule that still names one key path, relative to the model that raised
     it; HERE in the message becomes that model's own path (e.g. "schemes.0.")."""
@@ -512,8 +639,18 @@ def load_config(path: Path | str, kernel: KernelFeatures | None = None,
     return parse_config(data, source=str(path), kernel=kernel, machine=machine)
 
 
-_UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", "incast", "realistic", "permutation", "shuffle",
-               *PORT_PROFILES}
+_UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", *WORKLOAD_KINDS, *PORT_PROFILES}
+
+
+def _busy_links(data: dict) -> float:
+    """How many links the raw config's workload keeps busy at once (for `dilation: auto`); 1 when
+    the workload or topology is not valid yet (their own rules report that)."""
+    try:
+        topology = _TOPOLOGY.validate_python(data.get("topology"))
+        workload = _WORKLOAD.validate_python(data.get("workload"))
+    except ValidationError:
+        return 1.0
+    return workload.busy_links(topology.counts().hosts) if workload is not None else 1.0
 
 
 def _describe(error: dict) -> str:

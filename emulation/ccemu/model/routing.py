@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from math import prod
 
-from ..model.topology import Topology, TopologyError
+from .topology import Topology, TopologyError
 
 PATH_ID_BITS = 8
 PATH_IDS = 1 << PATH_ID_BITS

@@ -1,8 +1,7 @@
 """Traffic generators: which flows an experiment sends, deterministic from its seed.
 
 Every generator returns plain flow lists (source host, destination host, bytes, start
-second); the runner turns them into cchost schedules. Only incast runs end to end today;
-the others are generated and tested, for the runs that come next.
+second); the experiments (emulation/ccemu/experiments/) turn them into cchost schedules.
 """
 
 from __future__ import annotations
@@ -114,3 +113,20 @@ def shuffle(hosts: list[str], tasks_per_host: int, size: int) -> list[Flow]:
     """The ExpressPass shuffle: each of a host's tasks sends `size` bytes to every other
     host (hosts x tasks x (hosts - 1) flows, all at once)."""
     return [Flow(src, dst, size) for src in hosts for _ in range(tasks_per_host) for dst in hosts if dst != src]
+
+
+def convergence(receiver: str, senders: list[str], interval_s: float, rate_bytes_per_s: float) -> list[Flow]:
+    """Senders start one by one, interval_s apart, toward `receiver` and stop in reverse order:
+    the i-th (from 0) of N runs from i x interval to (2N - 1 - i) x interval. A flow cannot be
+    told to stop, so each one's size is what fair sharing of `rate_bytes_per_s` gives it over
+    that time: under a fair scheme the flows end when they should, and any unfairness shows
+    as flows ending early or late (and in the throughput timeline)."""
+    if receiver in senders:
+        raise ValueError(f"the receiver {receiver} cannot be a sender")
+    n = len(senders)
+    if n < 1:
+        raise ValueError("needs at least one sender")
+    active = [min(j + 1, 2 * n - 1 - j) for j in range(2 * n - 1)]  # flows running in interval j
+    return [Flow(src, receiver, max(1, round(sum(rate_bytes_per_s * interval_s / active[j]
+                                                  for j in range(i, 2 * n - 1 - i)))), i * interval_s)
+            for i, src in enumerate(senders)]

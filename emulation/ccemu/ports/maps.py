@@ -18,8 +18,8 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netns import popns, pushns
 
-from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE
-from ..ports.tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
+from .program import PORT_INDEX_FILE, SHAPE_FILE
+from .tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
 RESIDENCE_BUCKETS = 96  # bpf/port.h PORT_RESIDENCE_BUCKETS

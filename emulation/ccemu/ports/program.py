@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ports.tc import PortShape, port_program_line
+from .tc import PortShape, port_program_line
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))

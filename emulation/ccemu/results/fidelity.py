@@ -146,6 +146,9 @@ class Observation:
     lateness_us: float | None = None
     credit_gap_us: float | None = None
     host_failures: list[str] = field(default_factory=list)  # each a whole reason: what failed and what it cost
+    # Host pairs whose idle RTT through the fabric alone exceeded the RTT the experiment stands
+    # for (no delay could be added; their base RTT is the fabric's): each a whole reason.
+    delay_shortfalls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -209,4 +212,6 @@ def judge(seen: Observation) -> Verdict:
                       f"{seen.credit_gap_us:.0f} us")
     for failure in seen.host_failures:
         verdict.flag(WARN, failure)
+    for shortfall in seen.delay_shortfalls:
+        verdict.flag(WARN, shortfall)
     return verdict

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..results.bundle import read_table
-from ..results.stats import BUCKETS, fct_by_bucket, histogram_cdf, histogram_mean, percentile
+from . import figures, papers
+from .figures import Tables
+from .stats import BUCKETS, fct_by_bucket, histogram_cdf, histogram_mean, jain_fairness, percentile
 
 
 def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
@@ -60,8 +60,8 @@ def incast_table(flows: list[dict], rounds: list[dict], ports: list[dict]) -> li
 
 
 def summary_markdown(directory: Path) -> str:
-    manifest = json.loads((directory / "manifest.json").read_text())
-    flows, rounds, ports = (read_table(directory, name) for name in ("flows", "rounds", "ports"))
+    tables = Tables.read(directory)
+    manifest = tables.manifest
     verdict = manifest.get("fidelity", {})
     lines = [f"# {manifest['config']['name']}: {manifest.get('started', '')}", ""]
     if manifest.get("interrupted"):
@@ -71,34 +71,87 @@ def summary_markdown(directory: Path) -> str:
     lines += [f"Fidelity: **{verdict.get('status', 'unknown')}**"]
     lines += [f"- {reason}" for reason in verdict.get("reasons", [])]
     link = manifest["config"]["link"]
-    lines += ["", f"Commit {manifest.get('git_commit')}; {link['rate_mbps']} Mbit/s links; "
-              f"seed {manifest['config']['seed']}.", ""]
+    lines += ["", f"Commit {manifest.get('git_commit')}; {link['rate_mbps']:g} Mbit/s links; "
+              f"seed {manifest['config']['seed']}"
+              + (f"; wall time {manifest['wall_seconds']:.0f} s" if "wall_seconds" in manifest else "") + ".", ""]
+    lines += _datacenter_lines(tables)
     failures = manifest.get("host_failures", [])
     if failures:
         lines += ["## Host failures", "", f"{manifest.get('unfinished_flows', 0)} flows never finished.", ""]
-        lines += [f"- {f['scheme']} N={f['n']} round {f['round']}: {f['host']}'s cchost ({f['role']}) {f['status']}"
+        lines += [f"- {_label(f)} round {f['round']}: {f['host']}'s cchost ({f['role']}) {f['status']}"
                   + (f": {f['last_error']}" if f.get("last_error") else "") for f in failures]
         lines.append("")
     lines += _fidelity_table(verdict.get("blocks", []))
+    kind = tables.kind
+    lines += {"incast": _incast_lines, "realistic": _realistic_lines, "permutation": _permutation_lines,
+              "shuffle": _shuffle_lines, "convergence": _convergence_lines}.get(kind, _incast_lines)(tables)
+    if kind != "realistic":
+        lines += _fct_by_bucket_lines(tables)
+    beside = papers.markdown(papers.compare(tables))
+    if beside:
+        lines += ["## Beside the papers", "",
+                  "Each claim of workloads/reference.yaml for this experiment, computed from this bundle "
+                  "(dilation-free figures); the criterion is ccemu's, the numbers are the paper's.", ""]
+        lines += beside + [""]
+    return "\n".join(lines)
 
-    lines += ["## Incast: per scheme and N", "",
-              "| scheme | N | goodput Mbit/s | FCT mean ms | p99 ms | max ms | max queue B | mean queue B | "
-              "data drops | CE marks | timeouts | retransmits | credit drops | credit CE marks | credit waste | "
-              "unfinished |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    table = incast_table(flows, rounds, ports)
+
+def _label(row: dict) -> str:
+    n = int(row.get("n") or 0)
+    return " ".join(part for part in (row["scheme"], f"N={n}" if n else "", row.get("point") or "") if part)
+
+
+def _datacenter_lines(tables: Tables) -> list[str]:
+    """What the run stood for, in datacenter units, beside the paper's setting."""
+    dc = tables.manifest.get("datacenter")
+    if not dc:
+        return []
+    d = dc["dilation"]
+    lines = ["## Datacenter time", ""]
+    if d == 1:
+        lines.append(f"Not dilated: {dc['emulated_link_mbps']:g} Mbit/s links stand for themselves.")
+    else:
+        lines.append(f"Dilation **{d:g}**: {dc['link_rate_bps'] / 1e9:g} Gbit/s links run at "
+                     f"{dc['emulated_link_mbps']:g} Mbit/s, every time x {d:g} (propagation, RTO_min, transport "
+                     f"timers, inter-arrivals); sizes as given. Times below are datacenter time (wall / {d:g}) "
+                     "unless marked wall.")
+    if dc.get("link_delay_us") is not None:
+        lines.append(f"Propagation: {dc['link_delay_us']:g} us per link, {dc['host_delay_us']:g} us per host, added "
+                     "by cchost's delay line at the receiving host (what the idle fabric lacks of it).")
+    setting = papers.settings().get(tables.kind)
+    bdp = dc["bdp_packets_max_rtt"]
+    lines += ["", "| | ccemu | paper | ccemu / paper |", "|---|---|---|---|",
+              f"| base RTT, longest path (us) | {dc['base_rtt_max_us']:.1f} | "
+              f"{setting['rtt_us'] if setting else '-'} | "
+              f"{dc['base_rtt_max_us'] / setting['rtt_us']:.2f} |" if setting else
+              f"| base RTT, longest path (us) | {dc['base_rtt_max_us']:.1f} | - | - |",
+              f"| BDP at that RTT (packets of 1538 B) | {bdp:.1f} | "
+              + (f"{setting['bdp_packets']} | {bdp / setting['bdp_packets']:.2f} |" if setting else "- | - |"),
+              f"| idle fabric alone, longest RTT (us) | {dc['idle_fabric_rtt_max_us']:.1f} | | |", ""]
+    if setting:
+        lines += [f"Paper's setting: {setting['source']}.", ""]
+    return lines
+
+
+def _incast_lines(tables: Tables) -> list[str]:
+    manifest, d = tables.manifest, tables.dilation
+    lines = ["## Incast: per scheme and N", "",
+             "| scheme | N | goodput Mbit/s | FCT mean ms | p99 ms | max ms | max queue B | mean queue B | "
+             "data drops | CE marks | timeouts | retransmits | credit drops | credit CE marks | credit waste | "
+             "unfinished | goodput / link |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = incast_table(tables.flows, tables.rounds, tables.ports)
     for row in table:
-        lines.append(f"| {row['scheme']} | {row['n']} | {row['goodput_mbps']:.2f} | {row['fct_mean_ms']:.1f} | "
-                     f"{row['fct_p99_ms']:.1f} | {row['fct_max_ms']:.1f} | {row['max_queue']} | "
+        lines.append(f"| {row['scheme']} | {row['n']} | {row['goodput_mbps'] * d:.2f} | {row['fct_mean_ms'] / d:.1f} | "
+                     f"{row['fct_p99_ms'] / d:.1f} | {row['fct_max_ms'] / d:.1f} | {row['max_queue']} | "
                      f"{row['mean_queue']:.0f} | {row['data_drops']} | {row['marks']} | {row['timeouts']} | "
                      f"{row['retransmits']} | {row['credit_drops']} | {row['credit_marks']} | "
                      f"{row['credit_waste']:.1%} | "
-                     f"{row['unfinished']} |")
-    lines += ["", "Queues are the bottleneck port's (the switch port toward the aggregator), exact at every "
-              "enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric (CE marks: "
-              "data packets marked, each counted once, by the port that marked it first; credit CE marks: credits "
-              "SprayPass's ports marked with the probability they drop credits).", ""]
-
+                     f"{row['unfinished']} | {row['goodput_mbps'] * 1e6 / tables.link_bps:.2f} |")
+    lines += ["", "Goodput and FCTs in datacenter units. Queues are the bottleneck port's (the switch port toward the "
+              "aggregator), exact at every enqueue, in bytes on the wire; drops and marks are summed over every port "
+              "of the fabric (CE marks: data packets marked, each counted once, by the port that marked it first; "
+              "credit CE marks: credits SprayPass's ports marked with the probability they drop credits).", ""]
     bound = manifest.get("expresspass_queue_bound_bytes")
     if bound:
         worst = max((r["max_queue"] for r in table if r["scheme"] == "expresspass"),
@@ -110,16 +163,106 @@ def summary_markdown(directory: Path) -> str:
     k = manifest.get("dctcp_k_bytes")
     if k:
         lines += [f"DCTCP marks above K = {k} B.", ""]
+    return lines
 
-    lines += ["## FCT per scheme and flow size", "",
-              "| scheme | bucket | flows | mean ms | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"]
-    for scheme in _schemes(flows):
-        summary = fct_by_bucket((int(f["size"]), float(f["fct"])) for f in flows if f["scheme"] == scheme)
+
+def _fct_by_bucket_lines(tables: Tables) -> list[str]:
+    d = tables.dilation
+    lines = ["## FCT per scheme and flow size", "",
+             "| scheme | bucket | flows | mean ms | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"]
+    for scheme in _schemes(tables.flows):
+        summary = fct_by_bucket((int(f["size"]), float(f["fct"]) / d) for f in tables.flows if f["scheme"] == scheme)
         for bucket, s in summary.items():
             lines.append(f"| {scheme} | {bucket} | {s.flows} | {1e3 * s.mean:.1f} | {1e3 * s.p50:.1f} | "
                          f"{1e3 * s.p99:.1f} | {1e3 * s.max:.1f} |")
-    lines += ["", "Buckets: " + ", ".join(f"{name} {low}-{high} B" for name, low, high in BUCKETS) + ".", ""]
-    return "\n".join(lines)
+    lines += ["", "Buckets: " + ", ".join(f"{name} {low}-{high} B" for name, low, high in BUCKETS) + "; "
+              "datacenter time.", ""]
+    return lines
+
+
+def _realistic_lines(tables: Tables) -> list[str]:
+    d = tables.dilation
+    lines = ["## Realistic workload: FCT slowdown per size bucket and load; switch queues", "",
+             "| scheme | load | flows | unfinished | mean FCT ms | slowdown mean | p99 | S | M | L | XL | "
+             "max queue KB (pkts) | mean queue KB (pkts) | data drops | credit waste |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for scheme in tables.schemes():
+        for point in sorted(tables.points(scheme), key=figures.load_of):
+            flows = tables.flows_of(scheme, point)
+            rounds = [r for r in tables.rounds if r["scheme"] == scheme and r["point"] == point]
+            slow = [float(f["slowdown"]) for f in flows]
+            buckets = figures.slowdowns_by_bucket(tables, scheme, point)
+            q = figures.queues(tables, scheme, point)
+            sent = sum(int(f["credits_sent"]) for f in flows)
+            waste = sum(int(f["credits_wasted"]) for f in flows) / sent if sent else None
+            mean_fct = figures.mean_fct_s(tables, scheme, point)
+            lines.append(
+                f"| {scheme} | {figures.load_of(point):g} | {len(flows)} | "
+                f"{sum(int(r['flows']) - int(r['finished']) for r in rounds)} | "
+                f"{1e3 * mean_fct / d if mean_fct else 0:.3f} | "
+                f"{sum(slow) / len(slow) if slow else 0:.2f} | {percentile(slow, 99) if slow else 0:.2f} | "
+                + " | ".join(f"{buckets[b][1]:.2f}" if b in buckets else "-" for b in ("S", "M", "L", "XL"))
+                + f" | {q.max_kb:.1f} ({q.max_packets:.1f}) | {q.mean_kb:.2f} ({q.mean_packets:.2f}) | "
+                f"{sum(int(p['data_dropped']) for p in tables.switch_ports(scheme, point))} | "
+                f"{f'{waste:.1%}' if waste is not None else '-'} |")
+    lines += ["", "Slowdown = FCT / the flow's ideal FCT (its pair's base RTT plus its bytes at the link rate): "
+              "dilation-free; S/M/L/XL: mean slowdown per size bucket. Queues over every switch port (not host "
+              "NICs): the largest any port reached, and the mean a packet found on arrival (ExpressPass Table 3's "
+              "figures), in KB and in full frames.", ""]
+    return lines
+
+
+def _permutation_lines(tables: Tables) -> list[str]:
+    lines = ["## Permutation: per-flow throughput", "",
+             "| scheme | flows | mean Gbit/s | min | max | mean / link | Jain fairness | unfinished |",
+             "|---|---|---|---|---|---|---|---|"]
+    dc_link = tables.link_bps * tables.dilation
+    for scheme in tables.schemes():
+        tput = figures.flow_throughputs_bps(tables, scheme)
+        unfinished = sum(int(r["flows"]) - int(r["finished"]) for r in tables.rounds if r["scheme"] == scheme)
+        if not tput:
+            lines.append(f"| {scheme} | 0 | - | - | - | - | - | {unfinished} |")
+            continue
+        mean = sum(tput) / len(tput)
+        lines.append(f"| {scheme} | {len(tput)} | {mean / 1e9:.2f} | {min(tput) / 1e9:.2f} | {max(tput) / 1e9:.2f} | "
+                     f"{mean / dc_link:.2f} | {jain_fairness(tput):.3f} | {unfinished} |")
+    lines += ["", "A flow's throughput is its size over its FCT, in datacenter Gbit/s.", ""]
+    return lines
+
+
+def _shuffle_lines(tables: Tables) -> list[str]:
+    lines = ["## Shuffle: FCT quantiles", "", "| scheme | flows | p50 ms | p99 ms | max ms | unfinished |",
+             "|---|---|---|---|---|---|"]
+    for scheme in tables.schemes():
+        unfinished = sum(int(r["flows"]) - int(r["finished"]) for r in tables.rounds if r["scheme"] == scheme)
+        q = [figures.fct_quantile_s(tables, scheme, p) for p in (50, 99, 100)]
+        cells = " | ".join(f"{1e3 * v:.2f}" if v is not None else "-" for v in q)
+        lines.append(f"| {scheme} | {len(tables.flows_of(scheme))} | {cells} | {unfinished} |")
+    return lines + ["", "Datacenter time.", ""]
+
+
+def _convergence_lines(tables: Tables) -> list[str]:
+    lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
+             "| scheme | alpha | base RTT us | per joining flow (RTTs) | median |", "|---|---|---|---|---|"]
+    # The papers' figure is the first join (a flow joins a running one): papers.convergence_rtts.
+    payload = papers.convergence_payload_bps(tables)
+    for scheme in tables.schemes():
+        for point in tables.points(scheme):
+            seen = figures.convergence(tables, scheme, point, payload)
+            if seen is None:
+                lines.append(f"| {scheme} | {point or '-'} | - | no timeline | - |")
+                continue
+            joins = ", ".join("never" if j is None else f"{j:.1f}" for j in seen.joins)
+            median = seen.median_rtts
+            lines.append(f"| {scheme} | {point.split('=')[1] if point else '-'} | "
+                         f"{tables.dilation and seen.rtt_s / tables.dilation * 1e6:.1f} | {joins} | "
+                         f"{'never' if median is None else f'{median:.1f}'} |")
+    lines += ["", f"Reached: every running flow's throughput within +-{figures.CONVERGENCE_BAND:.0%} of the fair "
+              f"share over the next {figures.CONVERGENCE_WINDOW_RTTS} base RTTs, and so for every such window that "
+              f"starts within {figures.CONVERGENCE_HOLD_RTTS} RTTs after; the time counts from the join to the first "
+              "such window (bytes sampled at the receiver every 10 ms of wall time; "
+              "plots/throughput_timeline.png).", ""]
+    return lines
 
 
 FIDELITY_COLUMNS = [  # (figure in the verdict, column title, format)
@@ -140,41 +283,45 @@ def _fidelity_table(blocks: list[dict]) -> list[str]:
     if not blocks:
         return []
     lines = ["## Fidelity per fabric", "",
-             "| scheme | N | verdict | " + " | ".join(title for _, title, _ in FIDELITY_COLUMNS) + " |",
-             "|---|---|---|" + "---|" * len(FIDELITY_COLUMNS)]
+             "| block | verdict | " + " | ".join(title for _, title, _ in FIDELITY_COLUMNS) + " |",
+             "|---|---|" + "---|" * len(FIDELITY_COLUMNS)]
     for block in blocks:
         cells = [fmt.format(block[name]) if name in block else "-" for name, _, fmt in FIDELITY_COLUMNS]
-        lines.append(f"| {block['scheme']} | {block['n']} | {block['status']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_label(block)} | {block['status']} | " + " | ".join(cells) + " |")
     return lines + ["", "Switch residence: time a packet spent inside a switch (ovs-vswitchd) between arriving at "
                     "one port and reaching the next port's queue, over every packet of every switch; a frame time "
                     "is one full frame at the link rate.", ""]
 
 
 def plot(directory: Path) -> list[Path]:
+    """The plots of the bundle's kind: FCT CDF and queue CDF for every kind, then the kind's own."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    flows, rounds, ports = (read_table(directory, name) for name in ("flows", "rounds", "ports"))
+    tables = Tables.read(directory)
+    flows, d = tables.flows, tables.dilation
     out = directory / "plots"
     out.mkdir(exist_ok=True)
     written = []
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme in _schemes(flows):
-        fcts = sorted(1e3 * float(f["fct"]) for f in flows if f["scheme"] == scheme)
+        fcts = sorted(1e3 * float(f["fct"]) / d for f in flows if f["scheme"] == scheme)
         ax.plot(fcts, [(i + 1) / len(fcts) for i in range(len(fcts))], label=scheme)
-    ax.set(xlabel="flow completion time (ms)", ylabel="CDF", title="FCT")
+    ax.set(xlabel="flow completion time (ms" + (", datacenter time)" if d != 1 else ")"), ylabel="CDF", title="FCT")
     ax.grid(alpha=0.3)
     ax.legend()
     written.append(_save(fig, out / "fct_cdf.png"))
 
+    # Incast and convergence: the bottleneck port; the others: every switch port.
+    bottleneck = any(p["bottleneck"] == "1" for p in tables.ports)
     fig, ax = plt.subplots(figsize=(6, 4))
-    for scheme in _schemes(ports):
+    for scheme in _schemes(tables.ports):
         counts: list[int] = []
         bucket = 0
-        for p in ports:
-            if p["scheme"] == scheme and p["bottleneck"] == "1":
+        for p in tables.ports:
+            if p["scheme"] == scheme and (p["bottleneck"] == "1" if bottleneck else not p["node"].startswith("h")):
                 histogram = [int(c) for c in p["histogram"].split()]
                 counts = [a + b for a, b in zip(counts, histogram)] if counts else histogram
                 bucket = int(p["bucket_bytes"])
@@ -182,30 +329,107 @@ def plot(directory: Path) -> list[Path]:
         if points:
             ax.step([q / 1e3 for q, _ in points], [c for _, c in points], where="post",
                     label=f"{scheme} (mean {histogram_mean(counts, bucket) / 1e3:.1f} KB)")
-    ax.set(xlabel="bottleneck data queue at enqueue (KB)", ylabel="CDF", title="Queue length")
+    ax.set(xlabel=f"{'bottleneck' if bottleneck else 'switch port'} data queue at enqueue (KB)", ylabel="CDF",
+           title="Queue length")
     ax.grid(alpha=0.3)
     ax.legend()
     written.append(_save(fig, out / "queue_cdf.png"))
+    kind_plots = {"incast": _plot_incast, "realistic": _plot_realistic, "permutation": _plot_permutation,
+                  "convergence": _plot_convergence}.get(tables.kind)
+    if kind_plots:
+        written += kind_plots(tables, out, plt)
+    return written
 
-    table = incast_table(flows, rounds, ports)
+
+def _plot_incast(tables: Tables, out: Path, plt) -> list[Path]:
+    d = tables.dilation
+    table = incast_table(tables.flows, tables.rounds, tables.ports)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for color, scheme in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], _schemes(rounds)):
+    for color, scheme in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], _schemes(tables.rounds)):
         rows = [r for r in table if r["scheme"] == scheme]
         ns = [r["n"] for r in rows]
-        left.plot(ns, [r["goodput_mbps"] for r in rows], marker="o", color=color, label=scheme)
-        right.plot(ns, [r["fct_p99_ms"] for r in rows], marker="o", color=color, label=f"{scheme} p99")
-        right.plot(ns, [r["fct_mean_ms"] for r in rows], marker="x", linestyle="--", color=color,
+        left.plot(ns, [r["goodput_mbps"] * d for r in rows], marker="o", color=color, label=scheme)
+        right.plot(ns, [r["fct_p99_ms"] / d for r in rows], marker="o", color=color, label=f"{scheme} p99")
+        right.plot(ns, [r["fct_mean_ms"] / d for r in rows], marker="x", linestyle="--", color=color,
                    label=f"{scheme} mean")
     left.set(ylabel="goodput (Mbit/s)", title="Incast goodput", ylim=(0, None))
     right.set(ylabel="FCT (ms)", title="Incast FCT", ylim=(0, None))
     for ax in (left, right):
         ax.set(xlabel="incast flows N", xscale="log")
-        ax.set_xticks(_ns(rounds), [str(n) for n in _ns(rounds)])
+        ax.set_xticks(_ns(tables.rounds), [str(n) for n in _ns(tables.rounds)])
         ax.minorticks_off()
         ax.grid(alpha=0.3)
         ax.legend()
-    written.append(_save(fig, out / "incast_vs_n.png"))
-    return written
+    return [_save(fig, out / "incast_vs_n.png")]
+
+
+def _plot_realistic(tables: Tables, out: Path, plt) -> list[Path]:
+    buckets = ("S", "M", "L", "XL")
+    fig, axes = plt.subplots(1, len(tables.points()) or 1, figsize=(4 * max(1, len(tables.points())), 3.6),
+                             sharey=True, squeeze=False)
+    for ax, point in zip(axes[0], sorted(tables.points(), key=figures.load_of)):
+        for scheme in tables.schemes():
+            by = figures.slowdowns_by_bucket(tables, scheme, point)
+            ax.plot(buckets, [by[b][1] if b in by else float("nan") for b in buckets], marker="o", label=scheme)
+        ax.set(title=f"load {figures.load_of(point):g}", xlabel="flow size bucket", yscale="log")
+        ax.grid(alpha=0.3)
+    axes[0][0].set(ylabel="mean FCT slowdown")
+    axes[0][-1].legend()
+    written = [_save(fig, out / "slowdown_by_size.png")]
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for scheme in tables.schemes():
+        points = sorted(tables.points(scheme), key=figures.load_of)
+        loads = [figures.load_of(p) for p in points]
+        left.plot(loads, [figures.queues(tables, scheme, p).max_kb for p in points], marker="o", label=scheme)
+        right.plot(loads, [figures.queues(tables, scheme, p).mean_kb for p in points], marker="o", label=scheme)
+    left.set(xlabel="load", ylabel="max switch queue (KB)", title="Max queue vs load", ylim=(0, None))
+    right.set(xlabel="load", ylabel="mean queue at arrival (KB)", title="Mean queue vs load", ylim=(0, None))
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    return written + [_save(fig, out / "queue_vs_load.png")]
+
+
+def _plot_permutation(tables: Tables, out: Path, plt) -> list[Path]:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    schemes = tables.schemes()
+    width = 0.8 / max(1, len(schemes))
+    for i, scheme in enumerate(schemes):
+        tput = sorted(figures.flow_throughputs_bps(tables, scheme), reverse=True)
+        ax.bar([x + i * width for x in range(len(tput))], [t / 1e9 for t in tput], width=width, label=scheme)
+    ax.set(xlabel="flows, fastest first", ylabel="throughput (Gbit/s, datacenter)", title="Permutation")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend()
+    return [_save(fig, out / "flow_throughput.png")]
+
+
+def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
+    blocks = [(s, p) for s in tables.schemes() for p in tables.points(s)]
+    if not blocks or not tables.timeline:
+        return []
+    fig, axes = plt.subplots(len(blocks), 1, figsize=(8, 2.4 * len(blocks)), sharex=True, squeeze=False)
+    d = tables.dilation
+    for ax, (scheme, point) in zip(axes[:, 0], blocks):
+        series: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        for s in tables.timeline:
+            if s["scheme"] == scheme and s["point"] == point:
+                series[f"{s['src']}#{s['id']}"].append((float(s["t"]), int(s["bytes"])))
+        rtt = figures.base_rtt_s(tables, scheme, point, tables.flows_of(scheme, point)[0]["dst"]) \
+            if tables.flows_of(scheme, point) else 0.0
+        for name, samples in sorted(series.items()):
+            samples.sort()
+            # Throughput over one base RTT (or 50 ms of wall time without one), datacenter Gbit/s.
+            window = rtt or 0.05
+            ts = [t for t, _ in samples if t >= samples[0][0] + window]
+            rates = [(figures.bytes_at(samples, t) - figures.bytes_at(samples, t - window)) * 8 / window * d / 1e9
+                     for t in ts]
+            ax.plot([t / d * 1e3 for t in ts], rates, label=name, linewidth=1)
+        ax.set(ylabel="Gbit/s", title=f"{scheme} {point}".strip())
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set(xlabel="time (ms, datacenter)")
+    axes[0, 0].legend(fontsize="small", ncol=4)
+    return [_save(fig, out / "throughput_timeline.png")]
 
 
 def _save(fig, path: Path) -> Path:

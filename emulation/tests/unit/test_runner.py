@@ -10,7 +10,8 @@ from ccemu.hosts.cchost import ScheduledFlow, write_schedule
 from ccemu.model.config import IncastWorkload, parse_config
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.routing import Routing
-from ccemu.experiments.runner import incast_schedule, transport_args
+from ccemu.experiments.base import transport_args
+from ccemu.experiments.incast import incast_schedule
 from ccemu.model.topology import fat_tree, leaf_spine
 
 NO_NETEM = KernelFeatures(netem=False, openvswitch=False)

@@ -73,3 +73,15 @@ def test_the_shuffle_sends_each_task_to_every_other_host():
     flows = shuffle(HOSTS[:5], 8, 1_000_000)
     assert len(flows) == 5 * 8 * 4
     assert all(f.src != f.dst for f in flows)
+
+
+def test_convergence_flows_start_one_by_one_and_are_sized_to_stop_in_reverse_order_under_fair_sharing():
+    from ccemu.model.workloads import convergence
+
+    flows = convergence("h1", ["h2", "h3", "h4"], interval_s=1.0, rate_bytes_per_s=1200)
+    assert [f.start for f in flows] == [0.0, 1.0, 2.0]
+    assert all(f.dst == "h1" for f in flows)
+    # Intervals 0..4 have 1, 2, 3, 2, 1 flows. The first runs through all five, the last only the middle one.
+    assert [f.size for f in flows] == [1200 + 600 + 400 + 600 + 1200, 600 + 400 + 600, 400]
+    with pytest.raises(ValueError, match="cannot be a sender"):
+        convergence("h1", ["h1"], 1.0, 1.0)

@@ -1,0 +1,507 @@
+"""One block lifecycle for every kind of experiment: for each block (a scheme and a point of the
+sweep: an incast N, a load, an initial rate), a fresh fabric with the scheme's ports, the
+datacenter's missing propagation delay added at the hosts, the kind's traffic, the ports'
+figures once the queues drained, a fidelity verdict; then the results bundle.
+
+A kind (incast.py, flows.py) says which blocks it has and what traffic a block runs. Live
+metrics, progress, Ctrl-C (the current fabric is torn down and the bundle still written, marked
+interrupted) and the manifest are the same for all.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..fabric.latency import idle_rtts
+from ..fabric.net import FabricNet
+from ..hosts.cchost import command, host_number, read_counters
+from ..logs import last_line
+from ..metrics.collector import Block as CollectorBlock
+from ..metrics.collector import ExperimentCollector, MetricsServer
+from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
+from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
+                            SchemeConfig)
+from ..model.dilation import PairDelay, bdp_packets, delay_lines, one_way_delay_us
+from ..ports.maps import PortMaps, PortStats
+from ..results import fidelity
+from ..results.bundle import Bundle, provenance
+from ..results.report import report
+from ..results.stats import histogram_mean
+
+START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every host's cchost is up by then
+CREDIT_BURST_CREDITS = 2
+POLL_S = 0.05  # how often a block looks at its cchosts
+# Once a cchost died, the others get this long to finish their flows before the block's round ends.
+AFTER_FAILURE_GRACE_S = 2.0
+
+
+class WorkloadNotRunnable(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One fabric of the experiment: a scheme at one point of the sweep."""
+
+    scheme: SchemeConfig
+    n: int = 0  # incast N (0: not an incast)
+    point: str = ""  # the sweep's value for the other kinds, e.g. "load=0.5", "alpha=0.0625"
+    alpha: float | None = None  # the credit schemes' initial rate for this block (None: the config's)
+
+    @property
+    def label(self) -> str:
+        return " ".join(part for part in (self.scheme.scheme, f"N={self.n}" if self.n else "", self.point) if part)
+
+    @property
+    def slug(self) -> str:
+        return self.label.replace(" ", "-").replace("=", "")
+
+
+@dataclass(frozen=True)
+class HostFailure:
+    """A cchost that exited abnormally during a block."""
+
+    scheme: str
+    n: int
+    round: int
+    host: str
+    role: str  # "sender", "aggregator" or "host"
+    returncode: int  # negative: killed by that signal
+    last_error: str  # the last line it wrote to stderr, if any
+    point: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.returncode < 0:
+            try:
+                return f"killed by {signal.Signals(-self.returncode).name}"
+            except ValueError:
+                return f"killed by signal {-self.returncode}"
+        return f"exited with status {self.returncode}"
+
+    def __str__(self) -> str:
+        detail = f" ({self.last_error})" if self.last_error else ""
+        return f"{self.host}'s cchost ({self.role}) {self.status}{detail}"
+
+    @property
+    def reason(self) -> str:
+        """What it cost, for the verdict of its block."""
+        cost = {"sender": "its flows never finished; the round ended soon after",
+                "aggregator": "no flow to it could finish; the round ended, and the block's later rounds were not run",
+                "host": "its flows, and flows to it, never finished; the block ended soon after"}[self.role]
+        return f"round {self.round}: {self}: {cost}"
+
+
+@dataclass
+class LiveBlock:
+    """A block while its fabric is up: what the kind's traffic needs."""
+
+    spec: BlockSpec
+    config: ExperimentConfig  # the experiment with the block's ports and transport
+    net: FabricNet
+    workdir: Path
+    epoch: int  # CLOCK_MONOTONIC ns every cchost of the block counts from
+    hosts: list[str]
+    delays: dict[str, Path] = field(default_factory=dict)  # host -> its cchost's --delays table
+    base_rtts: dict[tuple[str, str], float] = field(default_factory=dict)  # (src, dst) -> idle RTT, wall s
+
+    def base_rtt_s(self, src: str, dst: str) -> float:
+        return self.base_rtts.get((src, dst)) or self.base_rtts.get((dst, src)) or 0.0
+
+    def now_s(self) -> float:
+        """Seconds since the block's epoch."""
+        return (time.monotonic_ns() - self.epoch) / 1e9
+
+
+@dataclass
+class Block:
+    """One block and what it showed, for the fidelity verdict."""
+
+    scheme: str
+    n: int
+    point: str
+    seen: fidelity.Observation
+
+
+def credit_gap_us(config: ExperimentConfig, port: ExpressPassPort) -> float:
+    """Gap between credits at the full credit rate of a link."""
+    return CREDIT_WIRE_BYTES * 8 / (config.link.rate_mbps * port.credit_share)
+
+
+def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, credit_queues: int) -> int:
+    """The reference's bound, C x (max - min credit-path delay): a credit waits at most its
+    buffer plus burst at each credit queue of its path, and each credit stands for a full
+    data frame, so the spread is at most that many frames per queue."""
+    return (port.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES) * credit_queues
+
+
+def transport_args(config: ExperimentConfig, host: str, alpha: float | None = None) -> tuple[str, ...]:
+    """cchost's transport parameters for `host`; the optional ones only when the config sets them.
+    Times are the config's (datacenter time): cchost multiplies them by --dilation."""
+    transport = config.transport
+    args = ("--alpha", str(alpha if alpha is not None else transport.alpha), "--rto-min-ms",
+            str(transport.rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
+            "--seed", str(config.seed * 1000 + host_number(host)))
+    if config.dilation.factor != 1:
+        args += ("--dilation", str(config.dilation.factor))
+    if transport.w_init is not None:
+        args += ("--w-init", str(transport.w_init))
+    elif alpha is not None:
+        args += ("--w-init", str(alpha))
+    if transport.slow_time_unit_us is not None:
+        args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
+    return args
+
+
+class ExperimentRunner:
+    """The shared lifecycle; a kind overrides blocks(), progress_total() and run_traffic()."""
+
+    kind = "experiment"
+
+    def __init__(self, config: ExperimentConfig, results_root: Path, console: Console, monitoring: bool = True,
+                 keep_monitoring: bool = False):
+        if not config.schemes:
+            raise WorkloadNotRunnable(f"{config.name}: no schemes to compare (add a `schemes:` list)")
+        self.config = config
+        self.console = console
+        self.bundle = Bundle(results_root, config.name)
+        self.blocks_seen: list[Block] = []
+        self.failures: list[HostFailure] = []
+        self.credit_queues = 0
+        self.monitoring, self.keep_monitoring = monitoring, keep_monitoring
+        self.collector: ExperimentCollector | None = None
+        self.prometheus: Prometheus | None = None
+        self.metrics_server: MetricsServer | None = None
+        self.started_at = time.monotonic()
+
+    # What a kind says -------------------------------------------------------------------------
+
+    def blocks(self) -> list[BlockSpec]:
+        raise NotImplementedError
+
+    def progress_total(self, spec: BlockSpec) -> int:
+        """Steps of a block's progress bar (rounds, flows)."""
+        return 1
+
+    def bottleneck_host(self, spec: BlockSpec) -> str | None:
+        """The host whose link is the block's bottleneck (None: no single one; the verdict then
+        judges the port that lagged most)."""
+        return None
+
+    def run_traffic(self, live: LiveBlock, progress: Progress, task) -> list[HostFailure]:
+        raise NotImplementedError
+
+    def manifest_extra(self) -> dict:
+        return {}
+
+    # The lifecycle ----------------------------------------------------------------------------
+
+    def run(self) -> Path:
+        """Runs every block, writes the bundle and says where it is. On a failure before any
+        block ran, no bundle is left (there is nothing in it)."""
+        try:
+            return self._run_monitored() if self.monitoring else self._announce(self._run())
+        except Exception:
+            if not self.bundle.rounds:
+                self.bundle.remove()
+            raise
+
+    def _run_monitored(self) -> Path:
+        self.collector = ExperimentCollector(self.config.name)
+        server = MetricsServer(self.collector)
+        try:
+            prometheus = Prometheus(self.bundle.dir, server.port, self.config.name)
+        except BaseException:
+            server.close()
+            raise
+        self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
+        # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
+        deadline = time.monotonic() + 15
+        while self.collector.scrapes == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.prometheus, self.metrics_server = prometheus, server
+        try:
+            bundle = self._announce(self._run())
+            if self.keep_monitoring:
+                self.console.print(f"Prometheus stays at {prometheus.url} until Ctrl-C")
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    pass  # the user is done looking: the run itself finished
+            return bundle
+        finally:
+            prometheus.stop()
+            server.close()
+
+    def _announce(self, bundle: Path) -> Path:
+        # Plain prints: a path wrapped at 80 columns by rich is no use to a script.
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        verdict = manifest["fidelity"]
+        print(f"fidelity: {verdict['status']}" + "".join(f"\n  {r}" for r in verdict["reasons"]))
+        d = self.config.dilation.factor
+        wall = manifest.get("wall_seconds", 0.0)
+        print(f"wall time {wall:.0f} s; dilation {d:g}" +
+              (f" ({self.config.datacenter_rate_bps / 1e9:g} Gbit/s links run at {self.config.link.rate_mbps:g} "
+               f"Mbit/s; every time x {d:g})" if d != 1 else " (not dilated)"))
+        print(f"results: {bundle}  (summary.md, plots/)", flush=True)
+        return bundle
+
+    def _run(self) -> Path:
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.started_at = time.monotonic()
+        interrupted = False
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        blocks = self.blocks()
+        try:
+            with Progress(*columns, console=self.console, transient=False) as progress:
+                tasks = {}
+                for spec in blocks:
+                    name = spec.scheme.scheme
+                    if name not in tasks:
+                        total = sum(self.progress_total(s) for s in blocks if s.scheme.scheme == name)
+                        tasks[name] = progress.add_task(f"{name:12}", total=total)
+                for spec in blocks:
+                    self._run_block(spec, progress, tasks[spec.scheme.scheme])
+        except KeyboardInterrupt:
+            interrupted = True
+            self.console.print("[yellow]interrupted: writing the bundle with what finished[/yellow]")
+        except Exception as exc:
+            if self.bundle.rounds:
+                self.console.print("[red]stopped by an error: writing the bundle with what finished[/red]")
+                self._write(started, interrupted, failed=str(exc))
+            raise
+        self._write(started, interrupted)
+        if interrupted:
+            raise KeyboardInterrupt
+        return self.bundle.dir
+
+    def block_config(self, spec: BlockSpec) -> ExperimentConfig:
+        return self.config.for_scheme(spec.scheme)
+
+    def _run_block(self, spec: BlockSpec, progress: Progress, task) -> None:
+        config = self.block_config(spec)
+        workdir = self.bundle.work / spec.slug
+        workdir.mkdir()
+        cpu_before = fidelity.CpuTimes.now()
+        run_id = f"{config.name}-{spec.slug}-{secrets.token_hex(3)}"[:60]
+        bottleneck_host = self.bottleneck_host(spec)
+        with FabricNet(config, run_id=run_id) as net:
+            hosts = sorted((h.name for h in net.hosts), key=host_number)
+            live = LiveBlock(spec, config, net, workdir, time.monotonic_ns(), hosts)
+            progress.update(task, description=f"{spec.label:24} idle RTTs")
+            shortfalls = self._add_missing_delay(live)
+            live.epoch = time.monotonic_ns()
+            if self.collector:
+                self.collector.attach(CollectorBlock(spec.scheme.scheme, spec.n, net.inventory.state_dir, workdir))
+            try:
+                failures = self.run_traffic(live, progress, task)
+                if self.collector:
+                    time.sleep(SCRAPE_INTERVAL_S + 0.5)  # the block's last figures get scraped
+            finally:
+                if self.collector:
+                    self.collector.detach()
+            bottleneck_port = None
+            if bottleneck_host:
+                link = net[bottleneck_host].defaultIntf().link
+                bottleneck_port = (link.intf2 if link.intf1.node.name == bottleneck_host else link.intf1).name
+                self.credit_queues = 1 + max(len(net.routing.path(bottleneck_host, h, 0)) for h in hosts
+                                             if h != bottleneck_host)
+            # Read once the traffic has stopped and the queues had time to drain: a queue left
+            # over is a packet lost between a port and its peer.
+            with PortMaps(net.inventory.state_dir) as maps:
+                ports = maps.read_drained()
+                frame_ns = maps.frame_ns
+        steal, busy = fidelity.CpuTimes.now().since(cpu_before)
+        self._record_ports(spec, ports, bottleneck_port)
+        lateness = gap = None
+        if isinstance(spec.scheme.port, ExpressPassPort):
+            # Credit pacing happens at receivers: the bottleneck host's, or every host's.
+            pacers = [workdir / f"{bottleneck_host}.counters"] if bottleneck_host else workdir.glob("*.counters")
+            latenesses = [read_counters(path)["timer_lateness"]["mean_us"] for path in pacers if path.exists()]
+            if latenesses:
+                lateness, gap = max(latenesses), credit_gap_us(config, spec.scheme.port)
+        if bottleneck_port:
+            (judged,) = [p for p in ports if p.port == bottleneck_port]
+        else:
+            judged = max(ports, key=lambda p: p.data.mean_lag_bytes)
+        seen = fidelity.Observation(
+            steal=steal, busy=busy, frame_bytes=net.port_shape.frame_wire_bytes,
+            switches=fidelity.SwitchFigures.of(ports, frame_ns),
+            bottleneck_lag_bytes=judged.data.mean_lag_bytes,
+            credit_lag_bytes=fidelity.busiest_credit_lag_bytes(ports),
+            residues=fidelity.queue_residues(ports), lateness_us=lateness, credit_gap_us=gap,
+            host_failures=[f.reason for f in failures], delay_shortfalls=shortfalls)
+        self.blocks_seen.append(Block(spec.scheme.scheme, spec.n, spec.point, seen))
+        self.failures += failures
+
+    def _add_missing_delay(self, live: LiveBlock) -> list[str]:
+        """Measures every host pair's idle RTT; with a datacenter of non-zero delays, writes each
+        host's delay table (what its pairs lack of the RTT they stand for). Returns the verdict's
+        reasons for pairs the fabric alone makes slower than their target."""
+        net, config = live.net, live.config
+        pairs = [(a, b) for i, a in enumerate(live.hosts) for b in live.hosts[i + 1:]]
+        floors = idle_rtts(net, pairs)
+        dc = config.datacenter
+        d = config.dilation
+        targets = {}
+        if dc is not None and (dc.link_delay_us or dc.host_delay_us):
+            for a, b in pairs:
+                links = len(net.routing.path(a, b, 0)) + 1
+                targets[(a, b)] = d.wall_s(2 * one_way_delay_us(links, dc.link_delay_us, dc.host_delay_us) / 1e6)
+        plan = [PairDelay(a, b, floors[(a, b)], targets.get((a, b), 0.0)) for a, b in pairs]
+        if targets:
+            (live.workdir / "delays").mkdir()
+            for host, entries in delay_lines(plan).items():
+                path = live.workdir / "delays" / f"{host}.delays"
+                path.write_text("".join(json.dumps({"src": host_number(src), "delay_us": us}) + "\n"
+                                        for src, us in entries))
+                live.delays[host] = path
+        for pair in plan:
+            live.base_rtts[(pair.src, pair.dst)] = max(pair.floor_rtt_s, pair.target_rtt_s)
+            self.bundle.rtts.append({
+                "scheme": live.spec.scheme.scheme, "n": live.spec.n, "point": live.spec.point, "src": pair.src,
+                "dst": pair.dst, "links": len(net.routing.path(pair.src, pair.dst, 0)) + 1,
+                "floor_ms": round(pair.floor_rtt_s * 1e3, 3), "target_ms": round(pair.target_rtt_s * 1e3, 3),
+                "added_one_way_ms": round(pair.added_one_way_s * 1e3, 3),
+            })
+        over = [p for p in plan if targets and p.floor_exceeds_target]
+        if not over:
+            return []
+        worst = max(over, key=lambda p: p.floor_rtt_s / p.target_rtt_s)
+        return [f"the fabric alone was slower than the datacenter's RTT for {len(over)} of {len(plan)} host pairs "
+                f"(worst {worst.src}-{worst.dst}: idle RTT {worst.floor_rtt_s * 1e3:.2f} ms against "
+                f"{worst.target_rtt_s * 1e3:.2f} ms, {d.datacenter_s(worst.floor_rtt_s) * 1e6:.1f} us in datacenter "
+                "time): their base RTT is the fabric's, larger than the paper's; a larger dilation fixes it"]
+
+    def start_cchost(self, live: LiveBlock, host: str, workdir: Path | None = None,
+                     stdin=subprocess.DEVNULL, **kwargs) -> subprocess.Popen:
+        """cchost on `host` with the block's scheme, transport, dilation and delay table; its
+        output in `workdir`/<host>.log (read when it fails)."""
+        workdir = workdir or live.workdir
+        extra = transport_args(live.config, host, live.spec.alpha)
+        if host in live.delays:
+            extra += ("--delays", str(live.delays[host]))
+        extra += tuple(kwargs.pop("extra", ()))
+        argv = command(host, live.config.link.rate_mbps, live.spec.scheme.scheme, live.epoch, workdir, extra=extra,
+                       **kwargs)
+        with open(workdir / f"{host}.log", "wb") as log:
+            return live.net[host].popen(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
+
+    def failed(self, spec: BlockSpec, round_number: int, host: str, role: str, proc: subprocess.Popen,
+               log: Path) -> HostFailure:
+        """A cchost that exited abnormally, said on the console the moment it is seen."""
+        failure = HostFailure(spec.scheme.scheme, spec.n, round_number, host, role, proc.returncode, last_line(log),
+                              spec.point)
+        self.console.print(f"[red]{spec.label} round {round_number}: {failure}[/red]")
+        return failure
+
+    def _record_ports(self, spec: BlockSpec, ports: list[PortStats], bottleneck_port: str | None) -> None:
+        for p in ports:
+            self.bundle.ports.append({
+                "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "node": p.node, "port": p.port,
+                "bottleneck": int(p.port == bottleneck_port),
+                "data_enqueued": p.data.enqueued_packets, "data_dropped": p.data.dropped_packets,
+                "data_marked": p.data.marked_packets, "max_data_queue": p.data.max_queue_bytes,
+                "mean_data_queue": round(histogram_mean(p.data.histogram, p.data.bucket_bytes)),
+                "mean_lag": round(p.data.mean_lag_bytes), "max_lag": p.data.max_lag_bytes,
+                "credit_enqueued": p.credit.enqueued_packets, "credit_dropped": p.credit.dropped_packets,
+                "credit_marked": p.credit.marked_packets, "max_credit_queue": p.credit.max_queue_bytes,
+                "mean_credit_lag": round(p.credit.mean_lag_bytes), "max_credit_lag": p.credit.max_lag_bytes,
+                "residence_packets": p.residence.packets, "residence_untracked": p.residence.untracked_packets,
+                "residence_p50_us": round(p.residence.quantile_ns(0.5) / 1e3, 1),
+                "residence_p99_us": round(p.residence.quantile_ns(0.99) / 1e3, 1),
+                "residence_max_us": round(p.residence.max_ns / 1e3, 1),
+                "residue_bytes": sum(p.queue_bytes),
+                "bucket_bytes": p.data.bucket_bytes, "histogram": " ".join(map(str, p.data.histogram)),
+            })
+
+    def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> dict:
+        """A flow record as a row of flows.csv, with its ideal FCT (its pair's base RTT plus its
+        bytes at the link rate, wall time) and slowdown."""
+        from ..model.dilation import ideal_fct_s
+        from ..results.stats import size_bucket
+
+        src, dst = record["src_host"], f"h{record['dst']}"
+        ideal = ideal_fct_s(record["size"], live.config.link.rate_mbps * 1e6, live.base_rtt_s(src, dst))
+        return {
+            "scheme": live.spec.scheme.scheme, "n": live.spec.n, "point": live.spec.point, "round": round_number,
+            "id": record["id"], "src": src, "dst": dst, "size": record["size"], "bucket": size_bucket(record["size"]),
+            "start": record["start"], "end": record["end"], "fct": record["fct"],
+            "ideal_fct": round(ideal, 6), "slowdown": round(record["fct"] / ideal, 4) if ideal > 0 else 0.0,
+            "retransmits": record["retransmits"], "timeouts": record["timeouts"],
+            "spurious_timeouts": record["spurious_timeouts"], "credits_sent": record["credits_sent"],
+            "credits_wasted": record["credits_wasted"],
+        }
+
+    def _verdict(self) -> dict:
+        """The run's verdict (the worst block's) with every block's own."""
+        overall, blocks = fidelity.Verdict(), []
+        for block in self.blocks_seen:
+            verdict = fidelity.judge(block.seen)
+            blocks.append({"scheme": block.scheme, "n": block.n, "point": block.point, "status": verdict.status,
+                           **verdict.figures})
+            label = " ".join(part for part in (block.scheme, f"N={block.n}" if block.n else "", block.point) if part)
+            overall.reasons += [f"{label}: {reason}" for reason in verdict.reasons]
+            overall.status = fidelity.worst(overall.status, verdict.status)
+        return {"status": overall.status, "reasons": overall.reasons, "blocks": blocks}
+
+    @property
+    def unfinished_flows(self) -> int:
+        return sum(int(r["flows"]) - int(r["finished"]) for r in self.bundle.rounds)
+
+    def _datacenter(self) -> dict:
+        """What the run stood for, and its base RTTs and BDP as measured (dilation-free)."""
+        config, d = self.config, self.config.dilation
+        rtts = [max(r["floor_ms"], r["target_ms"]) / 1e3 for r in self.bundle.rtts]
+        longest = max(rtts, default=0.0)
+        rate = config.datacenter_rate_bps
+        dc = config.datacenter
+        return {
+            "dilation": d.factor, "link_rate_bps": rate, "emulated_link_mbps": config.link.rate_mbps,
+            "link_delay_us": dc.link_delay_us if dc else None, "host_delay_us": dc.host_delay_us if dc else None,
+            "base_rtt_max_us": round(d.datacenter_s(longest) * 1e6, 2),
+            "base_rtt_median_us": round(d.datacenter_s(statistics.median(rtts)) * 1e6, 2) if rtts else 0.0,
+            "idle_fabric_rtt_max_us": round(d.datacenter_s(max((r["floor_ms"] for r in self.bundle.rtts),
+                                                               default=0.0) / 1e3) * 1e6, 2),
+            "bdp_packets_max_rtt": round(bdp_packets(rate, d.datacenter_s(longest)), 2),
+        }
+
+    def _write(self, started: str, interrupted: bool, failed: str | None = None) -> None:
+        self.bundle.write_tables()
+        verdict = self._verdict()
+        manifest = {
+            "kind": self.kind, "config": self.config.model_dump(mode="json"), "seed": self.config.seed,
+            "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_seconds": round(time.monotonic() - self.started_at, 1), "interrupted": interrupted,
+            "failed": failed, "datacenter": self._datacenter(),
+            "fidelity": verdict, "unfinished_flows": self.unfinished_flows,
+            "host_failures": [asdict(f) | {"status": f.status} for f in self.failures], **provenance(),
+            **self.manifest_extra(),
+        }
+        if self.collector and self.prometheus and self.metrics_server:
+            manifest["monitoring"] = {
+                "seconds": round(time.monotonic() - self.started_at, 1), "scrapes": self.collector.scrapes,
+                "collector_cpu_seconds": round(self.collector.scrape_cpu_seconds, 3),
+                "prometheus_cpu_seconds": round(self.prometheus.cpu_seconds(), 3),
+                "prometheus_url": self.prometheus.url, "collector_port": self.metrics_server.port,
+            }
+        for scheme in self.config.schemes:
+            if isinstance(scheme.port, ExpressPassPort) and self.credit_queues:
+                manifest["expresspass_queue_bound_bytes"] = expresspass_queue_bound(self.config, scheme.port,
+                                                                                    self.credit_queues)
+                manifest["expresspass_credit_queues_on_longest_path"] = self.credit_queues
+            if isinstance(scheme.port, DctcpPort):
+                manifest["dctcp_k_bytes"] = scheme.port.ecn_threshold_bytes
+        self.bundle.write_manifest(manifest)
+        report(self.bundle.dir)

@@ -1,0 +1,169 @@
+"""Incast (the DCTCP+ paper's setup): for each scheme and N, rounds in which N senders answer one
+aggregator with total_bytes / N each, the next round as soon as the last response is in.
+
+Every host's cchost lives for the whole block; each round's flows reach the senders on their
+standard input. A cchost that exits abnormally is noticed when it happens: it is named with its
+exit status, its round ends soon after (the block's later rounds run without it), and the verdict
+says so.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections import defaultdict
+
+from rich.progress import Progress
+
+from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ..model.config import ExperimentConfig, IncastWorkload
+from ..model.routing import PATH_IDS, Routing
+from ..model.workloads import incast_round
+from .base import (AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock,
+                   WorkloadNotRunnable)
+
+
+def incast_schedule(routing: Routing, hosts: list[str], workload: IncastWorkload, n: int, rng: random.Random,
+                    start: float, first_id: int) -> list[tuple[str, ScheduledFlow]]:
+    """One incast round's flows as (sender, scheduled flow), each with the number of
+    equal-cost paths between its hosts (what SprayPass receivers spray credits over; at most
+    PATH_IDS, all a path-id can name)."""
+    return [(flow.src, ScheduledFlow(id=i, dst=host_number(flow.dst), size=flow.size, start=start,
+                                     paths=min(routing.n_paths(flow.src, flow.dst), PATH_IDS)))
+            for i, flow in enumerate(incast_round(hosts, workload.aggregator, n, workload.total_bytes, rng),
+                                     start=first_id)]
+
+
+class IncastRunner(ExperimentRunner):
+    kind = "incast"
+
+    def __init__(self, config: ExperimentConfig, *args, **kwargs):
+        if not isinstance(config.workload, IncastWorkload):
+            raise WorkloadNotRunnable(f"{config.name}: not an incast workload")
+        super().__init__(config, *args, **kwargs)
+        self.workload: IncastWorkload = config.workload
+
+    def blocks(self) -> list[BlockSpec]:
+        return [BlockSpec(scheme, n=n) for scheme in self.config.schemes for n in self.workload.flows]
+
+    def progress_total(self, spec: BlockSpec) -> int:
+        return self.workload.rounds
+
+    def bottleneck_host(self, spec: BlockSpec) -> str:
+        return self.workload.aggregator
+
+    def run_traffic(self, live: LiveBlock, progress: Progress, task) -> list[HostFailure]:
+        """Every host's cchost lives for the whole block: the aggregator receives, the senders
+        get each round's flows on their standard input (--schedule-stdin), so that successive
+        responses to one aggregator go over persistent connections (their congestion state
+        carries over, as the DCTCP+ paper's incast application keeps its connections)."""
+        spec, aggregator, rounds = live.spec, self.workload.aggregator, self.workload.rounds
+        procs = {aggregator: self.start_cchost(live, aggregator, duration_s=24 * 3600)}
+        for host in live.hosts:
+            if host != aggregator:
+                procs[host] = self.start_cchost(live, host, stdin=subprocess.PIPE, duration_s=24 * 3600,
+                                                extra=("--schedule-stdin",))
+        failures: list[HostFailure] = []
+        try:
+            for round_number in range(1, rounds + 1):
+                progress.update(task, description=f"{spec.label:24} round {round_number}")
+                if self.collector:
+                    self.collector.set_round(round_number)
+                failures += self._run_round(live, round_number, procs, failures)
+                progress.advance(task)
+                if procs[aggregator].poll() is not None:  # no aggregator: the block's other rounds cannot run
+                    self._not_run(spec, range(round_number + 1, rounds + 1))
+                    progress.advance(task, rounds - round_number)
+                    break
+        finally:
+            for proc in procs.values():
+                if proc.stdin:
+                    try:
+                        proc.stdin.close()
+                    except BrokenPipeError:
+                        pass
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in procs.values():
+                proc.wait(timeout=10)
+        return failures
+
+    def _run_round(self, live: LiveBlock, round_number: int, procs: dict[str, subprocess.Popen],
+                   failed_before: list[HostFailure]) -> list[HostFailure]:
+        """One round; returns the cchosts that failed in it. Every cchost shares the block's
+        epoch (finish times are the aggregator's clock's)."""
+        spec, n = live.spec, live.spec.n
+        # The same flows for every scheme: the seed, N and the round decide them.
+        rng = random.Random(f"{self.config.seed}-{n}-{round_number}")
+        start = live.now_s() + START_DELAY_S
+        # Flow ids stay unique for the block (a cchost refuses an id it was given before).
+        first_id = (round_number - 1) * n + 1
+        flows = incast_schedule(live.net.routing, live.hosts, self.workload, n, rng, start, first_id)
+        by_sender: dict[str, list[ScheduledFlow]] = defaultdict(list)
+        for src, flow in flows:
+            by_sender[src].append(flow)
+        dead = {f.host for f in failed_before}
+        for src, src_flows in by_sender.items():
+            write_schedule(live.workdir / f"round{round_number}-{src}.flows", src_flows)  # kept for the bundle
+            if src in dead:
+                continue
+            try:
+                procs[src].stdin.write("".join(flow.line() + "\n" for flow in src_flows).encode())
+                procs[src].stdin.flush()
+            except BrokenPipeError:
+                pass  # it died: _watch_round names it
+        ids = {(src, flow.id) for src, flow in flows}
+        failures, records = self._watch_round(live, procs, round_number, set(by_sender), ids, dead)
+        self.bundle.flows += [self.flow_row(live, record, round_number) for record in records]
+        finished = {(r["src_host"], r["id"]) for r in records}
+        unfinished = [f"{src}#{flow.id}" for src, flow in flows if (src, flow.id) not in finished]
+        duration = max((r["end"] for r in records), default=0) - start if not unfinished else 0.0
+        sent = sum(r["size"] for r in records)
+        self.bundle.rounds.append({
+            "scheme": spec.scheme.scheme, "n": n, "point": spec.point, "round": round_number, "flows": len(flows),
+            "finished": len(records), "bytes": sent, "duration": round(duration, 6),
+            "goodput_bps": round(sent * 8 / duration) if duration > 0 else 0, "unfinished": " ".join(unfinished),
+            "failures": "; ".join(str(f) for f in failures),
+        })
+        if unfinished:
+            why = (f"the round ended {AFTER_FAILURE_GRACE_S:g} s after a cchost failed" if failures or dead
+                   else f"within {self.workload.round_timeout_s} s")
+            self.console.print(f"[red]{spec.label} round {round_number}: {len(unfinished)} flows never "
+                               f"finished ({why}): {' '.join(unfinished[:10])}"
+                               f"{' ...' if len(unfinished) > 10 else ''}[/red]")
+        return failures
+
+    def _watch_round(self, live: LiveBlock, procs: dict[str, subprocess.Popen], round_number: int,
+                     senders: set[str], ids: set[tuple[str, int]], dead: set[str]) -> tuple[list[HostFailure], list]:
+        """Wait for the round's flows to be recorded, the round to time out, or a cchost to fail
+        (reported the moment it is seen). Returns the new failures and the round's records."""
+        deadline = time.monotonic() + START_DELAY_S + self.workload.round_timeout_s
+        if dead & senders:
+            deadline = min(deadline, time.monotonic() + AFTER_FAILURE_GRACE_S)
+        failures: list[HostFailure] = []
+        aggregator, spec = self.workload.aggregator, live.spec
+        records: list[dict] = []
+        while True:
+            records = [dict(r, src_host=src) for src in senders
+                       for r in read_records(live.workdir / f"{src}.records") if (src, r["id"]) in ids]
+            if len(records) >= len(ids) or time.monotonic() >= deadline:
+                break
+            for host, proc in procs.items():
+                if proc.poll() is not None and host not in dead | {f.host for f in failures}:
+                    role = "aggregator" if host == aggregator else "sender"
+                    failures.append(self.failed(spec, round_number, host, role, proc, live.workdir / f"{host}.log"))
+                    deadline = min(deadline, time.monotonic() + AFTER_FAILURE_GRACE_S)
+            if procs[aggregator].poll() is not None:
+                break  # nothing can finish without it
+            time.sleep(POLL_S)
+        return failures, records
+
+    def _not_run(self, spec: BlockSpec, rounds: range) -> None:
+        """Rounds a failure left no way to run: their flows count as unfinished."""
+        for round_number in rounds:
+            self.bundle.rounds.append({
+                "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "round": round_number,
+                "flows": spec.n, "finished": 0, "bytes": 0, "duration": 0.0, "goodput_bps": 0,
+                "unfinished": "not run", "failures": "not run: no aggregator",
+            })

@@ -1,0 +1,76 @@
+"""The fabric's own delay: the idle RTT of every host pair, measured with ping at bring-up.
+
+Userspace OVS adds delay of its own (every hop is a wake-up of ovs-vswitchd); an experiment
+that stands for a datacenter adds only what is missing on top of it (model/dilation.py,
+delay_lines), and says so when the fabric alone is already slower than the target.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+from collections import defaultdict
+
+from .net import FabricNet
+
+PINGS = 4  # per pair; the first is dropped: it may take OVS's slow path (a new datapath flow)
+PING_INTERVAL_S = 0.01
+# Sources pinging at once: all 16 of a k=4 fat-tree at once loaded ovs-vswitchd enough to
+# triple the median RTT it measured (7 ms against 2-3 ms); 4 at a time measure the idle fabric.
+CONCURRENT_SOURCES = 4
+_TIME = re.compile(r"icmp_seq=\d+ .*time=([0-9.]+) ms")
+
+
+class LatencyError(RuntimeError):
+    pass
+
+
+def idle_rtts(net: FabricNet, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """Median RTT in seconds (wall) of each (src, dst) pair on the idle fabric: every source pings
+    its destinations one after another, CONCURRENT_SOURCES sources at a time."""
+    by_src: dict[str, list[str]] = defaultdict(list)
+    for src, dst in pairs:
+        by_src[src].append(dst)
+    sources = list(by_src)
+    rtts: dict[tuple[str, str], float] = {}
+    for first in range(0, len(sources), CONCURRENT_SOURCES):
+        procs = {}
+        try:
+            for src in sources[first:first + CONCURRENT_SOURCES]:
+                script = "; ".join(f"echo '# {dst}'; ping -n -c {PINGS} -i {PING_INTERVAL_S} -W 1 {net[dst].IP()}"
+                                   for dst in by_src[src])
+                procs[src] = net[src].popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            text=True)
+            for src, proc in procs.items():
+                out, _ = proc.communicate(timeout=30 + len(by_src[src]) * PINGS)
+                rtts.update(_parse(src, out))
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    missing = [f"{src}->{dst}" for src, dst in pairs if (src, dst) not in rtts]
+    if missing:
+        raise LatencyError(f"no ping answer between {len(missing)} host pairs of the idle fabric "
+                           f"({' '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
+    return rtts
+
+
+def _parse(src: str, out: str) -> dict[tuple[str, str], float]:
+    rtts: dict[tuple[str, str], float] = {}
+    dst, times = None, []
+
+    def flush():
+        if dst is not None and times:
+            kept = times[1:] or times
+            rtts[(src, dst)] = statistics.median(kept) / 1e3
+
+    for line in out.splitlines():
+        if line.startswith("# "):
+            flush()
+            dst, times = line[2:].strip(), []
+        elif (match := _TIME.search(line)) is not None:
+            times.append(float(match.group(1)))
+    flush()
+    return rtts

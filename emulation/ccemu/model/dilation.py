@@ -1,0 +1,128 @@
+"""Datacenter time: the arithmetic of time dilation (pure, no I/O).
+
+An experiment stands for a datacenter (link rate, propagation delays, buffers and K in bytes,
+timers) and runs dilated by a factor d: links at rate / d, every time x d (propagation delay,
+RTO_min, transport timers, flow inter-arrival times), every size unchanged. What congestion
+control reacts to stays the same: the bandwidth-delay product in packets, queues and K in
+packets, credits per RTT, RTOs in RTTs. Results come back in datacenter time (wall / d) and in
+dilation-free units (FCT slowdown, queues in packets, BDP in packets).
+
+What dilation does not preserve: the emulator's own costs do not scale with it (CPU jitter,
+the switches' residence time, timer lateness are wall time, so they shrink by d when reported
+in datacenter time: the fidelity verdict judges them in frame times, which dilation keeps),
+and whatever runs outside the dilated parameters (kernel TCP's timers, ARP, the kernel's own
+clocks) runs at wall speed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DATA_WIRE_BYTES = 1538  # a full frame on the wire: 1500 IP + 14 Ethernet + 24 preamble, FCS, gap
+PAYLOAD_BYTES = 1450  # cchost's data payload per full frame (transport/src/config.rs, mss)
+
+# What this machine keeps faithful (DESIGN.md, "Platform facts"; emulation/benchmarks/capacity.py,
+# 2 cores, k=4 fat-tree, two OVS instances, quiet machine): 10 Mbit/s per link, and 8 cross-pod
+# flows at that rate (80 Mbit/s through five switches each) at >= 0.95 of ideal goodput.
+FAITHFUL_LINK_MBPS = 10.0
+FAITHFUL_AGGREGATE_MBPS = 80.0
+# `dilation: auto` picks the smallest of these times a power of ten that keeps both limits.
+_NICE_FACTORS = (1.0, 2.0, 2.5, 5.0)
+
+
+def auto_dilation(link_gbps: float, busy_links: float = 1.0, faithful_link_mbps: float = FAITHFUL_LINK_MBPS,
+                  faithful_aggregate_mbps: float = FAITHFUL_AGGREGATE_MBPS) -> float:
+    """The smallest round dilation (1, 2, 2.5, 5 x 10^n, at least 1) at which one link runs at
+    most `faithful_link_mbps` and `busy_links` links sending at once at most
+    `faithful_aggregate_mbps` together."""
+    if not (link_gbps > 0 and busy_links > 0):
+        raise ValueError(f"link_gbps and busy_links must be > 0 (got {link_gbps}, {busy_links})")
+    wall_mbps = min(faithful_link_mbps, faithful_aggregate_mbps / busy_links)
+    needed = link_gbps * 1000 / wall_mbps
+    if needed <= 1:
+        return 1.0
+    decade = 10 ** math.floor(math.log10(needed))
+    for scale in (decade, decade * 10):
+        for nice in _NICE_FACTORS:
+            if nice * scale >= needed * (1 - 1e-12):
+                return nice * scale
+    raise AssertionError("unreachable: 10 x decade >= needed")
+
+
+@dataclass(frozen=True)
+class Dilation:
+    """Wall time = datacenter time x factor; wall rate = datacenter rate / factor."""
+
+    factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.factor) and self.factor >= 1):
+            raise ValueError(f"a dilation factor is finite and >= 1 (got {self.factor})")
+
+    def wall_s(self, datacenter_s: float) -> float:
+        return datacenter_s * self.factor
+
+    def datacenter_s(self, wall_s: float) -> float:
+        return wall_s / self.factor
+
+    def wall_mbps(self, datacenter_gbps: float) -> float:
+        return datacenter_gbps * 1000 / self.factor
+
+
+def one_way_delay_us(links: int, link_delay_us: float, host_delay_us: float) -> float:
+    """A path's one-way propagation delay in datacenter microseconds: every link's, plus each end
+    host's (the ExpressPass setting: 4 us per link and 1 us per host give 52 us of RTT over six
+    links, 2 x (6 x 4 + 2 x 1))."""
+    return links * link_delay_us + 2 * host_delay_us
+
+
+def bdp_packets(rate_bps: float, rtt_s: float) -> float:
+    """The bandwidth-delay product in full frames (1538 B on the wire); the same at any dilation."""
+    return rate_bps * rtt_s / 8 / DATA_WIRE_BYTES
+
+
+def wire_bytes(size: int) -> int:
+    """Bytes on the wire of a flow of `size` payload bytes in full frames (the last one short)."""
+    frames = max(1, math.ceil(size / PAYLOAD_BYTES))
+    return size + frames * (DATA_WIRE_BYTES - PAYLOAD_BYTES)
+
+
+def ideal_fct_s(size: int, rate_bps: float, rtt_s: float) -> float:
+    """The flow alone on an idle network: one base RTT plus its bytes at the link rate. FCT
+    slowdown = FCT / this (taken at the same dilation, so it is dilation-free)."""
+    return rtt_s + wire_bytes(size) * 8 / rate_bps
+
+
+@dataclass(frozen=True)
+class PairDelay:
+    """What one host pair's path needs (wall time): its measured idle RTT, the RTT it stands
+    for, and the one-way delay each end adds to what arrives from the other."""
+
+    src: str
+    dst: str
+    floor_rtt_s: float
+    target_rtt_s: float
+
+    @property
+    def added_one_way_s(self) -> float:
+        """Half of what is missing: each end's delay line holds the other's packets this long."""
+        return max(0.0, self.target_rtt_s - self.floor_rtt_s) / 2
+
+    @property
+    def floor_exceeds_target(self) -> bool:
+        return self.floor_rtt_s > self.target_rtt_s
+
+
+def delay_lines(pairs: list[PairDelay]) -> dict[str, list[tuple[str, float]]]:
+    """Per receiving host, (source host, microseconds of wall time to hold its packets) for every
+    pair with a delay to add: what each host's cchost gets as its --delays table. A pair is
+    symmetric: both ends hold the other's packets."""
+    table: dict[str, list[tuple[str, float]]] = {}
+    for pair in pairs:
+        if pair.added_one_way_s <= 0:
+            continue
+        us = round(pair.added_one_way_s * 1e6, 1)
+        table.setdefault(pair.dst, []).append((pair.src, us))
+        table.setdefault(pair.src, []).append((pair.dst, us))
+    return table

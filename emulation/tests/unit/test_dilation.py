@@ -1,0 +1,85 @@
+"""Datacenter time: the dilation arithmetic and how a config declares it."""
+
+import pytest
+
+from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.config import parse_config
+from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, PairDelay, auto_dilation, bdp_packets, delay_lines,
+                                  ideal_fct_s, one_way_delay_us, wire_bytes)
+
+NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+
+
+def experiment(**sections):
+    return parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, **sections}, kernel=NO_NETEM)
+
+
+def test_a_dilated_link_runs_at_the_datacenter_rate_divided_by_the_factor():
+    config = experiment(datacenter={"link_gbps": 10, "dilation": 1000})
+    assert config.link.rate_mbps == pytest.approx(10.0)
+    assert config.dilation.factor == 1000
+    assert config.datacenter_rate_bps == pytest.approx(10e9)
+
+
+def test_an_experiment_without_a_datacenter_is_not_dilated():
+    config = experiment(link={"rate_mbps": 7})
+    assert config.dilation.factor == 1
+    assert config.datacenter_rate_bps == pytest.approx(7e6)
+
+
+def test_times_are_multiplied_and_reported_back_divided_by_the_factor():
+    d = Dilation(1000)
+    assert d.wall_s(52e-6) == pytest.approx(0.052)  # ExpressPass's 52 us RTT takes 52 ms of wall time
+    assert d.datacenter_s(0.8) == pytest.approx(0.8e-3)
+    assert d.wall_mbps(10) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="finite and >= 1"):
+        Dilation(0.5)
+
+
+def test_auto_picks_the_smallest_round_factor_that_keeps_links_and_the_fabric_faithful():
+    assert auto_dilation(10) == 1000  # one busy link: 10 Mbit/s
+    assert auto_dilation(1) == 100
+    assert auto_dilation(0.005) == 1  # slower than the machine's limit: not dilated
+    assert auto_dilation(10, busy_links=16) == 2000  # 16 hosts sending: 5 Mbit/s each, 80 in all
+    assert auto_dilation(10, busy_links=16 * 0.8) == 2000  # 6.25 Mbit/s needed: 5 is the next round rate
+    assert auto_dilation(40) == 5000
+    assert auto_dilation(3) == 500  # 300 needed: 500 is the next of 1, 2, 2.5, 5 x 10^n
+
+
+def test_auto_counts_the_hosts_a_workload_keeps_sending():
+    permutation = experiment(datacenter={"link_gbps": 10}, workload={"kind": "permutation"})
+    incast = experiment(datacenter={"link_gbps": 1}, workload={"kind": "incast"})
+    assert permutation.dilation.factor == 2000 and permutation.link.rate_mbps == pytest.approx(5)
+    assert incast.dilation.factor == 100 and incast.link.rate_mbps == pytest.approx(10)
+
+
+def test_the_expresspass_setting_gives_52_us_of_rtt_over_six_links():
+    assert 2 * one_way_delay_us(6, link_delay_us=4, host_delay_us=1) == pytest.approx(52)
+
+
+def test_the_bdp_in_packets_is_the_same_at_any_dilation():
+    dc = bdp_packets(10e9, 52e-6)
+    assert dc == pytest.approx(10e9 * 52e-6 / 8 / DATA_WIRE_BYTES)
+    d = Dilation(1000)
+    assert bdp_packets(10e9 / d.factor, d.wall_s(52e-6)) == pytest.approx(dc)
+
+
+def test_the_ideal_fct_is_one_rtt_plus_the_wire_bytes_at_the_link_rate():
+    assert wire_bytes(1450) == 1538 and wire_bytes(1451) == 1451 + 2 * 88 and wire_bytes(1) == 89
+    assert ideal_fct_s(14500, 10e9, 52e-6) == pytest.approx(52e-6 + 10 * 1538 * 8 / 10e9)
+    # Dilation-free: the same flow at d = 1000 has 1000x the ideal FCT.
+    assert ideal_fct_s(14500, 10e6, 52e-3) == pytest.approx(1000 * ideal_fct_s(14500, 10e9, 52e-6))
+
+
+def test_each_end_holds_the_others_packets_for_half_of_what_the_fabric_lacks():
+    near = PairDelay("h1", "h2", floor_rtt_s=0.002, target_rtt_s=0.020)
+    slow = PairDelay("h1", "h9", floor_rtt_s=0.060, target_rtt_s=0.052)
+    assert near.added_one_way_s == pytest.approx(0.009)
+    assert slow.added_one_way_s == 0 and slow.floor_exceeds_target
+    assert delay_lines([near, slow]) == {"h2": [("h1", 9000.0)], "h1": [("h2", 9000.0)]}
+
+
+def test_a_dilated_config_written_back_validates_to_the_same_config():
+    config = experiment(datacenter={"link_gbps": 10, "link_delay_us": 4}, workload={"kind": "shuffle"})
+    again = parse_config(config.model_dump(mode="json"), kernel=NO_NETEM)
+    assert again == config and again.link.rate_mbps == pytest.approx(5.0)
