@@ -31,12 +31,12 @@ from ..metrics.collector import ExperimentCollector, MetricsServer
 from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
 from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
                             SchemeConfig)
-from ..model.dilation import PairDelay, bdp_packets, delay_lines, one_way_delay_us
+from ..model.dilation import PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
 from ..results.bundle import Bundle, provenance
 from ..results.report import report
-from ..results.stats import histogram_mean
+from ..results.stats import histogram_mean, size_bucket
 
 START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every host's cchost is up by then
 CREDIT_BURST_CREDITS = 2
@@ -303,7 +303,8 @@ class ExperimentRunner:
             shortfalls = self._add_missing_delay(live)
             live.epoch = time.monotonic_ns()
             if self.collector:
-                self.collector.attach(CollectorBlock(spec.scheme.scheme, spec.n, net.inventory.state_dir, workdir))
+                self.collector.attach(CollectorBlock(spec.scheme.scheme, spec.n, net.inventory.state_dir, workdir,
+                                                     spec.point, lambda record: self.ideal_fct_s(live, record)))
             try:
                 failures = self.run_traffic(live, progress, task)
                 if self.collector:
@@ -426,14 +427,16 @@ class ExperimentRunner:
                 "bucket_bytes": p.data.bucket_bytes, "histogram": " ".join(map(str, p.data.histogram)),
             })
 
-    def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> dict:
-        """A flow record as a row of flows.csv, with its ideal FCT (its pair's base RTT plus its
-        bytes at the link rate, wall time) and slowdown."""
-        from ..model.dilation import ideal_fct_s
-        from ..results.stats import size_bucket
+    @staticmethod
+    def ideal_fct_s(live: LiveBlock, record: dict) -> float:
+        """A flow record's ideal FCT: its pair's base RTT plus its bytes at the link rate (wall)."""
+        return ideal_fct_s(record["size"], live.config.link.rate_mbps * 1e6,
+                           live.base_rtt_s(f"h{record['src']}", f"h{record['dst']}"))
 
+    def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> dict:
+        """A flow record as a row of flows.csv, with its ideal FCT and slowdown."""
         src, dst = record["src_host"], f"h{record['dst']}"
-        ideal = ideal_fct_s(record["size"], live.config.link.rate_mbps * 1e6, live.base_rtt_s(src, dst))
+        ideal = self.ideal_fct_s(live, record)
         return {
             "scheme": live.spec.scheme.scheme, "n": live.spec.n, "point": live.spec.point, "round": round_number,
             "id": record["id"], "src": src, "dst": dst, "size": record["size"], "bucket": size_bucket(record["size"]),

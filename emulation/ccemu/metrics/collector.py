@@ -6,14 +6,17 @@ flow records in the bundle's work directory, and /proc/stat for the fidelity gau
 runner tells the collector which fabric, scheme, N and round are current.
 
 Names follow Prometheus conventions: `ccemu_` prefix, base units (bytes, seconds), `_total`
-for counters. Labels: experiment, scheme, n (incast flows), node (namespace), switch, port,
-class (data/credit), host, bucket (flow size).
+for counters. Labels: experiment, scheme, n (incast flows; 0 for other kinds), point (the block's
+sweep value of the other kinds, e.g. load=0.5), node (namespace), switch, port, class
+(data/credit), host, bucket (flow size), src and flow (one flow of a throughput timeline).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, residence_b
 from ..results.stats import size_bucket
 
 FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+SLOWDOWN_BUCKETS = (1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 # Formatting samples is most of a scrape's cost (~20 us each): the port programs' 64-bucket
 # histograms are exported merged 4 to 1, and only for ports whose queue ever grew beyond two
 # of their buckets (the others hold one bucket's worth of counts and say nothing).
@@ -36,12 +40,16 @@ HISTOGRAM_MIN_BUCKETS = 2
 
 @dataclass
 class Block:
-    """What is running now: one fabric of one scheme and N."""
+    """What is running now: one fabric of one scheme and N (incast) or point (the other kinds)."""
 
     scheme: str
     n: int
     state_dir: Path
     workdir: Path
+    point: str = ""
+    # A flow record's ideal FCT in seconds (its pair's base RTT plus its bytes at the link rate),
+    # for the slowdown histogram; None: no slowdowns.
+    ideal_fct: Callable[[dict], float] | None = None
     round: int = 0
     cpu_start: fidelity.CpuTimes = field(default_factory=fidelity.CpuTimes.now)
 
@@ -79,11 +87,18 @@ class ExperimentCollector(Collector):
             self._block, self._maps = None, None
 
     def _flow_records(self, block: Block) -> list[dict]:
+        """Every finished flow of the block (records are per host, in the block's work directory
+        or, for a round's own processes, its round's)."""
         records = []
-        for path in sorted(block.workdir.glob("round*/*.records")):
+        for path in sorted([*block.workdir.glob("*.records"), *block.workdir.glob("round*/*.records")]):
             mtime = path.stat().st_mtime
             if self._read.get(path, (None,))[0] != mtime:
-                self._read[path] = (mtime, [dict(r, scheme=block.scheme, n=block.n) for r in read_records(path)])
+                rows = [dict(r, scheme=block.scheme, n=block.n, point=block.point) for r in read_records(path)]
+                if block.ideal_fct:
+                    for r in rows:
+                        ideal = block.ideal_fct(r)
+                        r["slowdown"] = r["fct"] / ideal if ideal > 0 else None
+                self._read[path] = (mtime, rows)
             records += self._read[path][1]
         return records
 
@@ -104,9 +119,10 @@ class ExperimentCollector(Collector):
         yield from self._flows(records)
         if block is None or maps is None:
             return
-        base = {"experiment": self.experiment, "scheme": block.scheme, "n": str(block.n)}
+        base = {"experiment": self.experiment, "scheme": block.scheme, "n": str(block.n), "point": block.point}
         yield from self._ports(maps, base)
         yield from self._hosts(block, base)
+        yield from self._progress(block, base)
         yield from self._fidelity(block, base)
 
     def _ports(self, maps: PortMaps, base: dict):
@@ -193,21 +209,43 @@ class ExperimentCollector(Collector):
         yield from (received, credits, wasted, lateness)
 
     def _flows(self, records: list[dict]):
-        labels = ["experiment", "scheme", "n", "bucket"]
-        fct = HistogramMetricFamily("ccemu_flow_completion_seconds", "Flow completion times", labels=labels)
+        labels = ["experiment", "scheme", "n", "point", "bucket"]
+        fct = HistogramMetricFamily("ccemu_flow_completion_seconds", "Flow completion times (wall)", labels=labels)
+        slowdown = HistogramMetricFamily("ccemu_flow_slowdown", "FCT / ideal FCT (the pair's base RTT plus the "
+                                         "flow's bytes at the link rate): dilation-free", labels=labels)
         completed = CounterMetricFamily("ccemu_flows_completed", "Flows finished", labels=labels)
         retransmits = CounterMetricFamily("ccemu_flow_retransmits", "Data packets sent again", labels=labels)
         grouped: dict[tuple, list[dict]] = {}
         for r in records:
-            grouped.setdefault((r["scheme"], str(r["n"]), size_bucket(r["size"])), []).append(r)
-        for (scheme, n, bucket), rows in sorted(grouped.items()):
-            values = [self.experiment, scheme, n, bucket]
+            grouped.setdefault((r["scheme"], str(r["n"]), r.get("point", ""), size_bucket(r["size"])), []).append(r)
+        for (scheme, n, point, bucket), rows in sorted(grouped.items()):
+            values = [self.experiment, scheme, n, point, bucket]
             fcts = [r["fct"] for r in rows]
-            fct.add_metric(values, [(str(b), sum(1 for f in fcts if f <= b)) for b in FCT_BUCKETS_S] +
-                           [("+Inf", len(fcts))], sum_value=sum(fcts))
+            fct.add_metric(values, _cumulative(fcts, FCT_BUCKETS_S), sum_value=sum(fcts))
+            slowdowns = [r["slowdown"] for r in rows if r.get("slowdown") is not None]
+            if slowdowns:
+                slowdown.add_metric(values, _cumulative(slowdowns, SLOWDOWN_BUCKETS), sum_value=sum(slowdowns))
             completed.add_metric(values, len(rows))
             retransmits.add_metric(values, sum(r["retransmits"] for r in rows))
-        yield from (fct, completed, retransmits)
+        yield from (fct, slowdown, completed, retransmits)
+
+    def _progress(self, block: Block, base: dict):
+        """Bytes each flow of a throughput timeline has delivered (cchost --progress files): the
+        last sample per flow."""
+        delivered = CounterMetricFamily("ccemu_flow_received_bytes", "Payload bytes a flow has delivered to its "
+                                        "receiver (convergence timelines)", labels=[*base, "src", "flow"])
+        for path in sorted(block.workdir.glob("*.progress")):
+            last: dict[tuple[str, str], int] = {}
+            try:
+                for line in path.read_text().splitlines():
+                    if line.strip():
+                        sample = json.loads(line)
+                        last[(f"h{sample['src']}", str(sample["id"]))] = sample["bytes"]
+            except (OSError, ValueError):
+                continue  # a line being written: the next scrape gets it
+            for (src, flow), value in sorted(last.items()):
+                delivered.add_metric([*base.values(), src, flow], value)
+        yield delivered
 
     def _fidelity(self, block: Block, base: dict):
         steal, busy = fidelity.CpuTimes.now().since(block.cpu_start)
@@ -218,6 +256,10 @@ class ExperimentCollector(Collector):
             gauge = GaugeMetricFamily(name, doc + " (this block)", labels=labels)
             gauge.add_metric(list(base.values()), value)
             yield gauge
+
+
+def _cumulative(values: list[float], bounds: tuple[float, ...]) -> list[tuple[str, int]]:
+    return [(str(b), sum(1 for v in values if v <= b)) for b in bounds] + [("+Inf", len(values))]
 
 
 def _merged_histogram(counts, bucket_bytes: int) -> tuple[list[tuple[str, int]], float]:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from incast_runs import start_experiment as start_incast
+from runs import start_experiment as start_incast
 
 
 def start_experiment(tmp_path, total_bytes, flows, rounds, **options):
@@ -78,14 +78,14 @@ def test_an_incast_experiment_leaves_a_bundle_that_puts_the_schemes_side_by_side
     assert_nothing_left(tmp_path, interfaces_before)
 
 
-def cchost_of(sender_schedule: Path) -> int | None:
-    """The pid of the cchost running `sender_schedule` (a path unique to this run's bundle)."""
+def cchost_of(records: Path) -> int | None:
+    """The pid of the cchost writing `records` (a path unique to this run's bundle)."""
     for entry in Path("/proc").iterdir():
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
             continue
-        if str(sender_schedule).encode() in argv and argv[0].endswith(b"cchost"):
+        if str(records).encode() in argv and argv[0].endswith(b"cchost"):
             return int(entry.name)
     return None
 
@@ -98,11 +98,13 @@ def test_a_sender_killed_mid_round_is_named_at_once_its_round_ends_and_the_run_e
     victim = None
     while victim is None:
         assert time.monotonic() < deadline and run.poll() is None, "no sender started"
-        schedules = sorted((tmp_path / "results").glob("*/*/work/expresspass-n4/round1/*.flows"))
-        victim = next((pid for pid in map(cchost_of, schedules) if pid), None)
+        # A sender of round 1 (its flows are written there as they are handed to its cchost).
+        schedules = sorted((tmp_path / "results").glob("*/*/work/expresspass-N4/round1-*.flows"))
+        records = [s.with_name(s.stem.removeprefix("round1-") + ".records") for s in schedules]
+        victim = next((pid for pid in map(cchost_of, records) if pid), None)
         time.sleep(0.05)
-    (victim_schedule,) = [s for s in schedules if cchost_of(s) == victim]
-    host = victim_schedule.stem
+    (victim_records,) = [r for r in records if cchost_of(r) == victim]
+    host = victim_records.stem
     said = f"expresspass N=4 round 1: {host}'s cchost (sender) killed by SIGKILL"
     lines: list[tuple[float, str]] = []  # (when, line) of the run's output
     reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), line) for line in run.stdout))
@@ -139,7 +141,7 @@ def test_ctrl_c_stops_the_experiment_cleanly_and_keeps_what_was_done(tmp_path):
     interfaces_before = set(os.listdir("/sys/class/net"))
     run = start_experiment(tmp_path, 1_000_000, [2, 4, 8, 16], 3)
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "results").glob("*/*/work/*/round2/*.records")):  # a few rounds are done
+    while not list((tmp_path / "results").glob("*/*/work/*/round2-*.flows")):  # round 1 is done
         assert time.monotonic() < deadline and run.poll() is None, "no round finished"
         time.sleep(0.2)
     run.send_signal(signal.SIGINT)

@@ -12,9 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from incast_runs import start_experiment
+from runs import start_config, start_experiment
 
-from ccemu.metrics.dashboards import DASHBOARD_DIR, dashboards, panel_queries, rendered
+from ccemu.metrics.dashboards import DASHBOARD_DIR, KINDS, dashboards, panel_queries, rendered
 from ccemu.metrics.monitoring import query_range
 
 def listening_sockets_of(pids: set[int]) -> list[str]:
@@ -64,9 +64,33 @@ def test_the_committed_dashboards_are_what_the_generator_writes():
             f"dashboards/{uid}.json is stale: run `python -m ccemu.metrics.dashboards write`"
 
 
+# Small runs of the kinds that have dashboards of their own, on a star (a 10 Mbit/s datacenter,
+# not dilated, with a few ms of propagation so that the flows last seconds).
+SMALL_KINDS = {
+    "realistic": """
+name: monitored
+topology: {kind: star, hosts: 5}
+datacenter: {link_gbps: 0.01, link_delay_us: 2000, dilation: 1}
+schemes: [{scheme: expresspass}]
+workload: {kind: realistic, cdf: webserver, loads: [0.5], flows: 60, timeout_s: 30}
+""",
+    "convergence": """
+name: monitored
+topology: {kind: star, hosts: 4}
+datacenter: {link_gbps: 0.01, link_delay_us: 5000, dilation: 1}
+schemes: [{scheme: expresspass}]
+workload: {kind: convergence, receiver: h1, senders: 2, interval_rtts: 50, alphas: [0.5], timeout_s: 30}
+""",
+}
+
+
 @pytest.mark.root
-def test_a_monitored_run_feeds_every_dashboard_panel_and_listens_on_loopback_only(tmp_path):
-    run, env = start_experiment(tmp_path, "monitored", 5, 1_000_000, [2, 8], 2)
+@pytest.mark.parametrize("kind", ["incast", *SMALL_KINDS])
+def test_a_monitored_run_feeds_every_panel_of_its_kinds_dashboards_and_listens_on_loopback_only(tmp_path, kind):
+    if kind == "incast":
+        run, env = start_experiment(tmp_path, "monitored", 5, 1_000_000, [2, 8], 2)
+    else:
+        run, env = start_config(tmp_path, "monitored", SMALL_KINDS[kind])
     try:
         collector_port = int(wait_for_line(run, r"collector 127\.0\.0\.1:(\d+)/metrics").group(1))
         deadline = time.monotonic() + 60
@@ -101,10 +125,12 @@ def test_a_monitored_run_feeds_every_dashboard_panel_and_listens_on_loopback_onl
         start = time.mktime(time.strptime(manifest["started"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
         end = time.mktime(time.strptime(manifest["finished"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone + 2
         empty = []
-        for uid, dashboard in dashboards().items():
+        boards = {uid: board for uid, board in dashboards().items() if kind in KINDS[uid]}
+        assert len(boards) >= 4
+        for uid, dashboard in boards.items():
             for title, expression in panel_queries(dashboard):
                 concrete = (expression.replace("$experiment", "monitored").replace("$scheme", ".*")
-                            .replace("$n", ".*").replace("$__rate_interval", "5s"))
+                            .replace("$n", ".*").replace("$point", ".*").replace("$__rate_interval", "5s"))
                 if not query_range(url, concrete, start, end):
                     empty.append(f"{uid} / {title}: {concrete}")
         assert empty == []

@@ -11,18 +11,93 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ccemu.metrics.dashboards import SELECTOR, dashboards, panel_queries, upload
+from ccemu.metrics.dashboards import KINDS, SELECTOR, dashboards, panel_queries, upload
+from ccemu.model.config import WORKLOAD_KINDS
+
+VARIABLES = ["experiment", "scheme", "n", "point"]
 
 
 def test_dashboards_have_stable_uids_and_every_query_filters_by_the_variables():
     boards = dashboards()
-    assert sorted(boards) == ["ccemu-fabric", "ccemu-fidelity", "ccemu-flows", "ccemu-transport"]
+    assert sorted(boards) == ["ccemu-convergence", "ccemu-fabric", "ccemu-fidelity", "ccemu-flows",
+                              "ccemu-realistic", "ccemu-transport"]
     for uid, board in boards.items():
-        assert [v["name"] for v in board["templating"]["list"]] == ["experiment", "scheme", "n"]
+        assert board["uid"] == uid and board["title"].startswith("ccemu / ")
+        variables = board["templating"]["list"]
+        assert [v["name"] for v in variables] == VARIABLES
+        assert {v["name"]: (v["multi"], v["includeAll"], v.get("allValue")) for v in variables} == {
+            "experiment": (False, False, None), "scheme": (True, True, ".*"), "n": (True, True, ".*"),
+            "point": (True, True, ".*")}
+        assert all(v["query"]["query"] == f"label_values(ccemu_port_queue_bytes, {v['name']})" for v in variables)
         ids = [p["id"] for p in board["panels"]]
         assert len(ids) == len(set(ids)), uid
+        for panel in board["panels"]:
+            assert panel["datasource"] == {"type": "prometheus", "uid": "ccemu-prometheus"}, panel["title"]
+            assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
+            assert panel["targets"], panel["title"]
         for title, expression in panel_queries(board):
-            assert '$experiment' in expression and '$scheme' in expression and '$n' in expression, title
+            assert SELECTOR in expression, title
+            for name in VARIABLES:
+                assert f'{name}=~"${name}"' in expression, (uid, title, name)
+
+
+def test_every_dashboard_names_the_experiment_kinds_that_feed_it():
+    assert sorted(KINDS) == sorted(dashboards())
+    for uid, kinds in KINDS.items():
+        assert kinds and set(kinds) <= set(WORKLOAD_KINDS), uid
+    for uid in ("ccemu-fabric", "ccemu-flows", "ccemu-transport", "ccemu-fidelity"):
+        assert sorted(KINDS[uid]) == sorted(WORKLOAD_KINDS), uid
+    assert KINDS["ccemu-realistic"] == ("realistic",)
+    assert KINDS["ccemu-convergence"] == ("convergence",)
+
+
+def panels_of(board: dict) -> dict[str, dict]:
+    return {panel["title"]: panel for panel in board["panels"]}
+
+
+def test_the_realistic_workload_dashboard_shows_fct_slowdown():
+    board = dashboards()["ccemu-realistic"]
+    assert board["title"] == "ccemu / realistic workload"
+    panels = panels_of(board)
+    assert sorted(panels) == ["FCT slowdown p50 per size bucket", "FCT slowdown p99 per size bucket",
+                              "Mean FCT slowdown per load"]
+    for p, q in (("50", "0.5"), ("99", "0.99")):
+        panel = panels[f"FCT slowdown p{p} per size bucket"]
+        (target,) = panel["targets"]
+        assert target["expr"] == (f"histogram_quantile({q}, sum by (le, scheme, point, bucket) "
+                                  f"(ccemu_flow_slowdown_bucket{{{SELECTOR}}}))")
+        assert target["legendFormat"] == "{{scheme}} {{point}} {{bucket}}"
+        assert panel["fieldConfig"]["defaults"]["unit"] == "short"
+        assert "dilation-free" in panel["description"]
+    (mean,) = panels["Mean FCT slowdown per load"]["targets"]
+    assert mean["expr"] == (f"sum by (scheme, point) (ccemu_flow_slowdown_sum{{{SELECTOR}}}) / "
+                            f"sum by (scheme, point) (ccemu_flow_slowdown_count{{{SELECTOR}}})")
+
+
+def test_the_convergence_dashboard_shows_every_flows_throughput():
+    board = dashboards()["ccemu-convergence"]
+    assert board["title"] == "ccemu / convergence"
+    panels = panels_of(board)
+    assert sorted(panels) == ["Delivered bytes per flow", "Per-flow throughput"]
+    (rate,) = panels["Per-flow throughput"]["targets"]
+    assert rate["expr"] == f"8 * rate(ccemu_flow_received_bytes_total{{{SELECTOR}}}[$__rate_interval]) > 0"
+    assert rate["legendFormat"] == "{{scheme}} {{point}} {{src}}#{{flow}}"
+    assert panels["Per-flow throughput"]["fieldConfig"]["defaults"]["unit"] == "bps"
+    assert "wall" in panels["Per-flow throughput"]["description"]
+    (delivered,) = panels["Delivered bytes per flow"]["targets"]
+    assert delivered["expr"] == f"ccemu_flow_received_bytes_total{{{SELECTOR}}}"
+    assert panels["Delivered bytes per flow"]["fieldConfig"]["defaults"]["unit"] == "bytes"
+
+
+def test_panels_do_not_overlap():
+    for uid, board in dashboards().items():
+        cells = set()
+        for panel in board["panels"]:
+            g = panel["gridPos"]
+            assert g["x"] + g["w"] <= 24, (uid, panel["title"])
+            mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+            assert not cells & mine, (uid, panel["title"])
+            cells |= mine
 
 
 def test_upload_posts_each_dashboard_with_overwrite_and_the_urls_credentials(monkeypatch):
@@ -50,7 +125,7 @@ def test_upload_posts_each_dashboard_with_overwrite_and_the_urls_credentials(mon
     finally:
         server.shutdown()
         server.server_close()
-    assert [path for path, _, _ in received] == ["/grafana/api/dashboards/db"] * 4
+    assert [path for path, _, _ in received] == ["/grafana/api/dashboards/db"] * len(dashboards())
     assert {auth for _, auth, _ in received} == {"Basic " + base64.b64encode(b"admin:s3cret").decode()}
     assert all(body["overwrite"] is True for _, _, body in received)
     assert sorted(body["dashboard"]["uid"] for _, _, body in received) == sorted(dashboards())
@@ -59,33 +134,64 @@ def test_upload_posts_each_dashboard_with_overwrite_and_the_urls_credentials(mon
 def grafana_interpolates(expression: str, variables: list[dict], chosen: dict[str, list[str]]) -> str:
     """What Grafana's Prometheus data source puts in place of each $variable (interpolateQueryExpr):
     the values of a multi-value or include-All variable regex-escaped (prometheusSpecialRegexEscape,
-    a backslash that PromQL's string unquotes to one), several joined as (a|b); others as they are."""
+    a backslash that PromQL's string unquotes to one), several joined as (a|b); others as they are.
+    ["$__all"] chooses All: the variable's allValue, as it is."""
     for variable in sorted(variables, key=lambda v: -len(v["name"])):
         values = chosen[variable["name"]]
-        if variable["multi"] or variable["includeAll"]:
+        if values == ["$__all"]:
+            values = [variable["allValue"]]
+        elif variable["multi"] or variable["includeAll"]:
             values = [re.sub(r"[$^*{}\[\]'+?.()|]", lambda m: "\\\\" + m.group(), v) for v in values]
         text = values[0] if len(values) == 1 else "(" + "|".join(values) + ")"
         expression = expression.replace(f"${variable['name']}", text)
     return expression
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed")
-def test_choosing_dctcp_plus_in_the_scheme_variable_matches_dctcp_plus_and_not_dctcp(tmp_path):
-    # A "+" in a label value is a regex metacharacter inside =~"$scheme": Grafana escapes the values
-    # of the multi-value scheme variable, and Prometheus (promtool's evaluator) matches them literally.
+def promtool_selections(tmp_path, series: dict[str, str], cases: list[tuple[dict[str, list[str]], list[str]]]):
+    """For each (chosen variables, keys of `series` expected) case: the selection SELECTOR makes of
+    `series` (key -> series in Prometheus notation, each with its own value), as Prometheus
+    (promtool's evaluator) evaluates it. Returns the expressions."""
     variables = dashboards()["ccemu-fabric"]["templating"]["list"]  # every board's (the first test)
-    series = {scheme: f'ccemu_port_queue_bytes{{experiment="incast", scheme="{scheme}", n="4"}}'
-              for scheme in ("dctcp", "dctcp+", "expresspass")}
-    value = {"dctcp": 1, "dctcp+": 2, "expresspass": 3}
-    cases = [["dctcp+"], ["dctcp"], ["dctcp", "dctcp+"]]
+    value = {key: i + 1 for i, key in enumerate(series)}
+    expressions = [grafana_interpolates(f"ccemu_port_queue_bytes{{{SELECTOR}}}", variables, chosen)
+                   for chosen, _ in cases]
     tests = [{"interval": "1m", "input_series": [{"series": s, "values": str(value[k])} for k, s in series.items()],
-              "promql_expr_test": [{
-                  "expr": grafana_interpolates(f"ccemu_port_queue_bytes{{{SELECTOR}}}", variables,
-                                               {"experiment": ["incast"], "scheme": schemes, "n": ["4"]}),
-                  "eval_time": "0m",
-                  "exp_samples": [{"labels": series[k], "value": value[k]} for k in schemes]} for schemes in cases]}]
+              "promql_expr_test": [{"expr": expression, "eval_time": "0m",
+                                    "exp_samples": [{"labels": series[k], "value": value[k]} for k in expected]}
+                                   for expression, (_, expected) in zip(expressions, cases)]}]
     (tmp_path / "selection.json").write_text(json.dumps({"tests": tests}))
     check = subprocess.run(["promtool", "test", "rules", str(tmp_path / "selection.json")],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert tests[0]["promql_expr_test"][0]["expr"].count('scheme=~"dctcp\\\\+"') == 1
+    return expressions
+
+
+needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
+                                    reason="promtool (Debian package prometheus) not installed")
+
+
+@needs_promtool
+def test_choosing_dctcp_plus_in_the_scheme_variable_matches_dctcp_plus_and_not_dctcp(tmp_path):
+    # A "+" in a label value is a regex metacharacter inside =~"$scheme": Grafana escapes the values
+    # of the multi-value scheme variable, and Prometheus matches them literally.
+    series = {scheme: f'ccemu_port_queue_bytes{{experiment="incast", scheme="{scheme}", n="4"}}'
+              for scheme in ("dctcp", "dctcp+", "expresspass")}
+    cases = [({"experiment": ["incast"], "scheme": schemes, "n": ["4"], "point": ["$__all"]}, schemes)
+             for schemes in (["dctcp+"], ["dctcp"], ["dctcp", "dctcp+"])]
+    expressions = promtool_selections(tmp_path, series, cases)
+    assert expressions[0].count('scheme=~"dctcp\\\\+"') == 1
+
+
+@needs_promtool
+def test_the_point_variable_matches_its_values_literally_and_all_takes_incast_without_one(tmp_path):
+    # An incast block's series have an empty point (no label): only All (.*) selects them. A point's
+    # "." is escaped like the scheme's "+": "load=0.5" does not match "load=0x5".
+    series = {point: f'ccemu_port_queue_bytes{{experiment="e", scheme="dctcp", n="0", point="{point}"}}'
+              for point in ("load=0.5", "load=0x5", "load=0.7")}
+    series["incast"] = 'ccemu_port_queue_bytes{experiment="e", scheme="dctcp", n="4"}'
+    base = {"experiment": ["e"], "scheme": ["$__all"], "n": ["$__all"]}
+    cases = [({**base, "point": ["load=0.5"]}, ["load=0.5"]),
+             ({**base, "point": ["load=0.5", "load=0.7"]}, ["load=0.5", "load=0.7"]),
+             ({**base, "point": ["$__all"]}, ["load=0.5", "load=0x5", "load=0.7", "incast"])]
+    expressions = promtool_selections(tmp_path, series, cases)
+    assert expressions[0].count('point=~"load=0\\\\.5"') == 1

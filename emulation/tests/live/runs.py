@@ -1,4 +1,5 @@
-"""`ccemu experiment` on a small two-scheme incast, in its own process, for the live tests."""
+"""`ccemu experiment` on a small experiment (by default a two-scheme incast), in its own process,
+for the live tests."""
 
 import os
 import subprocess
@@ -21,11 +22,17 @@ workload: {{kind: incast, aggregator: h1, total_bytes: {total_bytes}, flows: {fl
 def start_experiment(tmp_path, name, seed, total_bytes, flows, rounds, round_timeout_s=30):
     """(the running `ccemu experiment`, its environment); state under tmp_path/state,
     bundles under tmp_path/results."""
+    return start_config(tmp_path, name, SMALL_INCAST.format(name=name, seed=seed, total_bytes=total_bytes,
+                                                            flows=flows, rounds=rounds,
+                                                            round_timeout_s=round_timeout_s))
+
+
+def start_config(tmp_path, name, text, *flags):
+    """`ccemu experiment` of the config `text` (YAML), fabric check skipped; (process, env)."""
     config = tmp_path / f"{name}.yaml"
-    config.write_text(SMALL_INCAST.format(name=name, seed=seed, total_bytes=total_bytes, flows=flows,
-                                          rounds=rounds, round_timeout_s=round_timeout_s))
+    config.write_text(text)
     env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
     run = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "experiment", str(config), "--skip-check",
-                            "--results", str(tmp_path / "results")],
+                            "--results", str(tmp_path / "results"), *flags],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     return run, env
