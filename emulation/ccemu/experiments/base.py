@@ -34,7 +34,7 @@ from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, Exper
 from ..model.dilation import PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
-from ..results.bundle import Bundle, provenance
+from ..results.bundle import Bundle, block_label, provenance
 from ..results.report import report
 from ..results.stats import histogram_mean, size_bucket
 
@@ -49,6 +49,26 @@ class WorkloadNotRunnable(RuntimeError):
     pass
 
 
+def stop_all(procs) -> None:
+    """Ends every cchost of `procs` (SIGTERM: it writes its last records and counters; SIGKILL after
+    10 s), each waited for, whatever the others do."""
+    for proc in procs:
+        if proc.stdin:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass  # it died with data in the pipe
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+
 @dataclass(frozen=True)
 class BlockSpec:
     """One fabric of the experiment: a scheme at one point of the sweep."""
@@ -60,7 +80,7 @@ class BlockSpec:
 
     @property
     def label(self) -> str:
-        return " ".join(part for part in (self.scheme.scheme, f"N={self.n}" if self.n else "", self.point) if part)
+        return block_label(self.scheme.scheme, self.n, self.point)
 
     @property
     def slug(self) -> str:
@@ -160,6 +180,8 @@ def transport_args(config: ExperimentConfig, host: str, alpha: float | None = No
         args += ("--w-init", str(alpha))
     if transport.slow_time_unit_us is not None:
         args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
+    if not transport.persistent_connections:
+        args += ("--fresh-connections",)
     return args
 
 
@@ -429,7 +451,8 @@ class ExperimentRunner:
 
     @staticmethod
     def ideal_fct_s(live: LiveBlock, record: dict) -> float:
-        """A flow record's ideal FCT: its pair's base RTT plus its bytes at the link rate (wall)."""
+        """A flow record's ideal FCT (wall): one way across its pair's base RTT, and its bytes at the
+        link rate."""
         return ideal_fct_s(record["size"], live.config.link.rate_mbps * 1e6,
                            live.base_rtt_s(f"h{record['src']}", f"h{record['dst']}"))
 
@@ -454,8 +477,8 @@ class ExperimentRunner:
             verdict = fidelity.judge(block.seen)
             blocks.append({"scheme": block.scheme, "n": block.n, "point": block.point, "status": verdict.status,
                            **verdict.figures})
-            label = " ".join(part for part in (block.scheme, f"N={block.n}" if block.n else "", block.point) if part)
-            overall.reasons += [f"{label}: {reason}" for reason in verdict.reasons]
+            overall.reasons += [f"{block_label(block.scheme, block.n, block.point)}: {reason}"
+                                for reason in verdict.reasons]
             overall.status = fidelity.worst(overall.status, verdict.status)
         return {"status": overall.status, "reasons": overall.reasons, "blocks": blocks}
 

@@ -16,19 +16,16 @@ from rich.progress import Progress
 from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ..model.config import (CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig, PermutationWorkload,
                             RealisticWorkload, ShuffleWorkload)
-from ..model.dilation import DATA_WIRE_BYTES, PAYLOAD_BYTES
+from ..model.dilation import CREDITED_PAYLOAD_SHARE
 from ..model.routing import PATH_IDS
 from ..model.workloads import Flow, FlowSizeCdf, convergence, permutation, poisson_flows, shuffle
-from .base import AFTER_FAILURE_GRACE_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock, WorkloadNotRunnable
+from .base import (AFTER_FAILURE_GRACE_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock, WorkloadNotRunnable,
+                   stop_all)
 
 FLOWS_KINDS = (RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload)
 # From the block's epoch to its first flow: 16 cchosts are started one after another meanwhile.
 FIRST_FLOW_AFTER_S = 0.5
 WATCH_S = 0.25  # how often the block counts finished flows
-# Payload a credit scheme's sender can move per second of link: data frames carry 1450 of their
-# 1538 bytes and credits take 84 / (84 + 1538) of the reverse link. Convergence sizes flows with
-# it, so that fair shares end on time for the credit schemes (window schemes get ~5 % more).
-CONVERGENCE_PAYLOAD_SHARE = PAYLOAD_BYTES / DATA_WIRE_BYTES * (1 - 84 / (84 + 1538))
 PROGRESS_EVERY_MS = 10  # wall: convergence samples each flow's delivered bytes this often
 
 
@@ -87,7 +84,7 @@ class FlowsRunner(ExperimentRunner):
             return shuffle(hosts, w.tasks_per_host, w.size_bytes)
         senders = self.convergence_senders(live)
         rtt = max(live.base_rtt_s(src, w.receiver) for src in senders)
-        return convergence(w.receiver, senders, w.interval_rtts * rtt, link_bps / 8 * CONVERGENCE_PAYLOAD_SHARE)
+        return convergence(w.receiver, senders, w.interval_rtts * rtt, link_bps / 8 * CREDITED_PAYLOAD_SHARE)
 
     def convergence_senders(self, live: LiveBlock) -> list[str]:
         """Senders as far from the receiver as any host (on a fat-tree: other pods), spread over
@@ -117,19 +114,18 @@ class FlowsRunner(ExperimentRunner):
         duration = last_start + w.timeout_s + 5
         receivers = {f.dst for f in flows}
         procs = {}
-        for host in live.hosts:
-            kwargs: dict = {"duration_s": duration}
-            if host in by_src:
-                kwargs["schedule"] = write_schedule(live.workdir / f"{host}.flows", by_src[host])
-            if isinstance(w, ConvergenceWorkload) and host in receivers:
-                kwargs["extra"] = ("--progress", str(live.workdir / f"{host}.progress"),
-                                   "--progress-every-ms", str(PROGRESS_EVERY_MS))
-            procs[host] = self.start_cchost(live, host, **kwargs)
-
         failures: list[HostFailure] = []
-        deadline = time.monotonic() - live.now_s() + last_start + w.timeout_s  # monotonic seconds
+        deadline = time.monotonic() + (last_start - live.now_s()) + w.timeout_s
         done = 0
         try:
+            for host in live.hosts:
+                kwargs: dict = {"duration_s": duration}
+                if host in by_src:
+                    kwargs["schedule"] = write_schedule(live.workdir / f"{host}.flows", by_src[host])
+                if isinstance(w, ConvergenceWorkload) and host in receivers:
+                    kwargs["extra"] = ("--progress", str(live.workdir / f"{host}.progress"),
+                                       "--progress-every-ms", str(PROGRESS_EVERY_MS))
+                procs[host] = self.start_cchost(live, host, **kwargs)
             while time.monotonic() < deadline:
                 time.sleep(WATCH_S)
                 for host, proc in procs.items():
@@ -145,11 +141,7 @@ class FlowsRunner(ExperimentRunner):
                 if done >= len(flows):
                     break
         finally:
-            for proc in procs.values():
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in procs.values():
-                proc.wait(timeout=10)
+            stop_all(procs.values())
         progress.advance(task, len(flows) - done)  # the bar ends full; unfinished flows are reported
 
         records = [dict(r, src_host=h) for h in by_src for r in read_records(live.workdir / f"{h}.records")]
@@ -168,10 +160,11 @@ class FlowsRunner(ExperimentRunner):
             self.console.print(f"[red]{spec.label}: {len(unfinished)} of {len(flows)} flows never finished: "
                                f"{' '.join(unfinished[:10])}{' ...' if len(unfinished) > 10 else ''}[/red]")
         if isinstance(w, ConvergenceWorkload):
-            self._record_timeline(live, receivers, first)
+            self._record_timeline(live, receivers)
         return failures
 
-    def _record_timeline(self, live: LiveBlock, receivers: set[str], first: float) -> None:
+    def _record_timeline(self, live: LiveBlock, receivers: set[str]) -> None:
+        """Each received flow's delivered bytes over time (t: seconds after the epoch, as flows.csv)."""
         for host in sorted(receivers):
             path = live.workdir / f"{host}.progress"
             if not path.exists():
@@ -180,5 +173,5 @@ class FlowsRunner(ExperimentRunner):
                 if line.strip():
                     sample = json.loads(line)
                     self.bundle.timeline.append({"scheme": live.spec.scheme.scheme, "point": live.spec.point,
-                                                 "t": round(sample["t"] - first, 6), "src": f"h{sample['src']}",
+                                                 "t": sample["t"], "src": f"h{sample['src']}",
                                                  "id": sample["id"], "bytes": sample["bytes"]})

@@ -21,7 +21,7 @@ from ..model.config import ExperimentConfig, IncastWorkload
 from ..model.routing import PATH_IDS, Routing
 from ..model.workloads import incast_round
 from .base import (AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock,
-                   WorkloadNotRunnable)
+                   WorkloadNotRunnable, stop_all)
 
 
 def incast_schedule(routing: Routing, hosts: list[str], workload: IncastWorkload, n: int, rng: random.Random,
@@ -59,40 +59,36 @@ class IncastRunner(ExperimentRunner):
         responses to one aggregator go over persistent connections (their congestion state
         carries over, as the DCTCP+ paper's incast application keeps its connections)."""
         spec, aggregator, rounds = live.spec, self.workload.aggregator, self.workload.rounds
-        procs = {aggregator: self.start_cchost(live, aggregator, duration_s=24 * 3600)}
-        for host in live.hosts:
-            if host != aggregator:
-                procs[host] = self.start_cchost(live, host, stdin=subprocess.PIPE, duration_s=24 * 3600,
-                                                extra=("--schedule-stdin",))
+        procs: dict[str, subprocess.Popen] = {}
         failures: list[HostFailure] = []
         try:
+            procs[aggregator] = self.start_cchost(live, aggregator, duration_s=24 * 3600)
+            for host in live.hosts:
+                if host != aggregator:
+                    procs[host] = self.start_cchost(live, host, stdin=subprocess.PIPE, duration_s=24 * 3600,
+                                                    extra=("--schedule-stdin",))
             for round_number in range(1, rounds + 1):
                 progress.update(task, description=f"{spec.label:24} round {round_number}")
                 if self.collector:
                     self.collector.set_round(round_number)
                 failures += self._run_round(live, round_number, procs, failures)
                 progress.advance(task)
-                if procs[aggregator].poll() is not None:  # no aggregator: the block's other rounds cannot run
+                receiver = procs[aggregator]
+                if receiver.poll() is not None:  # no aggregator: the block's other rounds cannot run
+                    if aggregator not in {f.host for f in failures}:
+                        failures.append(self.failed(spec, round_number, aggregator, "aggregator", receiver,
+                                                    live.workdir / f"{aggregator}.log"))
                     self._not_run(spec, range(round_number + 1, rounds + 1))
                     progress.advance(task, rounds - round_number)
                     break
         finally:
-            for proc in procs.values():
-                if proc.stdin:
-                    try:
-                        proc.stdin.close()
-                    except BrokenPipeError:
-                        pass
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in procs.values():
-                proc.wait(timeout=10)
+            stop_all(procs.values())
         return failures
 
     def _run_round(self, live: LiveBlock, round_number: int, procs: dict[str, subprocess.Popen],
                    failed_before: list[HostFailure]) -> list[HostFailure]:
-        """One round; returns the cchosts that failed in it. Every cchost shares the block's
-        epoch (finish times are the aggregator's clock's)."""
+        """One round; returns the cchosts that failed in it. Every cchost counts from the block's
+        epoch (a sender's record ends when the aggregator acknowledged its last byte)."""
         spec, n = live.spec, live.spec.n
         # The same flows for every scheme: the seed, N and the round decide them.
         rng = random.Random(f"{self.config.seed}-{n}-{round_number}")

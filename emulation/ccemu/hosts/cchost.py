@@ -81,9 +81,12 @@ def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Pa
 
 
 def read_records(path: Path) -> list[dict]:
+    """The complete records of a file cchost may be writing (a last line without its newline is
+    being written: left for the next read)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 def read_counters(path: Path) -> dict:

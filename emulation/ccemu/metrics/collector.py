@@ -47,7 +47,7 @@ class Block:
     state_dir: Path
     workdir: Path
     point: str = ""
-    # A flow record's ideal FCT in seconds (its pair's base RTT plus its bytes at the link rate),
+    # A flow record's ideal FCT in seconds (model/dilation.py ideal_fct_s),
     # for the slowdown histogram; None: no slowdowns.
     ideal_fct: Callable[[dict], float] | None = None
     round: int = 0
@@ -211,7 +211,7 @@ class ExperimentCollector(Collector):
     def _flows(self, records: list[dict]):
         labels = ["experiment", "scheme", "n", "point", "bucket"]
         fct = HistogramMetricFamily("ccemu_flow_completion_seconds", "Flow completion times (wall)", labels=labels)
-        slowdown = HistogramMetricFamily("ccemu_flow_slowdown", "FCT / ideal FCT (the pair's base RTT plus the "
+        slowdown = HistogramMetricFamily("ccemu_flow_slowdown", "FCT / ideal FCT (half the pair's base RTT plus the "
                                          "flow's bytes at the link rate): dilation-free", labels=labels)
         completed = CounterMetricFamily("ccemu_flows_completed", "Flows finished", labels=labels)
         retransmits = CounterMetricFamily("ccemu_flow_retransmits", "Data packets sent again", labels=labels)

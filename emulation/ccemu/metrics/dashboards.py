@@ -197,7 +197,7 @@ def dashboards() -> dict[str, dict]:
                     "bytes", 0, 24, description="Mean |real - ideal credit queue| at enqueue, worst port: a credit "
                                                 "is 84 B; the verdict WARNs at 2 credits, FAILs at 4"),
     ])
-    slowdown = ("FCT / ideal FCT (the pair's base RTT plus the flow's bytes at the link rate), per flow: "
+    slowdown = ("FCT / ideal FCT (half the pair's base RTT plus the flow's bytes at the link rate), per flow: "
                 "dilation-free, 1 is an unloaded network")
     realistic = _dashboard("ccemu-realistic", "ccemu / realistic workload", [
         _timeseries(1, "FCT slowdown p50 per size bucket",

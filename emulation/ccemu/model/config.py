@@ -23,7 +23,9 @@ from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
                       model_validator)
 
 from ..fabric.kernel import KernelFeatures
-from .dilation import Dilation, auto_dilation
+# CREDIT_WIRE_BYTES: minimum Ethernet frame + preamble/SFD + inter-frame gap; DATA_WIRE_BYTES:
+# maximum frame (MTU 1500) + the same.
+from .dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, Dilation, auto_dilation
 from .topology import (
     Topology,
     TopologyCounts,
@@ -161,8 +163,9 @@ MIN_LINK_RATE_MBPS = 0.001
 class LinkConfig(_Section):
     rate_mbps: float = Field(5.0, description="every link, both directions, Mbit/s on the wire "
                                               f"({MIN_LINK_RATE_MBPS:g} to {MAX_LINK_RATE_MBPS})")
-    delay_us: int = Field(0, ge=0, description="one-way propagation delay per link, microseconds: 0 until a "
-                                                "delay line outside the measured queues exists")
+    delay_us: int = Field(0, ge=0, description="must be 0: netem delay is refused (see below); propagation "
+                                                "delay is the datacenter's (datacenter.link_delay_us), added at the "
+                                                "hosts by cchost's delay line")
     mtu: int = Field(1500, ge=576, le=9000, description="IP MTU of every interface, bytes")
 
     @field_validator("rate_mbps")
@@ -181,20 +184,19 @@ class LinkConfig(_Section):
     def _no_delay_inside_the_measured_queue(cls, delay_us: int, info: ValidationInfo) -> int:
         # A port's queue is measured from its egress to the peer's ingress (bpf/port.h): netem
         # behind the port, the only place a veth link can hold packets, would put every packet
-        # in flight into that queue, toward its buffer, K and drops. The delay line belongs
-        # outside it (at the receiving host, with time dilation) and is not built yet.
+        # in flight into that queue, toward its buffer, K and drops. The delay line is outside
+        # it, in cchost at the receiving host: datacenter.link_delay_us.
         if delay_us:
             kernel: KernelFeatures = (info.context or {}).get("kernel") or KernelFeatures.probe()
             raise ValueError(
-                f"{delay_us} us of propagation delay is not emulated yet: netem behind a port would sit inside "
+                f"{delay_us} us of propagation delay is not emulated by netem: netem behind a port would sit inside "
                 "the queue the port programs measure (packets in flight would count toward its buffer, K and "
-                f"drops){'' if kernel.netem else ', and this kernel lacks netem anyway'}; use 0"
+                f"drops){'' if kernel.netem else ', and this kernel lacks netem anyway'}; use 0 and "
+                "datacenter.link_delay_us (added at the hosts)"
             )
         return delay_us
 
 
-CREDIT_WIRE_BYTES = 84  # minimum Ethernet frame + preamble/SFD + inter-frame gap
-DATA_WIRE_BYTES = 1538  # maximum frame (MTU 1500) + the same
 EXPRESSPASS_CREDIT_SHARE = CREDIT_WIRE_BYTES / (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES)
 # struct port_config holds buffers and K as u32, and tc's bfifo limit (the buffer plus a few
 # frames of margin, shaping.FIFO_MARGIN_FRAMES) is a u32 too: 1 GiB stays far from 2^32 with
@@ -454,6 +456,7 @@ class DatacenterConfig(_Section):
             raise ValueError(f"must be 'auto' or a number from 1 to 1e6 (got {dilation!r})")
         return dilation
 
+
 class TransportConfig(_Section):
     """cchost's parameters (transport/src/bin/cchost)."""
 
@@ -466,6 +469,10 @@ class TransportConfig(_Section):
     # multiplies them, and its own built-in times, by the dilation: --dilation).
     rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
     control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
+    persistent_connections: bool = Field(
+        True, description="a window scheme's flow to a host takes over the congestion state (window, alpha, "
+                          "slow_time, RTT) the last one to it left, as on a kept connection (the DCTCP+ paper's "
+                          "incast); false: every flow starts afresh (the ExpressPass paper's simulated workloads)")
     slow_time_unit_us: Union[float, None] = Field(None, gt=0, allow_inf_nan=False,
                                                   description="DCTCP+ backoff_time_unit, microseconds; unset: the "
                                                               "flow's measured base RTT (paper: the base RTT, 100 us)")
@@ -485,6 +492,15 @@ class ExperimentConfig(_Section):
         None, description="the datacenter this experiment stands for, run dilated; unset: the link rate is the "
                           "datacenter's and nothing is dilated")
 
+    @model_validator(mode="after")
+    def _links_ran_at_the_dilated_rate(self) -> "ExperimentConfig":
+        """What the before-validator derived holds (it cannot be skipped by a value it did not read)."""
+        dc = self.datacenter
+        if dc is not None:
+            assert dc.dilation != "auto" and math.isclose(self.link.rate_mbps, dc.link_gbps * 1000 / dc.dilation), \
+                "datacenter link rate not derived"
+        return self
+
     @property
     def dilation(self) -> Dilation:
         dc = self.datacenter
@@ -503,14 +519,14 @@ class ExperimentConfig(_Section):
         if not (isinstance(data, dict) and isinstance(data.get("datacenter"), dict)):
             return data
         dc, link = data["datacenter"], data.get("link") or {}
-        gbps = dc.get("link_gbps")
-        if not isinstance(gbps, (int, float)) or isinstance(gbps, bool) or not 0 < gbps <= 1000:
+        gbps = _as_number(dc.get("link_gbps"))
+        if gbps is None or not 0 < gbps <= 1000:
             return data  # DatacenterConfig says what is wrong with it
-        dilation = dc.get("dilation", "auto")
+        dilation = "auto" if dc.get("dilation", "auto") == "auto" else _as_number(dc.get("dilation"))
         if dilation == "auto":
             dilation = auto_dilation(gbps, _busy_links(data))
             dc = {**dc, "dilation": dilation}
-        if isinstance(dilation, (int, float)) and not isinstance(dilation, bool) and 1 <= dilation <= 1e6:
+        if dilation is not None and 1 <= dilation <= 1e6:
             rate = gbps * 1000 / dilation
             given = link.get("rate_mbps") if isinstance(link, dict) else None
             # A config written back (the manifest's, `ccemu check --config`) carries the derived rate.
@@ -640,6 +656,21 @@ def load_config(path: Path | str, kernel: KernelFeatures | None = None,
 
 
 _UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", *WORKLOAD_KINDS, *PORT_PROFILES}
+
+
+def _as_number(value: object) -> float | None:
+    """A YAML number, also one YAML reads as a string (`1e3`: YAML 1.1 wants `1.0e+3`), as pydantic
+    will read it; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def _busy_links(data: dict) -> float:

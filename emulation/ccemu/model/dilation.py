@@ -20,20 +20,29 @@ import math
 from dataclasses import dataclass
 
 DATA_WIRE_BYTES = 1538  # a full frame on the wire: 1500 IP + 14 Ethernet + 24 preamble, FCS, gap
+CREDIT_WIRE_BYTES = 84  # a minimum frame on the wire: ExpressPass's credit
 PAYLOAD_BYTES = 1450  # cchost's data payload per full frame (transport/src/config.rs, mss)
+# Payload a credit scheme's sender moves per second of link: data frames carry 1450 of their
+# 1538 bytes and credits take 84 / (84 + 1538) of the reverse link (window schemes get ~5 % more).
+CREDITED_PAYLOAD_SHARE = PAYLOAD_BYTES / DATA_WIRE_BYTES * (1 - CREDIT_WIRE_BYTES / (CREDIT_WIRE_BYTES
+                                                                                      + DATA_WIRE_BYTES))
 
-# What this machine keeps faithful (DESIGN.md, "Platform facts"; emulation/benchmarks/capacity.py,
-# 2 cores, k=4 fat-tree, two OVS instances, quiet machine): 10 Mbit/s per link, and 8 cross-pod
-# flows at that rate (80 Mbit/s through five switches each) at >= 0.95 of ideal goodput.
+# What this machine keeps faithful (2 cores, k=4 fat-tree, two OVS instances, quiet machine): one
+# link at 10 Mbit/s (DESIGN.md, "Platform facts"; emulation/benchmarks/capacity.py: 8 cross-pod
+# TCP flows at >= 0.95 of ideal goodput), and 40 Mbit/s in all when every host sends: cchost's
+# experiments of 2026-11-23 with 16 hosts at 5 Mbit/s (all-to-all shuffle; realistic load 0.8;
+# SprayPass's permutation at 0.8 of the links) made ovs-vswitchd fall behind (switch residence
+# p99 10-48 frame times: FAIL). Credit schemes send a credit per data packet (TCP: an ack per
+# two), so it is packets, more than bytes, that the switches cannot keep up with.
 FAITHFUL_LINK_MBPS = 10.0
-FAITHFUL_AGGREGATE_MBPS = 80.0
+FAITHFUL_AGGREGATE_MBPS = 40.0
 # `dilation: auto` picks the smallest of these times a power of ten that keeps both limits.
-_NICE_FACTORS = (1.0, 2.0, 2.5, 5.0)
+_NICE_FACTORS = (1.0, 2.0, 2.5, 4.0, 5.0)
 
 
 def auto_dilation(link_gbps: float, busy_links: float = 1.0, faithful_link_mbps: float = FAITHFUL_LINK_MBPS,
                   faithful_aggregate_mbps: float = FAITHFUL_AGGREGATE_MBPS) -> float:
-    """The smallest round dilation (1, 2, 2.5, 5 x 10^n, at least 1) at which one link runs at
+    """The smallest round dilation (1, 2, 2.5, 4, 5 x 10^n, at least 1) at which one link runs at
     most `faithful_link_mbps` and `busy_links` links sending at once at most
     `faithful_aggregate_mbps` together."""
     if not (link_gbps > 0 and busy_links > 0):
@@ -89,9 +98,10 @@ def wire_bytes(size: int) -> int:
 
 
 def ideal_fct_s(size: int, rate_bps: float, rtt_s: float) -> float:
-    """The flow alone on an idle network: one base RTT plus its bytes at the link rate. FCT
+    """The flow alone on an idle network, sent at once at the link rate: half its pair's base RTT
+    (an FCT ends when the receiver has every byte) plus its bytes at the link rate. FCT
     slowdown = FCT / this (taken at the same dilation, so it is dilation-free)."""
-    return rtt_s + wire_bytes(size) * 8 / rate_bps
+    return rtt_s / 2 + wire_bytes(size) * 8 / rate_bps
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,11 @@ PORT_FIELDS = ["scheme", "n", "point", "node", "port", "bottleneck", "data_enque
                "bucket_bytes", "histogram"]
 
 
+def block_label(scheme: str, n: int, point: str) -> str:
+    """How a block is named everywhere: "dctcp N=64", "expresspass load=0.5", "dctcp"."""
+    return " ".join(part for part in (scheme, f"N={n}" if n else "", point) if part)
+
+
 class Bundle:
     def __init__(self, results_root: Path, name: str):
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

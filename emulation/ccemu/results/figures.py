@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.dilation import DATA_WIRE_BYTES
 from .bundle import read_table
 from .stats import percentile
 
@@ -81,7 +82,7 @@ def queues(tables: Tables, scheme: str, point: str | None = None) -> QueueFigure
     biggest = max((int(p["max_data_queue"]) for p in ports), default=0)
     packets = sum(int(p["data_enqueued"]) for p in ports)
     mean = sum(float(p["mean_data_queue"]) * int(p["data_enqueued"]) for p in ports) / packets if packets else 0.0
-    return QueueFigures(biggest / KB, mean / KB, biggest / 1538, mean / 1538)
+    return QueueFigures(biggest / KB, mean / KB, biggest / DATA_WIRE_BYTES, mean / DATA_WIRE_BYTES)
 
 
 def slowdowns_by_bucket(tables: Tables, scheme: str, point: str) -> dict[str, tuple[int, float, float]]:
@@ -93,8 +94,8 @@ def slowdowns_by_bucket(tables: Tables, scheme: str, point: str) -> dict[str, tu
     return {b: (len(grouped[b]), statistics.fmean(grouped[b]), percentile(grouped[b], 99)) for b in order}
 
 
-def mean_fct_s(tables: Tables, scheme: str, point: str | None = None) -> float | None:
-    fcts = [float(f["fct"]) for f in tables.flows_of(scheme, point)]
+def mean_fct_s(tables: Tables, scheme: str, point: str | None = None, bucket: str | None = None) -> float | None:
+    fcts = [float(f["fct"]) for f in tables.flows_of(scheme, point) if bucket is None or f["bucket"] == bucket]
     return statistics.fmean(fcts) if fcts else None
 
 
@@ -168,9 +169,13 @@ def convergence(tables: Tables, scheme: str, point: str, payload_bps: float) -> 
     if len(flows) < 2 or not samples:
         return None
     rtt = base_rtt_s(tables, scheme, point, flows[0]["dst"])
+    if rtt <= 0:
+        return None
     window = CONVERGENCE_WINDOW_RTTS * rtt
     first = float(flows[0]["start"])
-    series = {f"{f['src']}#{f['id']}": sorted(samples.get(f"{f['src']}#{f['id']}", [])) for f in flows}
+    # Timeline samples and flow starts are both seconds after the block's epoch.
+    series = {f"{f['src']}#{f['id']}": sorted((t - first, b) for t, b in samples.get(f"{f['src']}#{f['id']}", []))
+              for f in flows}
     starts = [float(f["start"]) - first for f in flows]
     ends = [float(f["end"]) - first for f in flows]
     joins: list[float | None] = []
@@ -203,9 +208,9 @@ def _fair(series: dict[str, list[tuple[float, int]]], starts: list[float], ends:
 # Incast --------------------------------------------------------------------------------------
 
 def incast_goodput_fraction(tables: Tables, scheme: str, n_min: int) -> float | None:
-    """Mean goodput of the finished rounds with N >= n_min, as a fraction of the link rate."""
-    rounds = [r for r in tables.rounds if r["scheme"] == scheme and int(r["n"]) >= n_min
-              and float(r["duration"]) > 0]
+    """Mean goodput of the rounds with N >= n_min, as a fraction of the link rate; a round with
+    unfinished flows counts as 0 (its response never completed)."""
+    rounds = [r for r in tables.rounds if r["scheme"] == scheme and int(r["n"]) >= n_min]
     return statistics.fmean(float(r["goodput_bps"]) for r in rounds) / tables.link_bps if rounds else None
 
 
@@ -215,10 +220,11 @@ def incast_timeouts(tables: Tables, scheme: str, n_min: int) -> int | None:
 
 
 def incast_collapse_n(tables: Tables, scheme: str) -> int | None:
-    """The smallest N whose goodput falls below half of the scheme's best N's (None: never)."""
+    """The smallest N whose goodput falls below half of the scheme's best N's (None: never); an
+    unfinished round counts as 0."""
     by_n: dict[int, list[float]] = defaultdict(list)
     for r in tables.rounds:
-        if r["scheme"] == scheme and float(r["duration"]) > 0:
+        if r["scheme"] == scheme:
             by_n[int(r["n"])].append(float(r["goodput_bps"]))
     means = {n: statistics.fmean(v) for n, v in sorted(by_n.items())}
     if not means:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from ..model.dilation import CREDITED_PAYLOAD_SHARE
 from . import figures
 from .figures import Tables
 
@@ -33,22 +34,24 @@ def _schemes(tables: Tables, *names: str) -> None:
         raise NotComparable(f"the run has no {', '.join(missing)}")
 
 
-def _loads(tables: Tables, scheme: str) -> tuple[str, str]:
-    points = sorted(tables.points(scheme), key=figures.load_of)
-    if len(points) < 2:
-        raise NotComparable(f"{scheme} ran at fewer than two loads")
-    return points[0], points[-1]
+def _at_load(tables: Tables, scheme: str, load: float) -> str:
+    """The point of `scheme` at `load` (within 0.05)."""
+    points = [p for p in tables.points(scheme) if p.startswith("load=")]
+    near = min(points, key=lambda p: abs(figures.load_of(p) - load), default=None)
+    if near is None or abs(figures.load_of(near) - load) > 0.05:
+        raise NotComparable(f"{scheme} did not run at load {load:g}")
+    return near
 
 
-def max_queue_growth(tables: Tables, scheme: str) -> float:
+def max_queue_growth(tables: Tables, scheme: str, low: float = 0.2, high: float = 0.6) -> float:
+    """Max switch queue at load `high` / at load `low`."""
     _schemes(tables, scheme)
-    low, high = _loads(tables, scheme)
-    before = figures.queues(tables, scheme, low).max_kb
-    return figures.queues(tables, scheme, high).max_kb / before if before else math.inf
+    before = figures.queues(tables, scheme, _at_load(tables, scheme, low)).max_kb
+    return figures.queues(tables, scheme, _at_load(tables, scheme, high)).max_kb / before
 
 
-def max_queue_growth_over(tables: Tables, a: str, b: str) -> float:
-    return max_queue_growth(tables, a) / max_queue_growth(tables, b)
+def max_queue_growth_over(tables: Tables, a: str, b: str, low: float = 0.2, high: float = 0.6) -> float:
+    return max_queue_growth(tables, a, low, high) / max_queue_growth(tables, b, low, high)
 
 
 def max_queue_kb(tables: Tables, scheme: str) -> float:
@@ -60,11 +63,13 @@ def max_queue_ratio(tables: Tables, a: str, b: str) -> float:
     return max_queue_kb(tables, a) / max_queue_kb(tables, b)
 
 
-def mean_fct_ratio(tables: Tables, a: str, b: str, load: float) -> float:
+def mean_fct_ratio(tables: Tables, a: str, b: str, load: float, bucket: str | None = None) -> float:
+    """Mean FCT of `a` / of `b` at `load`, over the flows of one size bucket or all."""
     _schemes(tables, a, b)
-    point = min(tables.points(a), key=lambda p: abs(figures.load_of(p) - load))
-    fa = _need(figures.mean_fct_s(tables, a, point), f"no {a} flows at {point}")
-    fb = _need(figures.mean_fct_s(tables, b, point), f"no {b} flows at {point}")
+    point = _at_load(tables, a, load)
+    what = f"{bucket} flows" if bucket else "flows"
+    fa = _need(figures.mean_fct_s(tables, a, point, bucket), f"no {a} {what} at {point}")
+    fb = _need(figures.mean_fct_s(tables, b, point, bucket), f"no {b} {what} at {point}")
     return fa / fb
 
 
@@ -104,9 +109,7 @@ def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None) ->
 
 
 def convergence_payload_bps(tables: Tables) -> float:
-    from ..experiments.flows import CONVERGENCE_PAYLOAD_SHARE
-
-    return tables.link_bps * CONVERGENCE_PAYLOAD_SHARE
+    return tables.link_bps * CREDITED_PAYLOAD_SHARE
 
 
 def incast_timeouts(tables: Tables, scheme: str, n_min: int) -> float:
@@ -146,6 +149,7 @@ class Claim:
     metric: dict
     reproduced_if: dict
     ours_unit: str | None = None  # what ccemu's figure counts, when not the paper's unit (no ratio then)
+    requires: dict | None = None  # workload keys the paper's value is for, e.g. {"cdf": "webserver"}
 
     def criterion(self) -> str:
         (kind, bound), = self.reproduced_if.items()
@@ -185,7 +189,7 @@ def load_claims(path: Path = REFERENCE) -> list[Claim]:
         if c["metric"]["name"] not in METRICS:
             raise ValueError(f"{path}: claim {c['id']}: unknown metric {c['metric']['name']!r}")
         claims.append(Claim(c["id"], c["experiment"], c["claim"], c["paper"]["value"], c["paper"]["unit"],
-                            c["source"], c["metric"], c["reproduced_if"], c.get("ours")))
+                            c["source"], c["metric"], c["reproduced_if"], c.get("ours"), c.get("requires")))
     return claims
 
 
@@ -200,10 +204,20 @@ def compare(tables: Tables, claims: list[Claim] | None = None) -> list[Compariso
         if claim.experiment != tables.kind:
             continue
         args = {k: v for k, v in claim.metric.items() if k != "name"}
+        workload = tables.manifest["config"].get("workload") or {}
+        differs = {k: v for k, v in (claim.requires or {}).items() if workload.get(k) != v}
+        if differs:
+            out.append(Comparison(claim, None, NOT_COMPARABLE, "the paper's value is for " + ", ".join(
+                f"{k} {v} (this run: {workload.get(k)})" for k, v in differs.items())))
+            continue
         try:
             ours = float(METRICS[claim.metric["name"]](tables, **args))
         except NotComparable as exc:
             out.append(Comparison(claim, None, NOT_COMPARABLE, str(exc)))
+            continue
+        except (ArithmeticError, ValueError, TypeError) as exc:
+            # A partial bundle (an interrupted run, a scheme without finished flows or port figures).
+            out.append(Comparison(claim, None, NOT_COMPARABLE, f"the bundle lacks what it needs ({exc})"))
             continue
         out.append(Comparison(claim, ours, REPRODUCED if claim.holds(ours) else NOT_REPRODUCED))
     return out

@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from . import figures, papers
+from .bundle import block_label
 from .figures import Tables
 from .stats import BUCKETS, fct_by_bucket, histogram_cdf, histogram_mean, jain_fairness, percentile
 
@@ -97,8 +98,7 @@ def summary_markdown(directory: Path) -> str:
 
 
 def _label(row: dict) -> str:
-    n = int(row.get("n") or 0)
-    return " ".join(part for part in (row["scheme"], f"N={n}" if n else "", row.get("point") or "") if part)
+    return block_label(row["scheme"], int(row.get("n") or 0), row.get("point") or "")
 
 
 def _datacenter_lines(tables: Tables) -> list[str]:
@@ -205,7 +205,8 @@ def _realistic_lines(tables: Tables) -> list[str]:
                 + f" | {q.max_kb:.1f} ({q.max_packets:.1f}) | {q.mean_kb:.2f} ({q.mean_packets:.2f}) | "
                 f"{sum(int(p['data_dropped']) for p in tables.switch_ports(scheme, point))} | "
                 f"{f'{waste:.1%}' if waste is not None else '-'} |")
-    lines += ["", "Slowdown = FCT / the flow's ideal FCT (its pair's base RTT plus its bytes at the link rate): "
+    lines += ["", "Slowdown = FCT / the flow's ideal FCT (half its pair's base RTT plus its bytes at the link rate: "
+              "sent at once, alone; an FCT ends when the receiver has every byte): "
               "dilation-free; S/M/L/XL: mean slowdown per size bucket. Queues over every switch port (not host "
               "NICs): the largest any port reached, and the mean a packet found on arrival (ExpressPass Table 3's "
               "figures), in KB and in full frames.", ""]
@@ -260,7 +261,7 @@ def _convergence_lines(tables: Tables) -> list[str]:
     lines += ["", f"Reached: every running flow's throughput within +-{figures.CONVERGENCE_BAND:.0%} of the fair "
               f"share over the next {figures.CONVERGENCE_WINDOW_RTTS} base RTTs, and so for every such window that "
               f"starts within {figures.CONVERGENCE_HOLD_RTTS} RTTs after; the time counts from the join to the first "
-              "such window (bytes sampled at the receiver every 10 ms of wall time; "
+              "such window (bytes sampled at the receiver by cchost --progress; "
               "plots/throughput_timeline.png).", ""]
     return lines
 
@@ -415,8 +416,9 @@ def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
         for s in tables.timeline:
             if s["scheme"] == scheme and s["point"] == point:
                 series[f"{s['src']}#{s['id']}"].append((float(s["t"]), int(s["bytes"])))
-        rtt = figures.base_rtt_s(tables, scheme, point, tables.flows_of(scheme, point)[0]["dst"]) \
-            if tables.flows_of(scheme, point) else 0.0
+        flows = tables.flows_of(scheme, point)
+        rtt = figures.base_rtt_s(tables, scheme, point, flows[0]["dst"]) if flows else 0.0
+        first = min((float(f["start"]) for f in flows), default=0.0)
         for name, samples in sorted(series.items()):
             samples.sort()
             # Throughput over one base RTT (or 50 ms of wall time without one), datacenter Gbit/s.
@@ -424,10 +426,10 @@ def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
             ts = [t for t, _ in samples if t >= samples[0][0] + window]
             rates = [(figures.bytes_at(samples, t) - figures.bytes_at(samples, t - window)) * 8 / window * d / 1e9
                      for t in ts]
-            ax.plot([t / d * 1e3 for t in ts], rates, label=name, linewidth=1)
+            ax.plot([(t - first) / d * 1e3 for t in ts], rates, label=name, linewidth=1)
         ax.set(ylabel="Gbit/s", title=f"{scheme} {point}".strip())
         ax.grid(alpha=0.3)
-    axes[-1, 0].set(xlabel="time (ms, datacenter)")
+    axes[-1, 0].set(xlabel="time since the first flow started (ms, datacenter)")
     axes[0, 0].legend(fontsize="small", ncol=4)
     return [_save(fig, out / "throughput_timeline.png")]
 

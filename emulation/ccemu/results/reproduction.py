@@ -5,6 +5,7 @@ bundles' plots beside it."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from collections import Counter
@@ -74,7 +75,8 @@ def write_report(directory: Path, runs: list[Run], started: str) -> Path:
         "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": total,
         "runs": [{"name": r.name, "bundle": str(r.bundle) if r.bundle else None, "seconds": round(r.seconds, 1),
                   "error": r.error} for r in runs],
-        "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "status": c.status, "ours": c.ours,
+        "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "status": c.status,
+                    "ours": c.ours if c.ours is None or math.isfinite(c.ours) else "never",
                     "paper": c.claim.paper, "why": c.why} for c in comparisons],
     }, indent=2, default=str) + "\n")
     return report

@@ -32,8 +32,9 @@ def run(tmp_path, name, text, timeout=900):
 
 @pytest.mark.root
 def test_cchost_sees_the_configured_base_rtt_between_every_pair_within_10_percent(tmp_path):
-    # One-packet DCTCP flows: data out, ack back, so each FCT is its pair's RTT as cchost sees it
-    # (the serialization of ~100 bytes at 5 Mbit/s is 0.2 % of the shortest 20 ms RTT).
+    # One-packet DCTCP flows: an FCT ends when the receiver has every byte, so each is one way
+    # across its pair's RTT as cchost sees it (~100 bytes at 2.5 Mbit/s take 1.5 % of the
+    # shortest one-way time, 10 ms).
     bundle, tables = run(tmp_path, "rtt", f"""
 name: rtt
 topology: {{kind: fattree, k: 4}}
@@ -48,8 +49,8 @@ workload: {{kind: permutation, size_bytes: 100, timeout_s: 30}}
     for flow in tables.flows:
         pair = (flow["src"], flow["dst"]) if (flow["src"], flow["dst"]) in targets else (flow["dst"], flow["src"])
         assert floors[pair] < targets[pair]  # the idle fabric is faster than the datacenter: delay was added
-        ratios.append(float(flow["fct"]) / targets[pair])
-    print("measured / configured RTT per flow:", sorted(round(r, 3) for r in ratios))
+        ratios.append(2 * float(flow["fct"]) / targets[pair])
+    print("measured (2 x one way) / configured RTT per flow:", sorted(round(r, 3) for r in ratios))
     assert len(ratios) == 16 and all(0.9 <= r <= 1.1 for r in ratios), ratios
     manifest = json.loads((bundle / "manifest.json").read_text())
     bdp = manifest["datacenter"]["bdp_packets_max_rtt"]
@@ -61,7 +62,7 @@ workload: {{kind: permutation, size_bytes: 100, timeout_s: 30}}
 
 
 @pytest.mark.root
-def test_expresspass_max_queue_barely_grows_with_load_while_dctcps_grows_more(tmp_path):
+def test_expresspass_max_queue_does_not_grow_with_load_and_stays_a_fraction_of_dctcps(tmp_path):
     _, tables = run(tmp_path, "loads", f"""
 name: loads
 topology: {{kind: fattree, k: 4}}
@@ -69,13 +70,18 @@ datacenter: {EXPRESSPASS_DATACENTER.replace("DILATION", "auto")}
 fabric: {{ovs_instances: 2}}
 schemes: {SCHEMES}
 workload: {{kind: realistic, cdf: webserver, loads: [0.2, 0.8], flows: 200, timeout_s: 60}}
-transport: {{alpha: 0.0625, rto_min_ms: 4, control_timeout_ms: 1}}
+transport: {{alpha: 0.0625, rto_min_ms: 4, control_timeout_ms: 1, persistent_connections: false}}
 """)
-    growth = {s: papers.max_queue_growth(tables, s) for s in ("expresspass", "dctcp")}
-    peaks = {(s, p): figures.queues(tables, s, p).max_kb for s in growth for p in ("load=0.2", "load=0.8")}
-    print("max switch queue KB:", peaks, "growth 0.8 / 0.2:", growth)
-    assert growth["expresspass"] <= 2.0
-    assert growth["dctcp"] > growth["expresspass"]
+    peaks = {(s, p): figures.queues(tables, s, p).max_packets for s in ("expresspass", "dctcp")
+             for p in ("load=0.2", "load=0.8")}
+    print("max switch queue, packets:", {k: round(v, 1) for k, v in peaks.items()})
+    # Table 3: ExpressPass's max queue does not grow with load. Its queues here are a few packets,
+    # where one packet more is a large ratio: at most 2x, or 10 packets.
+    assert peaks["expresspass", "load=0.8"] <= 2 * max(peaks["expresspass", "load=0.2"], 10)
+    # ... and DCTCP's is several times larger at every load (on Web Server it is near the buffer
+    # at every load, in the paper's Table 3 as here, so it has no room to grow).
+    for load in ("load=0.2", "load=0.8"):
+        assert peaks["dctcp", load] >= 3 * peaks["expresspass", load]
     assert sum(int(r["flows"]) - int(r["finished"]) for r in tables.rounds) == 0
 
 

@@ -28,8 +28,8 @@ def config(**sections):
     (config(link={"rate_mbps": -5}), "config: link.rate_mbps: must be at least 0.001 (1 kbit/s)"),
     (config(port={"buffer_bytes": 1000}), "config: port.buffer_bytes: must hold at least one full frame, "
                                           "1514 bytes at MTU 1500 (got 1000)"),
-    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us of propagation delay is not emulated yet: netem "
-                                     "behind a port would sit inside the queue the port programs measure"),
+    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us of propagation delay is not emulated by netem: "
+                                     "netem behind a port would sit inside the queue the port programs measure"),
     ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
     (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
     (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
@@ -159,7 +159,8 @@ def test_port_profile_defaults_to_droptail_and_expresspass_to_the_papers_credit_
 
 
 def test_link_delay_is_refused_even_where_the_kernel_has_netem():
-    with pytest.raises(ConfigError, match="link.delay_us: 100 us of propagation delay is not emulated yet: .*; use 0$"):
+    with pytest.raises(ConfigError, match="link.delay_us: 100 us of propagation delay is not emulated by netem: "
+                                          ".*; use 0 and datacenter.link_delay_us \\(added at the hosts\\)$"):
         parse_config(config(link={"delay_us": 100}), kernel=WITH_NETEM)
 
 

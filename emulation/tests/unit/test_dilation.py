@@ -1,6 +1,7 @@
 """Datacenter time: the dilation arithmetic and how a config declares it."""
 
 import pytest
+import yaml
 
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.config import parse_config
@@ -40,16 +41,16 @@ def test_auto_picks_the_smallest_round_factor_that_keeps_links_and_the_fabric_fa
     assert auto_dilation(10) == 1000  # one busy link: 10 Mbit/s
     assert auto_dilation(1) == 100
     assert auto_dilation(0.005) == 1  # slower than the machine's limit: not dilated
-    assert auto_dilation(10, busy_links=16) == 2000  # 16 hosts sending: 5 Mbit/s each, 80 in all
-    assert auto_dilation(10, busy_links=16 * 0.8) == 2000  # 6.25 Mbit/s needed: 5 is the next round rate
-    assert auto_dilation(40) == 5000
-    assert auto_dilation(3) == 500  # 300 needed: 500 is the next of 1, 2, 2.5, 5 x 10^n
+    assert auto_dilation(10, busy_links=16) == 4000  # 16 hosts sending: 2.5 Mbit/s each, 40 in all
+    assert auto_dilation(10, busy_links=16 * 0.8) == 4000  # 3.125 Mbit/s allowed: 2.5 is the next round rate
+    assert auto_dilation(40) == 4000
+    assert auto_dilation(3) == 400  # 300 needed: 400 is the next of 1, 2, 2.5, 4, 5 x 10^n
 
 
 def test_auto_counts_the_hosts_a_workload_keeps_sending():
     permutation = experiment(datacenter={"link_gbps": 10}, workload={"kind": "permutation"})
     incast = experiment(datacenter={"link_gbps": 1}, workload={"kind": "incast"})
-    assert permutation.dilation.factor == 2000 and permutation.link.rate_mbps == pytest.approx(5)
+    assert permutation.dilation.factor == 4000 and permutation.link.rate_mbps == pytest.approx(2.5)
     assert incast.dilation.factor == 100 and incast.link.rate_mbps == pytest.approx(10)
 
 
@@ -64,9 +65,9 @@ def test_the_bdp_in_packets_is_the_same_at_any_dilation():
     assert bdp_packets(10e9 / d.factor, d.wall_s(52e-6)) == pytest.approx(dc)
 
 
-def test_the_ideal_fct_is_one_rtt_plus_the_wire_bytes_at_the_link_rate():
+def test_the_ideal_fct_is_half_the_rtt_plus_the_wire_bytes_at_the_link_rate():
     assert wire_bytes(1450) == 1538 and wire_bytes(1451) == 1451 + 2 * 88 and wire_bytes(1) == 89
-    assert ideal_fct_s(14500, 10e9, 52e-6) == pytest.approx(52e-6 + 10 * 1538 * 8 / 10e9)
+    assert ideal_fct_s(14500, 10e9, 52e-6) == pytest.approx(26e-6 + 10 * 1538 * 8 / 10e9)
     # Dilation-free: the same flow at d = 1000 has 1000x the ideal FCT.
     assert ideal_fct_s(14500, 10e6, 52e-3) == pytest.approx(1000 * ideal_fct_s(14500, 10e9, 52e-6))
 
@@ -82,4 +83,12 @@ def test_each_end_holds_the_others_packets_for_half_of_what_the_fabric_lacks():
 def test_a_dilated_config_written_back_validates_to_the_same_config():
     config = experiment(datacenter={"link_gbps": 10, "link_delay_us": 4}, workload={"kind": "shuffle"})
     again = parse_config(config.model_dump(mode="json"), kernel=NO_NETEM)
-    assert again == config and again.link.rate_mbps == pytest.approx(5.0)
+    assert again == config and again.link.rate_mbps == pytest.approx(2.5)
+
+
+def test_numbers_yaml_reads_as_strings_still_set_the_dilated_rate():
+    # YAML 1.1 reads 1e1 and 1e3 as strings; pydantic makes them numbers, and the rate follows.
+    sections = yaml.safe_load("datacenter: {link_gbps: 1e1, dilation: 1e3}")
+    assert sections["datacenter"]["dilation"] == "1e3"
+    config = experiment(**sections)
+    assert config.dilation.factor == 1000 and config.link.rate_mbps == pytest.approx(10.0)

@@ -98,6 +98,12 @@ struct Args {
     /// RTT, the paper's guideline).
     #[arg(long)]
     slow_time_unit_us: Option<f64>,
+    /// Every sender-driven flow starts afresh (initial window, initial RTO), as a new connection
+    /// would: the ExpressPass paper's simulated workloads. Default: a flow to a host takes over
+    /// the congestion state the last one to it left (persistent connections, as the DCTCP+
+    /// paper's incast application keeps).
+    #[arg(long)]
+    fresh_connections: bool,
     /// DCTCP retransmission timeout floor, ms of datacenter time (x --dilation).
     #[arg(long, default_value_t = 10.0)]
     rto_min_ms: f64,
@@ -310,8 +316,9 @@ fn invalid(args: &Args) -> Option<String> {
         ),
         ((1.0..=1e6).contains(&args.dilation), format!("--dilation must be in [1, 1e6] (got {})", args.dilation)),
         (
-            positive(args.progress_every_ms, YEAR_S * 1e3),
-            format!("--progress-every-ms must be > 0 (got {})", args.progress_every_ms),
+            // At least 0.1 ms: a period that rounds to nothing would write lines in a busy loop.
+            args.progress_every_ms.is_finite() && (0.1..=YEAR_S * 1e3).contains(&args.progress_every_ms),
+            format!("--progress-every-ms must be from 0.1 to a year (got {})", args.progress_every_ms),
         ),
         (
             args.linger.is_finite() && (0.0..=YEAR_S).contains(&args.linger),
@@ -343,6 +350,7 @@ fn run(args: &Args) -> Result<(), String> {
     config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
     config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
     config.seed = args.seed.unwrap_or(args.host as u64);
+    config.reuse_connections = !args.fresh_connections;
     config.dilate(args.dilation);
     let mut endpoint = Endpoint::new(config);
     let mut delay_line: Option<DelayLine<Arrived>> = match &args.delays {
@@ -398,7 +406,9 @@ fn run(args: &Args) -> Result<(), String> {
         if let Some(line) = &mut delay_line {
             while let Some(arrived) = line.pop_due(now) {
                 let Arrived { src, path_id, ecn, payload } = arrived;
-                endpoint.handle_packet(Instant::now(), Incoming { src, path_id, ecn, payload: &payload });
+                // At the loop's `now`, not later: the timeouts handled below take the same `now`,
+                // and the endpoint's clock must not go backwards.
+                endpoint.handle_packet(now, Incoming { src, path_id, ecn, payload: &payload });
                 if spare.len() < SPARE_BUFFERS {
                     spare.push(payload);
                 }
@@ -586,7 +596,8 @@ mod tests {
             (&["--dilation=NaN"], "--dilation must be in [1, 1e6] (got NaN)"),
             (&["--dilation=inf"], "--dilation must be in [1, 1e6] (got inf)"),
             (&["--dilation=2e6"], "--dilation must be in [1, 1e6] (got 2000000)"),
-            (&["--progress-every-ms=0"], "--progress-every-ms must be > 0 (got 0)"),
+            (&["--progress-every-ms=0"], "--progress-every-ms must be from 0.1 to a year (got 0)"),
+            (&["--progress-every-ms=1e-9"], "--progress-every-ms must be from 0.1 to a year (got 0.000000001)"),
         ] {
             assert_eq!(problem(flags).as_deref(), Some(message), "{flags:?}");
         }
