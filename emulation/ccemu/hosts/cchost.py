@@ -38,6 +38,8 @@ class ScheduledFlow:
     # Equal-cost paths between the flow's hosts (routing.Routing.n_paths): SprayPass receivers
     # spray credits over path-ids 0..paths-1. Unset: cchost sprays over all PATH_IDS values.
     paths: int | None = None
+    # The path-id every packet of the flow takes (unset: cchost hashes the flow id).
+    path_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.paths is not None and not 1 <= self.paths <= PATH_IDS:
@@ -49,6 +51,8 @@ class ScheduledFlow:
             fields["scheme"] = self.scheme
         if self.paths is not None:
             fields["paths"] = self.paths
+        if self.path_id is not None:
+            fields["path_id"] = self.path_id
         return json.dumps(fields)
 
 
