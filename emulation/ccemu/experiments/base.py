@@ -377,11 +377,11 @@ class ExperimentRunner:
         floors = idle_rtts(net, pairs)
         dc = config.datacenter
         d = config.dilation
+        links = {pair: len(net.routing.path(*pair, 0)) + 1 for pair in pairs}
         targets = {}
         if dc is not None and (dc.link_delay_us or dc.host_delay_us):
-            for a, b in pairs:
-                links = len(net.routing.path(a, b, 0)) + 1
-                targets[(a, b)] = d.wall_s(2 * one_way_delay_us(links, dc.link_delay_us, dc.host_delay_us) / 1e6)
+            targets = {pair: d.wall_s(2 * one_way_delay_us(links[pair], dc.link_delay_us, dc.host_delay_us) / 1e6)
+                       for pair in pairs}
         plan = [PairDelay(a, b, floors[(a, b)], targets.get((a, b), 0.0)) for a, b in pairs]
         if targets:
             (live.workdir / "delays").mkdir()
@@ -394,7 +394,7 @@ class ExperimentRunner:
             live.base_rtts[(pair.src, pair.dst)] = max(pair.floor_rtt_s, pair.target_rtt_s)
             self.bundle.rtts.append({
                 "scheme": live.spec.scheme.scheme, "n": live.spec.n, "point": live.spec.point, "src": pair.src,
-                "dst": pair.dst, "links": len(net.routing.path(pair.src, pair.dst, 0)) + 1,
+                "dst": pair.dst, "links": links[(pair.src, pair.dst)],
                 "floor_ms": round(pair.floor_rtt_s * 1e3, 3), "target_ms": round(pair.target_rtt_s * 1e3, 3),
                 "added_one_way_ms": round(pair.added_one_way_s * 1e3, 3),
             })

@@ -57,6 +57,11 @@ class Tables:
     def flows_of(self, scheme: str, point: str | None = None) -> list[dict]:
         return [f for f in self.flows if f["scheme"] == scheme and (point is None or f.get("point", "") == point)]
 
+    def unfinished(self, scheme: str, point: str | None = None) -> int:
+        """Flows of the scheme (at the point) that never finished, over its rounds."""
+        return sum(int(r["flows"]) - int(r["finished"]) for r in self.rounds
+                   if r["scheme"] == scheme and (point is None or r.get("point", "") == point))
+
     def switch_ports(self, scheme: str, point: str | None = None) -> list[dict]:
         """Ports of switches (not host NICs): where the papers measure queues."""
         return [p for p in self.ports if p["scheme"] == scheme and (point is None or p.get("point", "") == point)
@@ -99,8 +104,8 @@ def mean_fct_s(tables: Tables, scheme: str, point: str | None = None, bucket: st
     return statistics.fmean(fcts) if fcts else None
 
 
-def credit_waste(tables: Tables, scheme: str) -> float | None:
-    flows = tables.flows_of(scheme)
+def credit_waste(tables: Tables, scheme: str, point: str | None = None) -> float | None:
+    flows = tables.flows_of(scheme, point)
     sent = sum(int(f["credits_sent"]) for f in flows)
     return sum(int(f["credits_wasted"]) for f in flows) / sent if sent else None
 

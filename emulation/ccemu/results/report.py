@@ -189,16 +189,14 @@ def _realistic_lines(tables: Tables) -> list[str]:
     for scheme in tables.schemes():
         for point in sorted(tables.points(scheme), key=figures.load_of):
             flows = tables.flows_of(scheme, point)
-            rounds = [r for r in tables.rounds if r["scheme"] == scheme and r["point"] == point]
             slow = [float(f["slowdown"]) for f in flows]
             buckets = figures.slowdowns_by_bucket(tables, scheme, point)
             q = figures.queues(tables, scheme, point)
-            sent = sum(int(f["credits_sent"]) for f in flows)
-            waste = sum(int(f["credits_wasted"]) for f in flows) / sent if sent else None
+            waste = figures.credit_waste(tables, scheme, point)
             mean_fct = figures.mean_fct_s(tables, scheme, point)
             lines.append(
                 f"| {scheme} | {figures.load_of(point):g} | {len(flows)} | "
-                f"{sum(int(r['flows']) - int(r['finished']) for r in rounds)} | "
+                f"{tables.unfinished(scheme, point)} | "
                 f"{1e3 * mean_fct / d if mean_fct else 0:.3f} | "
                 f"{sum(slow) / len(slow) if slow else 0:.2f} | {percentile(slow, 99) if slow else 0:.2f} | "
                 + " | ".join(f"{buckets[b][1]:.2f}" if b in buckets else "-" for b in ("S", "M", "L", "XL"))
@@ -220,7 +218,7 @@ def _permutation_lines(tables: Tables) -> list[str]:
     dc_link = tables.link_bps * tables.dilation
     for scheme in tables.schemes():
         tput = figures.flow_throughputs_bps(tables, scheme)
-        unfinished = sum(int(r["flows"]) - int(r["finished"]) for r in tables.rounds if r["scheme"] == scheme)
+        unfinished = tables.unfinished(scheme)
         if not tput:
             lines.append(f"| {scheme} | 0 | - | - | - | - | - | {unfinished} |")
             continue
@@ -235,7 +233,7 @@ def _shuffle_lines(tables: Tables) -> list[str]:
     lines = ["## Shuffle: FCT quantiles", "", "| scheme | flows | p50 ms | p99 ms | max ms | unfinished |",
              "|---|---|---|---|---|---|"]
     for scheme in tables.schemes():
-        unfinished = sum(int(r["flows"]) - int(r["finished"]) for r in tables.rounds if r["scheme"] == scheme)
+        unfinished = tables.unfinished(scheme)
         q = [figures.fct_quantile_s(tables, scheme, p) for p in (50, 99, 100)]
         cells = " | ".join(f"{1e3 * v:.2f}" if v is not None else "-" for v in q)
         lines.append(f"| {scheme} | {len(tables.flows_of(scheme))} | {cells} | {unfinished} |")
