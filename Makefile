@@ -6,6 +6,7 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 CCEMU := $(VENV)/bin/ccemu
 NAME ?= incast
+HOSTS ?=
 
 BPF_SRC := emulation/ccemu/ports/bpf
 BPF_OUT := build/bpf
@@ -21,7 +22,7 @@ APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool i
 	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
 	procps iputils-ping
 
-.PHONY: setup apt-packages experiment reproduce test smoke bench dashboards clean distclean
+.PHONY: setup apt-packages image experiment reproduce test smoke bench dashboards clean distclean
 
 setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST) $(ACTIONLINT)
 
@@ -60,11 +61,16 @@ $(BPF_OUT)/port_loader: $(BPF_SRC)/port_loader.c $(BPF_SRC)/port.h | apt-package
 	@mkdir -p $(BPF_OUT)
 	gcc -O2 -Wall -Werror -I$(BPF_SRC) -o $@ $< -lbpf
 
-# The transport every emulated host runs (ccemu finds it in build/).
-$(CCHOST): transport/Cargo.toml transport/Cargo.lock $(shell find transport/src -name '*.rs')
+# The transport every emulated host runs (ccemu finds it in build/). Linked statically (glibc's
+# crt-static: no toolchain beyond rustup's) so that the same binary runs in a namespace host and
+# in the Docker host image, which is built FROM scratch. An explicit --target keeps the static
+# flags off build scripts and out of cargo test's artifacts.
+RUST_HOST := $(shell $(CARGO) -vV 2>/dev/null | sed -n 's/^host: //p')
+$(CCHOST): transport/Cargo.toml transport/Cargo.lock $(shell find transport/src -name '*.rs') Makefile
 	@[ -x "$(CARGO)" ] || { echo "make setup: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
-	$(CARGO) build --quiet --release --locked --manifest-path transport/Cargo.toml
-	install -D transport/target/release/cchost $@
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --quiet --release --locked \
+		--manifest-path transport/Cargo.toml --target $(RUST_HOST)
+	install -D transport/target/$(RUST_HOST)/release/cchost $@
 
 # Rebuilt only when missing. Without Go it says so once and make test skips the lint.
 $(ACTIONLINT):
@@ -75,12 +81,19 @@ $(ACTIONLINT):
 		echo "make setup: go not found: $@ not built, so make test will not lint .github/workflows/ci.yml" >&2; \
 	fi
 
+# The Docker host image (docker/host/): static cchost and busybox, FROM scratch, tagged with
+# cchost's hash. `make experiment` builds it too when the experiment has Docker hosts.
+image: setup
+	$(CCEMU) image
+
+# HOSTS=docker runs the experiment's hosts in Docker containers (HOSTS=namespace: in namespaces),
+# whatever its file says.
 experiment: setup
-	$(CCEMU) experiment workloads/experiments/$(NAME).yaml
+	$(CCEMU) experiment workloads/experiments/$(NAME).yaml $(if $(HOSTS),--hosts $(HOSTS))
 
 # Every experiment of the seeds, then results/reproduce/TIME/REPORT.md beside the papers' numbers.
 reproduce: setup
-	$(CCEMU) reproduce
+	$(CCEMU) reproduce $(if $(HOSTS),--hosts $(HOSTS))
 
 test: setup
 	$(CARGO) fmt --manifest-path transport/Cargo.toml --check

@@ -40,6 +40,8 @@ EXIT_INTERRUPTED = 130
 def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     """(exception class, exit status, what to do) for the failures ccemu knows, most specific
     first. Imported here: the modules behind them pull in Mininet, pyroute2 and friends."""
+    from .containers.engine import EngineError
+    from .containers.image import ImageError
     from .hosts.cchost import CchostMissing
     from .model.config import DoesNotFit
     from .fabric.net import FabricError, LeftoversError
@@ -55,6 +57,8 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         (PortProgramMissing, EXIT_NOT_BUILT, ""),
         (CchostMissing, EXIT_NOT_BUILT, ""),
         (OvsMissing, EXIT_NOT_BUILT, ""),
+        (ImageError, EXIT_NOT_BUILT, nothing_left),
+        (EngineError, EXIT_FABRIC, nothing_left),
         (LeftoversError, EXIT_FAILED, ""),  # says itself to run `ccemu clean`
         ((OvsError, FabricError), EXIT_FABRIC, f"{nothing_left}; `ccemu check` tries a fabric on its own"),
         (InventoryError, EXIT_FABRIC, ""),
@@ -87,11 +91,20 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
 
+    image_cmd = commands.add_parser("image", help="build the Docker host image (static cchost and busybox, FROM "
+                                                 "scratch) unless the one of this cchost build exists")
+    image_cmd.add_argument("--extend", type=Path, metavar="DIR",
+                           help="then build DIR/Dockerfile (FROM ${CCEMU_HOST}) into --tag: your tools beside cchost")
+    image_cmd.add_argument("--tag", metavar="NAME", help="the extended image's name, e.g. lab/host:1")
+
     ports = commands.add_parser("ports", help="per-port counters and queues of a live fabric's port programs")
     ports.add_argument("--run", help="run id (needed only when several fabrics are up)")
 
     run_in = commands.add_parser("exec", help="run a command in a host (or OVS namespace) of a live fabric")
     run_in.add_argument("--run", help="run id (needed only when several fabrics are up)")
+    run_in.add_argument("--in-container", action="store_true",
+                        help="Docker hosts: run it inside the host's container (its image's files, CPU and memory "
+                             "limits), as cchost runs, not only in its network namespace with this machine's tools")
     run_in.add_argument("node", help="e.g. h1, or ovs0 for an OVS instance's namespace")
     run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="command ...")
 
@@ -102,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     experiment.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     experiment.add_argument("--keep-monitoring", action="store_true",
                             help="keep Prometheus up after the run, until Ctrl-C")
+    experiment.add_argument("--hosts", choices=["namespace", "docker"],
+                            help="run the hosts as this kind, whatever the file's hosts.kind says")
 
     reproduce = commands.add_parser("reproduce", help="run the seeds' experiments and write one report beside "
                                                       "the papers' numbers (results/reproduce/TIME/REPORT.md)")
@@ -110,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     reproduce.add_argument("--results", type=Path, default=Path("results"), help="bundles go to RESULTS/NAME/TIME")
     reproduce.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
     reproduce.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
+    reproduce.add_argument("--hosts", choices=["namespace", "docker"], help="run every experiment's hosts as this "
+                                                                            "kind")
 
     monitor = commands.add_parser("monitor", help="serve a finished run's Prometheus data again (until Ctrl-C)")
     monitor.add_argument("bundle", type=Path)
@@ -127,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor,
-                    "reproduce": cmd_reproduce}
+                    "reproduce": cmd_reproduce, "image": cmd_image}
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
@@ -176,6 +193,15 @@ def _check_config(args) -> ExperimentConfig:
     if args.ovs_instances is not None:
         data.setdefault("fabric", {})["ovs_instances"] = args.ovs_instances
     return parse_config(data, source="command line")
+
+
+def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
+    """`config` with its hosts of `kind` (--hosts): Docker hosts keep the file's image and limits;
+    namespace hosts have none."""
+    if kind is None or kind == config.hosts.kind:
+        return config
+    hosts = {**config.hosts.model_dump(), "kind": kind} if kind == "docker" else {"kind": kind}
+    return parse_config({**config.model_dump(), "hosts": hosts}, source=f"--hosts {kind}")
 
 
 def cmd_check(args) -> int:
@@ -247,23 +273,57 @@ def cmd_up(args) -> int:
 
 
 def cmd_clean(args) -> int:
+    from .containers.engine import EngineError, engine_session, stop_if_unused
+
     _require_root("clean")
     status = 0
     runs = Inventory.all_runs(DEFAULT_STATE_ROOT) + Inventory.all_runs(DEFAULT_STATE_ROOT / MONITORING_STATE)
+    dead = []
     for inventory in runs:
         if inventory.orchestrator.alive():
             print(f"{inventory.run_id}: still running (pid {inventory.orchestrator.pid}); stop it first")
-            continue
-        problems = inventory.remove()
-        if problems:
-            status = EXIT_FAILED
-            print(f"{inventory.run_id}: could not remove: {'; '.join(problems)}")
         else:
-            print(f"{inventory.run_id}: removed {len(inventory.processes)} processes and "
-                  f"{len(inventory.namespaces)} namespaces' contents")
-    if not runs:
-        print(f"nothing to clean ({DEFAULT_STATE_ROOT} holds no runs)")
+            dead.append(inventory)
+    try:
+        # Killed runs with Docker hosts: one engine session for all of their containers.
+        with engine_session(any(inventory.containers for inventory in dead)):
+            for inventory in dead:
+                problems = inventory.remove()
+                if problems:
+                    status = EXIT_FAILED
+                    print(f"{inventory.run_id}: could not remove: {'; '.join(problems)}")
+                else:
+                    print(f"{inventory.run_id}: removed {len(inventory.processes)} processes, "
+                          f"{len(inventory.containers)} containers and {len(inventory.namespaces)} namespaces' "
+                          "contents")
+        if stop_if_unused():
+            print("stopped the dockerd ccemu had started (no run uses it)")
+        elif not runs:
+            print(f"nothing to clean ({DEFAULT_STATE_ROOT} holds no runs)")
+    except EngineError as exc:
+        print(f"ccemu clean: {exc}", file=sys.stderr)
+        status = EXIT_FAILED
     return status
+
+
+def cmd_image(args) -> int:
+    """The host image of this cchost build (and, with --extend, an image of the user's FROM it). Its
+    tag alone goes to stdout, for scripts; the rest to stderr."""
+    from .containers import image
+    from .containers.engine import DockerEngine
+
+    _require_root("image")
+    if (args.extend is None) != (args.tag is None):
+        raise SystemExit("ccemu image: --extend DIR and --tag NAME go together")
+    started = time.monotonic()
+    with DockerEngine.acquire() as engine:
+        tag = image.require(engine.client, None, announce=lambda line: print(line, file=sys.stderr))
+        if args.extend is not None:
+            tag = image.extend(engine.client, tag, args.extend, args.tag)
+    print(f"{tag}: ready in {time.monotonic() - started:.1f} s (docker/host/README.md says what it holds)",
+          file=sys.stderr)
+    print(tag)
+    return 0
 
 
 def _live_run(command: str, run_id: str | None) -> Inventory:
@@ -322,6 +382,16 @@ def cmd_exec(args) -> int:
         raise SystemExit(f"ccemu exec: {run.run_id} has no node {args.node!r}")
     if not args.argv:
         raise SystemExit("ccemu exec: give a command to run")
+    if args.in_container:
+        from .containers import CONTAINERS_FILE
+        from .containers.host import inside
+
+        path = run.state_dir / CONTAINERS_FILE
+        container = json.loads(path.read_text()).get(args.node) if path.exists() else None
+        if container is None:
+            raise SystemExit(f"ccemu exec: {args.node} of {run.run_id} is not a Docker host (hosts.kind: docker)")
+        argv = inside(container["pid"], container["cgroups"], args.argv)
+        os.execvp(argv[0], argv)
     # mnexec -a: join the node's namespace (Mininet's own helper, as node.popen uses).
     os.execvp("mnexec", ["mnexec", "-a", str(shell.pid), *args.argv])
 
@@ -331,9 +401,10 @@ def cmd_experiment(args) -> int:
 
     from .hosts.cchost import cchost_binary
     from .ports.program import PortProgram
+    from .containers.engine import engine_session
     from .experiments import WorkloadNotRunnable, runner_for
 
-    config = load_config(args.config)
+    config = with_hosts(load_config(args.config), args.hosts)
     _require_root("experiment")
     # Before anything starts: a missing build is one line.
     cchost_binary()
@@ -346,11 +417,13 @@ def cmd_experiment(args) -> int:
     except WorkloadNotRunnable as exc:
         print(f"ccemu: NOT IMPLEMENTED: {exc}", file=sys.stderr)
         return EXIT_NOT_IMPLEMENTED
-    if not args.skip_check:
-        console.print(f"experiment {config.name}: checking its fabric first")
-        if not check_fabric(config.for_scheme(config.schemes[0])):
-            return EXIT_FAILED
-    runner.run()
+    # Docker hosts: one engine session for the check and the run (a dockerd ccemu starts serves both).
+    with engine_session(config.hosts.kind == "docker"):
+        if not args.skip_check:
+            console.print(f"experiment {config.name}: checking its fabric first")
+            if not check_fabric(config.for_scheme(config.schemes[0])):
+                return EXIT_FAILED
+        runner.run()
     if runner.unfinished_flows:
         print(f"ccemu: {runner.unfinished_flows} flows never finished (see summary.md)", file=sys.stderr)
         return EXIT_UNFINISHED
@@ -387,6 +460,7 @@ def cmd_reproduce(args) -> int:
     """Every experiment one after another (each with its own bundle), then REPORT.md."""
     from rich.console import Console
 
+    from .containers.engine import engine_session
     from .experiments import runner_for
     from .hosts.cchost import cchost_binary
     from .ports.program import PortProgram
@@ -400,39 +474,41 @@ def cmd_reproduce(args) -> int:
             known = " ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
             print(f"ccemu reproduce: no experiment {name!r} (workloads/experiments/ has: {known})", file=sys.stderr)
             return EXIT_BAD_CONFIG
-        configs[name] = load_config(path)
+        configs[name] = with_hosts(load_config(path), args.hosts)
     _require_root("reproduce")
     cchost_binary()
     PortProgram.built()
     console = Console(width=None if sys.stdout.isatty() else 200)
     started = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    if not args.skip_check:
-        first = configs[names[0]]
-        console.print(f"reproduce: checking the fabric first ({first.topology.describe()})")
-        if not check_fabric(first.for_scheme(first.schemes[0])):
-            return EXIT_FAILED
-    runs: list[Run] = []
-    interrupted = False
-    for i, (name, config) in enumerate(configs.items(), start=1):
-        console.rule(f"reproduce {i}/{len(configs)}: {name}")
-        began = time.monotonic()
-        runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring)
-        try:
-            runs.append(Run(name, runner.run(), time.monotonic() - began))
-        except KeyboardInterrupt:
-            interrupted = True
-            bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
-            runs.append(Run(name, bundle, time.monotonic() - began, "interrupted"))
-            break
-        except Exception as exc:  # one experiment failing does not stop the others
-            bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
-            runs.append(Run(name, bundle, time.monotonic() - began, " ".join(str(exc).split())))
-            console.print(f"[red]reproduce: {name} failed: {exc}[/red]")
-    report = write_report(args.results / "reproduce" / started, runs, started)
-    print(f"reproduction: {sum(r.seconds for r in runs) / 60:.1f} minutes; report: {report}", flush=True)
-    if interrupted:
-        raise KeyboardInterrupt
-    return EXIT_FAILED if any(r.error for r in runs) else 0
+    # Docker hosts: one engine session for every experiment (a dockerd ccemu starts serves them all).
+    with engine_session(any(config.hosts.kind == "docker" for config in configs.values())):
+        if not args.skip_check:
+            first = configs[names[0]]
+            console.print(f"reproduce: checking the fabric first ({first.topology.describe()})")
+            if not check_fabric(first.for_scheme(first.schemes[0])):
+                return EXIT_FAILED
+        runs: list[Run] = []
+        interrupted = False
+        for i, (name, config) in enumerate(configs.items(), start=1):
+            console.rule(f"reproduce {i}/{len(configs)}: {name}")
+            began = time.monotonic()
+            runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring)
+            try:
+                runs.append(Run(name, runner.run(), time.monotonic() - began))
+            except KeyboardInterrupt:
+                interrupted = True
+                bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
+                runs.append(Run(name, bundle, time.monotonic() - began, "interrupted"))
+                break
+            except Exception as exc:  # one experiment failing does not stop the others
+                bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
+                runs.append(Run(name, bundle, time.monotonic() - began, " ".join(str(exc).split())))
+                console.print(f"[red]reproduce: {name} failed: {exc}[/red]")
+        report = write_report(args.results / "reproduce" / started, runs, started)
+        print(f"reproduction: {sum(r.seconds for r in runs) / 60:.1f} minutes; report: {report}", flush=True)
+        if interrupted:
+            raise KeyboardInterrupt
+        return EXIT_FAILED if any(r.error for r in runs) else 0
 
 
 def cmd_report(args) -> int:

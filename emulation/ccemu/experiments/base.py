@@ -22,6 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..containers.cgroups import read_figures
+from ..containers.engine import engine_session
 from ..fabric.latency import idle_rtts
 from ..fabric.net import FabricNet
 from ..hosts.cchost import command, host_number, read_counters
@@ -232,11 +234,15 @@ class ExperimentRunner:
         """Runs every block, writes the bundle and says where it is. On a failure before any
         block ran, no bundle is left (there is nothing in it)."""
         try:
-            return self._run_monitored() if self.monitoring else self._announce(self._run())
+            # Docker hosts: one session with Docker's engine for the whole run (each fabric's own
+            # session comes and goes inside it).
+            with engine_session(self.config.hosts.kind == "docker"):
+                return self._run_monitored() if self.monitoring else self._announce(self._run())
         except Exception:
             if not self.bundle.rounds:
                 self.bundle.remove()
             raise
+
 
     def _run_monitored(self) -> Path:
         self.collector = ExperimentCollector(self.config.name)
@@ -313,12 +319,13 @@ class ExperimentRunner:
 
     def _run_block(self, spec: BlockSpec, progress: Progress, task) -> None:
         config = self.block_config(spec)
-        workdir = self.bundle.work / spec.slug
+        # Absolute: Docker hosts see the work directory at the same path, but not our working directory.
+        workdir = (self.bundle.work / spec.slug).resolve()
         workdir.mkdir()
         cpu_before = fidelity.CpuTimes.now()
-        run_id = f"{config.name}-{spec.slug}-{secrets.token_hex(3)}"[:60]
+        run_id = f"{f'{config.name}-{spec.slug}'[:53]}-{secrets.token_hex(3)}"  # the random part kept whole
         bottleneck_host = self.bottleneck_host(spec)
-        with FabricNet(config, run_id=run_id) as net:
+        with FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,)) as net:
             hosts = sorted((h.name for h in net.hosts), key=host_number)
             live = LiveBlock(spec, config, net, workdir, time.monotonic_ns(), hosts)
             progress.update(task, description=f"{spec.label:24} idle RTTs")
@@ -340,6 +347,7 @@ class ExperimentRunner:
                 bottleneck_port = (link.intf2 if link.intf1.node.name == bottleneck_host else link.intf1).name
                 self.credit_queues = 1 + max(len(net.routing.path(bottleneck_host, h, 0)) for h in hosts
                                              if h != bottleneck_host)
+            self._record_hosts(spec, net)
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
             with PortMaps(net.inventory.state_dir) as maps:
@@ -416,10 +424,11 @@ class ExperimentRunner:
         if host in live.delays:
             extra += ("--delays", str(live.delays[host]))
         extra += tuple(kwargs.pop("extra", ()))
+        node = live.net[host]
         argv = command(host, live.config.link.rate_mbps, live.spec.scheme.scheme, live.epoch, workdir, extra=extra,
-                       **kwargs)
+                       binary=node.transport_binary, **kwargs)
         with open(workdir / f"{host}.log", "wb") as log:
-            return live.net[host].popen(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
+            return node.popen_transport(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
 
     def failed(self, spec: BlockSpec, round_number: int, host: str, role: str, proc: subprocess.Popen,
                log: Path) -> HostFailure:
@@ -428,6 +437,18 @@ class ExperimentRunner:
                               spec.point)
         self.console.print(f"[red]{spec.label} round {round_number}: {failure}[/red]")
         return failure
+
+    def _record_hosts(self, spec: BlockSpec, net: FabricNet) -> None:
+        """Docker hosts: what each container's cgroups counted over the block (its container lived
+        exactly as long as the block's fabric)."""
+        for host, container in sorted(net.containers.items(), key=lambda item: host_number(item[0])):
+            figures = read_figures(container.cgroups)
+            if figures is not None:
+                self.bundle.hosts.append({
+                    "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "host": host, "image": net.image,
+                    "cpus": container.cpus or "", "memory_mb": container.memory_mb or "",
+                    **{key: round(value, 6) if isinstance(value, float) else value
+                       for key, value in figures.as_row().items()}})
 
     def _record_ports(self, spec: BlockSpec, ports: list[PortStats], bottleneck_port: str | None) -> None:
         for p in ports:

@@ -3,7 +3,8 @@
 Every run owns a state directory (/run/ccemu/<run-id>/ by default) holding state.json.
 Everything of the run lives in network namespaces it created (hosts, and one per OVS
 instance: switch ports and OVS's own tap devices live there too), so removing the run is:
-stop the recorded processes, kill every process still inside a recorded namespace, wait for
+stop the recorded processes, kill every process still inside a recorded namespace, remove the
+run's Docker containers (Docker hosts: a container's network namespace is its host's), wait for
 the namespaces to disappear, delete the state directory. Nothing of a run is created in the
 root namespace.
 
@@ -155,6 +156,15 @@ class NamespaceRecord:
 
 
 @dataclass
+class ContainerRecord:
+    """A Docker container of the run: its name (unique to the run: it holds the run id) is recorded
+    before the container is created, its id once it is."""
+
+    name: str
+    id: str | None = None
+
+
+@dataclass
 class Inventory:
     run_id: str
     state_dir: Path
@@ -162,6 +172,7 @@ class Inventory:
     processes: list[ProcessRecord] = field(default_factory=list)
     namespaces: list[NamespaceRecord] = field(default_factory=list)
     mounts: list[str] = field(default_factory=list)  # filesystems mounted inside state_dir
+    containers: list[ContainerRecord] = field(default_factory=list)
 
     # Creating ----------------------------------------------------------------------
 
@@ -219,6 +230,17 @@ class Inventory:
         self.save()
         subprocess.run(["mount", "-t", fstype, fstype, str(path)], check=True, capture_output=True)
 
+    def add_containers(self, names: list[str]) -> None:
+        """Record containers about to be created (their ids follow: container_created)."""
+        self.containers += [ContainerRecord(name) for name in names]
+        self.save()
+
+    def container_created(self, ids: dict[str, str]) -> None:
+        """Record the ids of created containers (name -> id)."""
+        for record in self.containers:
+            record.id = ids.get(record.name, record.id)
+        self.save()
+
     def add_namespace_of(self, pid: int, what: str) -> NamespaceRecord:
         with open_netns(pid) as ns_fd:
             if ns_fd is None:
@@ -241,6 +263,7 @@ class Inventory:
             "processes": [asdict(p) for p in self.processes],
             "namespaces": [asdict(n) for n in self.namespaces],
             "mounts": self.mounts,
+            "containers": [asdict(c) for c in self.containers],
         }
         tmp = self.state_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=1))
@@ -262,6 +285,7 @@ class Inventory:
             processes=[ProcessRecord(**p) for p in data["processes"]],
             namespaces=[NamespaceRecord(**{"cookie": None, **n}) for n in data["namespaces"]],
             mounts=data.get("mounts", []),
+            containers=[ContainerRecord(**c) for c in data.get("containers", [])],
         )
 
     @classmethod
@@ -328,6 +352,10 @@ class Inventory:
             return not inside and not any(p.alive() for p in self.processes)
         wait_until(killed_all, timeout)
         problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
+        if self.containers:
+            # Once nothing runs in their namespaces (their own init included): Docker removes them.
+            from ..containers.engine import remove_containers  # the Docker SDK only for runs that had containers
+            problems += remove_containers(self.containers)
         unverified: set[int] = set()
         with self.held_namespaces(unverified) as held:
             problems += [f"pid {pid} still inside a namespace of the run" for pid in pids_in_namespaces(set(held))]

@@ -1,5 +1,6 @@
 """The live emulated fabric: a Mininet network whose switches are bridges of private OVS
-instances, built quickly and torn down without leaks.
+instances, built quickly and torn down without leaks. Hosts are network namespaces, or Docker
+containers (containers/host.py) when the config says `hosts: {kind: docker}`.
 
 Mininet's roles are kept: nodes execute (FabricSwitch runs its commands in its OVS
 instance's namespace), interfaces configure themselves (FabricIntf is born configured),
@@ -24,11 +25,16 @@ from pathlib import Path
 
 from mininet.link import Intf, Link
 from mininet.net import Mininet
-from mininet.node import Host, Node, Switch
+from mininet.node import Node, Switch
 from pyroute2 import IPRoute
 
+from ..containers import image as host_image
+from ..containers.engine import DockerEngine
+from ..containers import CONTAINERS_FILE
+from ..containers.host import Container, DockerHost, create_containers
 from ..model.config import ExperimentConfig
-from .inventory import DEFAULT_STATE_ROOT, SHELL_OF, Inventory
+from .inventory import DEFAULT_STATE_ROOT, Inventory
+from .nodes import FabricHost, FabricNamespace
 from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
@@ -49,25 +55,6 @@ class FabricError(RuntimeError):
 
 class LeftoversError(FabricError):
     """Teardown could not remove everything the run created."""
-
-
-class RecordedShell:
-    """A Mininet node whose shell, the process that creates and holds its namespace, is recorded
-    in the run's inventory (params["inventory"]) before it runs (Inventory.spawn)."""
-
-    def _popen(self, cmd, **params):
-        inventory: Inventory | None = self.params.get("inventory")
-        if self.shell is None and inventory is not None:  # startShell's call
-            return inventory.spawn(SHELL_OF + self.name, cmd, **params)
-        return super()._popen(cmd, **params)
-
-
-class FabricHost(RecordedShell, Host):
-    pass
-
-
-class FabricNamespace(RecordedShell, Node):
-    """A namespace of the run holding no host: an OVS instance's."""
 
 
 class FabricIntf(Intf):
@@ -159,8 +146,15 @@ class FabricNet(Mininet):
     inited = True  # skip Mininet.init(): it raises system-wide sysctls we would not restore
 
     def __init__(self, config: ExperimentConfig, topo: Topology | None = None, run_id: str | None = None,
-                 state_root: Path = DEFAULT_STATE_ROOT, kernel: KernelFeatures | None = None):
+                 state_root: Path = DEFAULT_STATE_ROOT, kernel: KernelFeatures | None = None,
+                 shared_dirs: tuple[Path, ...] = ()):
+        """`shared_dirs`: directories Docker hosts see at the same path (the run's work directory:
+        schedules in, records out); namespace hosts see the machine's files anyway."""
         self.config = config
+        self.shared_dirs = shared_dirs
+        self.engine: DockerEngine | None = None  # Docker hosts: the session with Docker's engine
+        self.containers: dict[str, Container] = {}  # Docker hosts: host -> its container
+        self.image: str | None = None  # Docker hosts: the image they run
         self.fabric_topo = topo or config.topology.build()
         self.routing = Routing(self.fabric_topo)
         self.kernel = kernel or KernelFeatures.probe()
@@ -195,6 +189,10 @@ class FabricNet(Mininet):
         (self.inventory.state_dir / "config").mkdir()
         # Before any namespace exists: nodes get a copy of our mounts when they are made.
         self.inventory.add_mount("bpf", self.bpffs)
+        if self.config.hosts.kind == "docker":
+            self.engine = DockerEngine.acquire()
+            self.image = host_image.require(self.engine.client, self.config.hosts.image)
+            self.timings.mark("docker engine and image")
         self._start_ovs_instances()
         self.timings.mark("ovs daemons")
         self._add_hosts()
@@ -224,8 +222,18 @@ class FabricNet(Mininet):
                  f"echo {PATH_ID_PORTS[0]}-{PATH_ID_PORTS[1]} > /proc/sys/net/ipv4/ip_local_reserved_ports")
 
     def _add_hosts(self):
+        if self.engine is not None:
+            self.containers = create_containers(self.engine, self.inventory, self.image,
+                                                [spec.name for spec in self.fabric_topo.hosts], self.config.hosts,
+                                                self.shared_dirs)
+            (self.inventory.state_dir / CONTAINERS_FILE).write_text(
+                json.dumps({host: c.as_json() for host, c in self.containers.items()}, indent=1))
+            self.timings.mark("containers")
         for spec in self.fabric_topo.hosts:
-            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac, inventory=self.inventory)
+            container = self.containers.get(spec.name)
+            kind = {"cls": DockerHost, "container": container} if container else {}
+            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac, inventory=self.inventory,
+                                **kind)
             self._adopt_namespace(host, spec.name)
 
     def instance_of(self, switch: str) -> OvsInstance:
@@ -343,7 +351,12 @@ class FabricNet(Mininet):
         for node in self.hosts + [i.namespace for i in self.instances]:
             node.terminate()
         self.stop_timings.mark("shells")
-        problems = self.inventory.remove() if self.inventory else []
+        try:
+            problems = self.inventory.remove() if self.inventory else []  # containers too
+        finally:
+            if self.engine is not None:
+                self.engine.release()
+                self.engine = None
         self.stop_timings.mark("leftovers")
         if problems:
             raise LeftoversError(f"run {self.run_id} left: {'; '.join(problems)}; run `ccemu clean`")

@@ -70,9 +70,10 @@ def host_number(name: str) -> int:
 
 def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Path, *,
             schedule: Path | None = None, exit_when_done: bool = False, duration_s: float | None = None,
-            extra: tuple[str, ...] = ()) -> list[str]:
-    """cchost's argv for `host`, with its records and counters in `workdir`/<host>.*"""
-    argv = [str(cchost_binary()), "--host", str(host_number(host)), "--link-mbps", str(link_mbps),
+            extra: tuple[str, ...] = (), binary: Path | None = None) -> list[str]:
+    """cchost's argv for `host`, with its records and counters in `workdir`/<host>.* (`binary`: the
+    cchost the host runs, node.transport_binary; build/cchost by default)"""
+    argv = [str(binary or cchost_binary()), "--host", str(host_number(host)), "--link-mbps", str(link_mbps),
             "--scheme", scheme, "--epoch-ns", str(epoch_ns),
             "--records", str(workdir / f"{host}.records"), "--counters", str(workdir / f"{host}.counters")]
     if schedule is not None:

@@ -9,6 +9,7 @@ Names follow Prometheus conventions: `ccemu_` prefix, base units (bytes, seconds
 for counters. Labels: experiment, scheme, n (incast flows; 0 for other kinds), point (the block's
 sweep value of the other kinds, e.g. load=0.5), node (namespace), switch, port, class
 (data/credit), host, bucket (flow size), src and flow (one flow of a throughput timeline).
+Docker hosts add their containers' cgroup figures (CPU used and throttled, memory) per host.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from ..containers.cgroups import read_figures
+from ..containers import CONTAINERS_FILE
 from ..results import fidelity
 from ..hosts.cchost import read_counters, read_records
 from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, residence_bucket_bounds
@@ -59,6 +62,7 @@ class ExperimentCollector(Collector):
         self.experiment = experiment
         self._lock = threading.Lock()
         self._block: Block | None = None
+        self._containers: dict[str, dict] = {}  # Docker hosts of the block: host -> Container.as_json()
         self._maps: PortMaps | None = None
         self._records: list[dict] = []  # finished flows of earlier blocks (their FCT stays)
         self._read: dict[Path, tuple[float, list[dict]]] = {}  # records file -> (mtime, records)
@@ -71,6 +75,8 @@ class ExperimentCollector(Collector):
         with self._lock:
             self._block = block
             self._maps = PortMaps(block.state_dir)
+            containers = block.state_dir / CONTAINERS_FILE
+            self._containers = json.loads(containers.read_text()) if containers.exists() else {}
 
     def set_round(self, round_number: int) -> None:
         with self._lock:
@@ -84,7 +90,7 @@ class ExperimentCollector(Collector):
                 self._records += self._flow_records(self._block)
             if self._maps:
                 self._maps.close()
-            self._block, self._maps = None, None
+            self._block, self._maps, self._containers = None, None, {}
 
     def _flow_records(self, block: Block) -> list[dict]:
         """Every finished flow of the block (records are per host, in the block's work directory
@@ -122,6 +128,7 @@ class ExperimentCollector(Collector):
         base = {"experiment": self.experiment, "scheme": block.scheme, "n": str(block.n), "point": block.point}
         yield from self._ports(maps, base)
         yield from self._hosts(block, base)
+        yield from self._containers_of(base)
         yield from self._progress(block, base)
         yield from self._fidelity(block, base)
 
@@ -207,6 +214,39 @@ class ExperimentCollector(Collector):
             wasted.add_metric(values, t["wasted"])
             lateness.add_metric(values, t["late"] / t["count"] / 1e6 if t["count"] else 0.0)
         yield from (received, credits, wasted, lateness)
+
+    def _containers_of(self, base: dict):
+        """Docker hosts: what each container's cgroups counted (a host that hit its CPU limit shows
+        as throttled periods beside its flows' goodput)."""
+        labels = [*base, "host"]
+        cpu = CounterMetricFamily("ccemu_host_cpu_seconds", "CPU time of the host's container", labels=labels)
+        periods = CounterMetricFamily("ccemu_host_cpu_periods", "CFS periods the host's container ran in (with a CPU "
+                                      "limit only)", labels=labels)
+        throttled = CounterMetricFamily("ccemu_host_cpu_throttled_periods", "CFS periods in which the host's "
+                                        "container used up its CPU quota and waited", labels=labels)
+        throttled_time = CounterMetricFamily("ccemu_host_cpu_throttled_seconds", "Time the host's container waited "
+                                             "for CPU quota", labels=labels)
+        memory = GaugeMetricFamily("ccemu_host_memory_bytes", "Memory charged to the host's container",
+                                   labels=labels)
+        cpu_limit = GaugeMetricFamily("ccemu_host_cpu_limit_cores", "CPU limit of the host's container",
+                                      labels=labels)
+        memory_limit = GaugeMetricFamily("ccemu_host_memory_limit_bytes", "Memory limit of the host's container",
+                                         labels=labels)
+        for host, container in sorted(self._containers.items()):
+            figures = read_figures(container["cgroups"])
+            if figures is None:
+                continue  # removed: the block is ending
+            values = [*base.values(), host]
+            cpu.add_metric(values, figures.cpu_seconds)
+            periods.add_metric(values, figures.periods)
+            throttled.add_metric(values, figures.throttled_periods)
+            throttled_time.add_metric(values, figures.throttled_seconds)
+            memory.add_metric(values, figures.memory_bytes)
+            if container["cpus"]:
+                cpu_limit.add_metric(values, container["cpus"])
+            if container["memory_mb"]:
+                memory_limit.add_metric(values, container["memory_mb"] << 20)
+        yield from (cpu, periods, throttled, throttled_time, memory, cpu_limit, memory_limit)
 
     def _flows(self, records: list[dict]):
         labels = ["experiment", "scheme", "n", "point", "bucket"]

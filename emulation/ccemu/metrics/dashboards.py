@@ -40,6 +40,9 @@ KINDS: dict[str, tuple[str, ...]] = {
     "ccemu-fidelity": ALL_KINDS,
     "ccemu-realistic": ("realistic",),
     "ccemu-convergence": ("convergence",),
+    # Runs of any kind with Docker hosts feed it (the containers' cgroups), no namespace run does:
+    # the live test's monitored incast is the one run in Docker hosts.
+    "ccemu-hosts": ("incast",),
 }
 
 Panel = timeseries.Panel | stat.Panel | heatmap.Panel
@@ -156,10 +159,9 @@ def dashboards() -> dict[str, dict]:
         _timeseries(4, "Retransmitted packets",
                     [(_sum("scheme", _series("ccemu_flow_retransmits_total")), "{{scheme}}")], "short", 12, 8),
     ])
+    goodput = [(_bits_per_second("ccemu_host_received_bytes_total"), "{{scheme}} N={{n}} {{host}}")]
     transport = _dashboard("ccemu-transport", "ccemu / transport", [
-        _timeseries(1, "Goodput per receiving host",
-                    [(_bits_per_second("ccemu_host_received_bytes_total"), "{{scheme}} N={{n}} {{host}}")],
-                    "bps", 0, 0),
+        _timeseries(1, "Goodput per receiving host", goodput, "bps", 0, 0),
         _timeseries(2, "Credit rate",
                     [(_sum("scheme, n, host", _rate("ccemu_host_credits_sent_total")) + " > 0",
                       "{{scheme}} N={{n}} {{host}}")], "pps", 12, 0),
@@ -221,7 +223,24 @@ def dashboards() -> dict[str, dict]:
                     [(_series("ccemu_flow_received_bytes_total"), "{{scheme}} {{point}} {{src}}#{{flow}}")],
                     "bytes", 12, 0, description="Payload bytes each flow has delivered to its receiver so far"),
     ])
-    return {d["uid"]: d for d in (fabric, flows, transport, fidelity, realistic, convergence)}
+    hosts = _dashboard("ccemu-hosts", "ccemu / Docker hosts", [
+        _timeseries(1, "CPU per host (cores) and its limit",
+                    [(_sum("scheme, n, host", _rate("ccemu_host_cpu_seconds_total")), "{{scheme}} N={{n}} {{host}}"),
+                     (_series("ccemu_host_cpu_limit_cores"), "limit {{host}}")], "short", 0, 0,
+                    description="CPU time of each host's container per second (Docker hosts only)"),
+        _timeseries(2, "CPU throttled (share of CFS periods)",
+                    [(f"{_sum('scheme, n, host', _rate('ccemu_host_cpu_throttled_periods_total'))} / "
+                      f"{_sum('scheme, n, host', _rate('ccemu_host_cpu_periods_total'))}",
+                      "{{scheme}} N={{n}} {{host}}")], "percentunit", 12, 0,
+                    description="Periods in which a CPU-limited host used up its quota and waited: its transport "
+                                "ran late there (hosts without a limit have no periods)"),
+        _timeseries(3, "Goodput per receiving host", goodput, "bps", 0, 8,
+                    description="Beside the CPU panels: a throttled host's flows slow down"),
+        _timeseries(4, "Memory per host",
+                    [(_series("ccemu_host_memory_bytes"), "{{scheme}} N={{n}} {{host}}"),
+                     (_series("ccemu_host_memory_limit_bytes"), "limit {{host}}")], "bytes", 12, 8),
+    ])
+    return {d["uid"]: d for d in (fabric, flows, transport, fidelity, realistic, convergence, hosts)}
 
 
 def panel_queries(dashboard: dict) -> list[tuple[str, str]]:

@@ -478,6 +478,58 @@ class TransportConfig(_Section):
                                                               "flow's measured base RTT (paper: the base RTT, 100 us)")
 
 
+class HostLimits(_Section):
+    """What a Docker host's container may use (cgroups)."""
+
+    cpus: Union[float, None] = Field(None, ge=0.01, allow_inf_nan=False,
+                                     description="CPUs, e.g. 0.5 (Docker's --cpus: CFS quota per 100 ms period); "
+                                                 "unset: no limit")
+    memory_mb: Union[int, None] = Field(None, ge=6, description="memory, MiB, swap included (Docker's minimum is 6); "
+                                                                "unset: no limit")
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus_this_machine_has(cls, value: float | None) -> float | None:
+        cpus = os.cpu_count() or 1
+        if value is not None and value > cpus:
+            raise ValueError(f"this machine has {cpus} CPUs (got {value:g})")
+        return value
+
+
+class HostsConfig(HostLimits):
+    """What the fabric's hosts are: network namespaces (ccemu's default), or Docker containers
+    (containers/: an image, CPU and memory limits; the same network, addresses and transport)."""
+
+    kind: Literal["namespace", "docker"] = "namespace"
+    image: Union[str, None] = Field(None, min_length=1,
+                                    description="Docker image every host runs; unset: ccemu-host:<hash of "
+                                                "build/cchost>, built when missing (`make image`)")
+    per_host: dict[str, HostLimits] = Field({}, description="limits of single hosts over the ones above, e.g. "
+                                                            "{h2: {cpus: 0.05}}")
+
+    @field_validator("per_host")
+    @classmethod
+    def _host_names(cls, value: dict[str, HostLimits]) -> dict[str, HostLimits]:
+        for name in value:
+            if not (name.startswith("h") and name[1:].isdigit() and not name[1:].startswith("0")):
+                raise ValueError(f"keys are host names like h2 (got {name!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _limits_need_containers(self) -> "HostsConfig":
+        if self.kind == "namespace":
+            for key in ("image", "cpus", "memory_mb", "per_host"):
+                if getattr(self, key):
+                    raise _KeyedError((key,), "needs kind: docker (namespace hosts have no image and no limits)")
+        return self
+
+    def limits(self, host: str) -> HostLimits:
+        """`host`'s limits: its own where per_host sets them, else every host's."""
+        own = self.per_host.get(host)
+        return HostLimits(cpus=own.cpus if own and own.cpus is not None else self.cpus,
+                          memory_mb=own.memory_mb if own and own.memory_mb is not None else self.memory_mb)
+
+
 class ExperimentConfig(_Section):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(1, ge=0)
@@ -488,6 +540,7 @@ class ExperimentConfig(_Section):
     schemes: list[SchemeConfig] = Field([], description="compared side by side, each on its own port profile")
     workload: Union[WorkloadConfig, None] = None
     transport: TransportConfig = TransportConfig()
+    hosts: HostsConfig = HostsConfig()
     datacenter: Union[DatacenterConfig, None] = Field(
         None, description="the datacenter this experiment stands for, run dilated; unset: the link rate is the "
                           "datacenter's and nothing is dilated")
@@ -591,6 +644,10 @@ class ExperimentConfig(_Section):
             if number > hosts:
                 raise _KeyedError(("workload", "aggregator"),
                                   f"the topology has h1..h{hosts} (got {self.workload.aggregator})")
+        count = self.topology.counts().hosts
+        for name in self.hosts.per_host:
+            if int(name[1:]) > count:
+                raise _KeyedError(("hosts", "per_host", name), f"the topology has h1..h{count}")
         names = [s.scheme for s in self.schemes]
         if len(set(names)) != len(names):
             raise _KeyedError(("schemes",), f"each scheme once (got {names})")

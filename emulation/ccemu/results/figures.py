@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model.dilation import DATA_WIRE_BYTES
@@ -28,12 +28,13 @@ class Tables:
     ports: list[dict]
     rtts: list[dict]
     timeline: list[dict]
+    hosts: list[dict] = field(default_factory=list)  # Docker hosts' cgroup figures (none: namespace hosts)
 
     @classmethod
     def read(cls, directory: Path) -> "Tables":
         manifest = json.loads((directory / "manifest.json").read_text())
         return cls(manifest, *(read_table(directory, name) for name in ("flows", "rounds", "ports", "rtts",
-                                                                          "timeline")))
+                                                                          "timeline", "hosts")))
 
     @property
     def kind(self) -> str:

@@ -83,6 +83,7 @@ def summary_markdown(directory: Path) -> str:
                   + (f": {f['last_error']}" if f.get("last_error") else "") for f in failures]
         lines.append("")
     lines += _fidelity_table(verdict.get("blocks", []))
+    lines += _hosts_lines(tables)
     kind = tables.kind
     lines += {"incast": _incast_lines, "realistic": _realistic_lines, "permutation": _permutation_lines,
               "shuffle": _shuffle_lines, "convergence": _convergence_lines}.get(kind, _incast_lines)(tables)
@@ -95,6 +96,26 @@ def summary_markdown(directory: Path) -> str:
                   "(dilation-free figures); the criterion is ccemu's, the numbers are the paper's.", ""]
         lines += beside + [""]
     return "\n".join(lines)
+
+
+def _hosts_lines(tables: Tables) -> list[str]:
+    """Docker hosts: per block, the CPU the containers used and the ones that hit their CPU limit."""
+    if not tables.hosts:
+        return []
+    lines = ["## Docker hosts", "", f"Image {tables.hosts[0]['image']}; CPU seconds used per block (wall), the "
+             "busiest host, and every host that hit its CPU limit (throttled: the share of its CFS periods in "
+             "which it used up its quota and waited; its transport ran late there).", "",
+             "| block | CPU s, all hosts | busiest host (CPU s) | throttled hosts | memory peak, largest host (MiB) |",
+             "|---|---|---|---|---|"]
+    for (scheme, n, point), rows in _by(tables.hosts, "scheme", "n", "point").items():
+        busiest = max(rows, key=lambda r: float(r["cpu_seconds"]))
+        throttled = [f"{r['host']} ({int(r['throttled_periods']) / int(r['periods']):.0%} of periods, "
+                     f"{float(r['throttled_seconds']):.2f} s; limit {r['cpus']} CPU)"
+                     for r in rows if int(r["throttled_periods"])]
+        lines.append(f"| {block_label(scheme, int(n or 0), point)} | {sum(float(r['cpu_seconds']) for r in rows):.2f} "
+                     f"| {busiest['host']} ({float(busiest['cpu_seconds']):.2f}) | {', '.join(throttled) or 'none'} "
+                     f"| {max(int(r['memory_peak_bytes']) for r in rows) / 2**20:.1f} |")
+    return lines + [""]
 
 
 def _label(row: dict) -> str:

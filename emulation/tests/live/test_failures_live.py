@@ -80,3 +80,19 @@ def test_a_prometheus_that_fails_is_one_line_and_leaves_no_bundle(tmp_path, noth
     line = one_line(result)
     assert line.startswith("ccemu: prometheus exited with status 1 at start: fake prometheus: no")
     assert "--no-monitoring runs without" in line
+
+
+def test_a_dockerd_that_will_not_start_is_one_line_and_leaves_nothing(tmp_path, nothing_left):
+    config = tmp_path / "docker.yaml"
+    config.write_text("name: docker\ntopology: {kind: star, hosts: 2}\nhosts: {kind: docker}\n")
+    fake_tool(tmp_path, "dockerd", "fake dockerd: cannot start")
+    # DOCKER_HOST: a socket nobody listens on, so that ccemu starts (the fake) dockerd even on a
+    # machine whose own engine runs; its records go to the test's directory.
+    result = run_ccemu(tmp_path, "check", "--config", str(config),
+                       env={"CCEMU_DOCKERD": str(tmp_path / "fake-bin" / "dockerd"),
+                            "DOCKER_HOST": f"unix://{tmp_path}/nobody.sock",
+                            "CCEMU_DOCKER_STATE": str(tmp_path / "docker")})
+    assert result.returncode == EXIT_FABRIC
+    assert one_line(result) == ("ccemu: dockerd exited with status 1: fake dockerd: cannot start; "
+                                "nothing of the run is left")
+    assert not (tmp_path / "docker").exists()

@@ -89,8 +89,9 @@ workload: {kind: convergence, receiver: h1, senders: 2, interval_rtts: 200, alph
 @pytest.mark.root
 @pytest.mark.parametrize("kind", ["incast", *SMALL_KINDS])
 def test_a_monitored_run_feeds_every_panel_of_its_kinds_dashboards_and_listens_on_loopback_only(tmp_path, kind):
-    if kind == "incast":
-        run, env = start_experiment(tmp_path, "monitored", 5, 1_000_000, [2, 8], 2)
+    if kind == "incast":  # in Docker hosts (one CPU-limited) for the hosts dashboard's cgroup panels
+        run, env = start_experiment(tmp_path, "monitored", 5, 1_000_000, [2, 8], 2,
+                                    hosts="{kind: docker, per_host: {h2: {cpus: 0.5, memory_mb: 256}}}")
     else:
         run, env = start_config(tmp_path, "monitored", SMALL_KINDS[kind])
     try:

@@ -54,6 +54,20 @@ def config(**sections):
     (config(workload={"kind": "incst"}), "config: workload.kind: must be one of 'incast', 'realistic'"),
     (config(workload={"kind": "realistic", "cdf": "search", "loads": [0.5, 1.5]}),
      "config: workload.loads: every load must be in (0, 1] (got 1.5)"),
+    (config(hosts={"kind": "vm"}), "config: hosts.kind: input should be 'namespace' or 'docker' (got 'vm')"),
+    (config(hosts={"cpus": 0.5}), "config: hosts.cpus: needs kind: docker (namespace hosts have no image and no "
+                                  "limits)"),
+    (config(hosts={"image": "lab/host:1"}), "config: hosts.image: needs kind: docker"),
+    (config(hosts={"kind": "docker", "cpus": 0.005}),
+     "config: hosts.cpus: input should be greater than or equal to 0.01 (got 0.005)"),
+    (config(hosts={"kind": "docker", "cpus": 4096}), "config: hosts.cpus: this machine has"),
+    (config(hosts={"kind": "docker", "memory_mb": 4}),
+     "config: hosts.memory_mb: input should be greater than or equal to 6 (got 4)"),
+    (config(hosts={"kind": "docker", "per_host": {"h17": {"cpus": 0.5}}}),
+     "config: hosts.per_host.h17: the topology has h1..h16"),
+    (config(hosts={"kind": "docker", "per_host": {"switch1": {}}}),
+     "config: hosts.per_host: keys are host names like h2 (got 'switch1')"),
+    (config(hosts={"kind": "docker", "per_host": {"h2": {"cpu": 1}}}), "config: hosts.per_host.h2.cpu: unknown key"),
     (config(datacenter={"link_gbps": 10, "dilation": 0.5}),
      "config: datacenter.dilation: must be 'auto' or a number from 1 to 1e6 (got 0.5)"),
     (config(datacenter={"link_gbps": 10}, link={"rate_mbps": 20}),
@@ -236,3 +250,12 @@ def test_the_incast_experiment_file_is_valid():
     assert spraypass.credit_mark_window == 4
     assert dctcp_plus == dctcp
     assert parsed.workload.kind == "incast"
+
+
+def test_hosts_are_namespaces_by_default_and_per_host_limits_override_every_hosts():
+    assert parse_config(config()).hosts.kind == "namespace"
+    hosts = parse_config(config(hosts={"kind": "docker", "cpus": 0.5, "memory_mb": 64,
+                                       "per_host": {"h2": {"cpus": 0.05}}})).hosts
+    assert (hosts.limits("h2").cpus, hosts.limits("h2").memory_mb) == (0.05, 64)
+    assert (hosts.limits("h3").cpus, hosts.limits("h3").memory_mb) == (0.5, 64)
+    assert parse_config(config(hosts={"kind": "docker"})).hosts.limits("h1").cpus is None

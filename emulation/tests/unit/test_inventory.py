@@ -52,3 +52,17 @@ def test_a_recorded_process_is_signalled_only_while_its_start_time_matches(tmp_p
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_containers_are_on_record_by_name_before_they_are_created_and_by_id_once_they_are(tmp_path):
+    inventory = Inventory.create("run-1a2b3c", tmp_path)
+    inventory.add_containers(["ccemu-run-1a2b3c-h1", "ccemu-run-1a2b3c-h2"])
+    saved = json.loads((inventory.state_dir / "state.json").read_text())
+    assert saved["containers"] == [{"name": "ccemu-run-1a2b3c-h1", "id": None},
+                                   {"name": "ccemu-run-1a2b3c-h2", "id": None}]
+    inventory.container_created({"ccemu-run-1a2b3c-h2": "f00d"})  # h1's creation failed
+    loaded = Inventory.load(inventory.state_dir)
+    assert [(c.name, c.id) for c in loaded.containers] == [("ccemu-run-1a2b3c-h1", None),
+                                                           ("ccemu-run-1a2b3c-h2", "f00d")]
+    legacy = {k: v for k, v in saved.items() if k != "containers"}  # a state.json of a run before Docker hosts
+    assert Inventory.of_state(legacy, tmp_path).containers == []

@@ -1,0 +1,201 @@
+"""Docker hosts (root; CI runs these): the fabric's hosts in containers built FROM scratch, with
+Docker's engine started by ccemu when the machine runs none."""
+
+import csv
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from runs import start_config
+from test_fabric_live import fabric_config, leftovers, remove_if_left, root_interfaces
+
+from ccemu.containers.cgroups import read_figures
+from ccemu.containers import engine as engine_module
+from ccemu.containers.engine import ENGINE_ROOT, DockerEngine, docker_sdk
+from ccemu.containers import CONTAINERS_FILE
+from ccemu.containers.image import CCHOST_IN_IMAGE, CCHOST_LABEL, default_tag, file_sha256
+from ccemu.fabric.checks import check_path_symmetry, check_reachability
+from ccemu.fabric.inventory import STATE_FILE
+from ccemu.fabric.net import FabricNet
+from ccemu.hosts.cchost import cchost_binary
+from ccemu.polling import wait_until
+
+pytestmark = pytest.mark.root
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="class")
+def docker_fat_tree_k4(tmp_path_factory):
+    config = fabric_config({"kind": "fattree", "k": 4}, hosts={"kind": "docker", "cpus": 1, "memory_mb": 128})
+    with FabricNet(config, state_root=tmp_path_factory.mktemp("state")) as net:
+        yield net
+
+
+class TestAK4FatTreeOfDockerHosts:
+    """One fabric for these (torn down before the tests that run experiments: CPU is scarce)."""
+
+    def test_a_k4_fat_tree_of_docker_hosts_reaches_every_pair(self, docker_fat_tree_k4):
+        assert check_reachability(docker_fat_tree_k4).problems == []
+
+    @pytest.mark.parametrize("a, b", [("h1", "h16"), ("h1", "h3"), ("h6", "h11")])
+    def test_docker_hosts_see_each_path_id_cross_the_same_ports_both_ways(self, docker_fat_tree_k4, a, b):
+        assert check_path_symmetry(docker_fat_tree_k4, a, b) == []
+
+    def test_each_docker_host_is_a_limited_container_of_the_image_whose_cchost_is_the_build(self,
+                                                                                              docker_fat_tree_k4):
+        net = docker_fat_tree_k4
+        assert net.image == default_tag()
+        assert len(net.containers) == 16
+        with DockerEngine.acquire() as engine:
+            image = engine.client.images.get(net.image)
+            assert image.labels[CCHOST_LABEL] == file_sha256(cchost_binary())
+            for host, container in net.containers.items():
+                attrs = engine.client.containers.get(container.id).attrs
+                assert attrs["State"]["Running"] and attrs["HostConfig"]["NetworkMode"] == "none", host
+                assert attrs["HostConfig"]["NanoCpus"] == 10**9 and attrs["HostConfig"]["Memory"] == 128 << 20, host
+        h5 = net["h5"]
+        # Its only interfaces: lo and the fabric's veth, addressed as a namespace host's.
+        interfaces = os.listdir(f"/proc/{net.containers['h5'].pid}/root/sys/class/net")
+        assert sorted(interfaces) == sorted(["lo", h5.defaultIntf().name])
+        assert "10.0.0.5/" in h5.cmd("ip -4 addr show")
+        # The transport runs inside: the image's cchost (its files: /proc/1 is the container's first
+        # process), its hostname, in the container's cgroups.
+        proc = h5.popen_transport(["/bin/sh", "-c", f"{CCHOST_IN_IMAGE} --version; cat /proc/1/cmdline; echo; "
+                                                    "hostname"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out, _ = proc.communicate(timeout=10)
+        assert proc.returncode == 0, out
+        assert out.splitlines()[0].startswith("cchost ") and "sleep" in out and out.splitlines()[-1] == "h5", out
+        before = read_figures(net.containers["h5"].cgroups).cpu_seconds
+        h5.popen_transport(["/bin/sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"]).wait(timeout=60)
+        assert read_figures(net.containers["h5"].cgroups).cpu_seconds > before + 0.05
+
+
+# The incast of workloads/experiments/incast.yaml (the DCTCP+ operating point, d = 200), cut to
+# N = 8 and two schemes so that it fits CI; the same flows in namespace and in Docker hosts.
+def small_incast(hosts: dict) -> str:
+    config = yaml.safe_load((REPO / "workloads" / "experiments" / "incast.yaml").read_text())
+    config["name"] = "incast-" + hosts["kind"]
+    config["schemes"] = [s for s in config["schemes"] if s["scheme"] in ("expresspass", "dctcp")]
+    config["workload"] |= {"flows": [8], "rounds": 6, "round_timeout_s": 60}  # 6: goodput varies +-3 % a round
+    config["hosts"] = hosts
+    return yaml.safe_dump(config)
+
+
+def run_to_bundle(tmp_path: Path, name: str, text: str) -> Path:
+    """Run in tmp_path with a relative --results, as `make experiment` does: the containers must
+    get the paths of their work directory right."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    run, _ = start_config(tmp_path, name, text, "--no-monitoring", "--results", "results", cwd=tmp_path)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err
+    (bundle,) = (tmp_path / "results" / name).iterdir()
+    return bundle
+
+
+def table(bundle: Path, name: str) -> list[dict]:
+    with open(bundle / f"{name}.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_incast_in_docker_hosts_gives_the_namespace_hosts_results(tmp_path):
+    goodput, drops = {}, {}
+    for kind in ("namespace", "docker"):
+        bundle = run_to_bundle(tmp_path / kind, f"incast-{kind}", small_incast({"kind": kind}))
+        rounds = table(bundle, "rounds")
+        assert all(r["finished"] == r["flows"] for r in rounds), rounds
+        for scheme in ("expresspass", "dctcp"):
+            goodput[kind, scheme] = statistics.mean(float(r["goodput_bps"]) for r in rounds if r["scheme"] == scheme)
+        drops[kind] = sum(int(p["data_dropped"]) for p in table(bundle, "ports") if p["scheme"] == "expresspass")
+        assert (bundle / "hosts.csv").exists() == (kind == "docker")
+    print({f"{kind} {scheme}": round(value / 1e6, 3) for (kind, scheme), value in goodput.items()}, drops)
+    for scheme in ("expresspass", "dctcp"):
+        assert goodput["docker", scheme] == pytest.approx(goodput["namespace", scheme], rel=0.05), scheme
+    assert drops == {"namespace": 0, "docker": 0}
+
+
+# A permutation at a rate whose cchost needs ~0.2 CPU per host: h2's container gets 0.05.
+LIMITED = """
+name: limited
+topology: {kind: star, hosts: 4}
+link: {rate_mbps: 30}
+hosts: {kind: docker, per_host: {h2: {cpus: 0.05}}}
+schemes: [{scheme: expresspass}]
+workload: {kind: permutation, size_bytes: 3000000, timeout_s: 60}
+"""
+
+
+def test_a_host_limited_to_a_twentieth_of_a_cpu_is_throttled_and_its_flows_take_longer(tmp_path):
+    bundle = run_to_bundle(tmp_path, "limited", LIMITED)
+    hosts = {row["host"]: row for row in table(bundle, "hosts")}
+    assert hosts["h2"]["cpus"] == "0.05"
+    assert int(hosts["h2"]["throttled_periods"]) >= 0.3 * int(hosts["h2"]["periods"]) > 0
+    assert all(int(hosts[h]["periods"]) == 0 for h in ("h1", "h3", "h4"))  # no limit: no CFS periods
+    flows = table(bundle, "flows")
+    assert len(flows) == 4
+    of_h2 = [float(f["fct"]) for f in flows if "h2" in (f["src"], f["dst"])]
+    others = [float(f["fct"]) for f in flows if "h2" not in (f["src"], f["dst"])]
+    print(f"FCT of h2's flows {of_h2}, of the others {others}")
+    assert min(of_h2) > 1.3 * max(others)
+    assert "h2 (" in (bundle / "summary.md").read_text().split("## Docker hosts", 1)[1]
+
+
+DOCKER_INCAST = """
+name: killed
+topology: {kind: star, hosts: 4}
+link: {rate_mbps: 10}
+hosts: {kind: docker}
+schemes: [{scheme: expresspass}]
+workload: {kind: incast, aggregator: h1, total_bytes: 20000000, flows: [3], rounds: 1, round_timeout_s: 60}
+"""
+
+
+def test_sigkill_of_the_orchestrator_then_ccemu_clean_leaves_no_container_veth_namespace_or_process(tmp_path):
+    docker = docker_sdk()
+    # No engine answers: the run starts ccemu's dockerd, and `ccemu clean` must stop it too.
+    machine_engine = engine_module._connect()
+    if machine_engine is not None:
+        machine_engine.close()
+    interfaces = root_interfaces()
+    run, env = start_config(tmp_path, "killed", DOCKER_INCAST, "--no-monitoring")
+    state_root = tmp_path / "state"
+
+    def transport_running() -> bool:  # the containers are up and their cchosts started
+        return any(state_root.glob(f"*/{CONTAINERS_FILE}")) and any((tmp_path / "results").rglob("h1.log"))
+    try:
+        assert wait_until(transport_running, 90, 0.2), run.stderr.read() if run.poll() is not None else "no cchost"
+        (state_file,) = state_root.glob(f"*/{STATE_FILE}")
+        state = json.loads(state_file.read_text())
+        containers = json.loads((state_file.parent / CONTAINERS_FILE).read_text())
+        dockerd = None if machine_engine else json.loads((ENGINE_ROOT / "dockerd" / STATE_FILE).read_text())
+        assert [c["id"] for c in state["containers"]] and all(c["id"] for c in state["containers"])
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True,
+                               env=env, timeout=120)
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        assert leftovers(state) == []
+        assert all(not Path(f"/proc/{c['pid']}").exists() for c in containers.values())
+        assert root_interfaces() == interfaces
+        assert not state_file.parent.exists()
+        if dockerd:  # the dockerd ccemu started for the run is gone too
+            assert leftovers(dockerd) == [] and not (ENGINE_ROOT / "dockerd").exists()
+            assert engine_module._connect() is None
+        with DockerEngine.acquire() as engine:  # Docker itself knows none of them
+            for record in state["containers"]:
+                with pytest.raises(docker.errors.NotFound):
+                    engine.client.containers.get(record["id"])
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for state_file in state_root.glob(f"*/{STATE_FILE}"):
+            remove_if_left(json.loads(state_file.read_text()), state_file.parent)
+    if machine_engine is None:
+        assert not (ENGINE_ROOT / "dockerd").exists()
