@@ -41,9 +41,10 @@ def run(tmp_path, name, text, timeout=900):
 @pytest.mark.root
 def test_cchost_sees_the_configured_base_rtt_on_every_path_length_within_10_percent(tmp_path):
     """h1 sends one-packet DCTCP flows (100 bytes: 0.5 % of the shortest RTT on the wire) to a host
-    under its ToR, in its pod and in another pod, five each on one path, 0.3 s apart. An FCT ends
+    under its ToR, in its pod and in another pod, nine each on one path, 0.2 s apart. An FCT ends
     when the receiver has the byte: one way. The first flow of a path also pays OVS's slow path
-    (its datapath flows are new), so the later four are compared."""
+    (its datapath flows are new), so the median of the later eight is compared (of four, one run in
+    a fresh clone's CI read 1.12 on the 4-link path: two late samples of a shared machine)."""
     config = parse_config({
         "name": "rtt", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 2},
         "datacenter": {"link_gbps": 10, "link_delay_us": 4, "host_delay_us": 1, "dilation": 1000},
@@ -58,8 +59,8 @@ def test_cchost_sees_the_configured_base_rtt_on_every_path_length_within_10_perc
                          sorted((h.name for h in net.hosts), key=host_number))
         runner._add_missing_delay(live)
         live.epoch = time.monotonic_ns()
-        flows = [ScheduledFlow(id=i * 10 + k, dst=host_number(dst), size=100, start=0.5 + 0.3 * k, path_id=0)
-                 for i, dst in enumerate(receivers) for k in range(5)]
+        flows = [ScheduledFlow(id=i * 10 + k, dst=host_number(dst), size=100, start=0.5 + 0.2 * k, path_id=0)
+                 for i, dst in enumerate(receivers) for k in range(9)]
         procs = [runner.start_cchost(live, dst, duration_s=10) for dst in receivers]
         sender = runner.start_cchost(live, "h1", schedule=write_schedule(workdir / "h1.flows", flows),
                                      exit_when_done=True)
@@ -69,7 +70,7 @@ def test_cchost_sees_the_configured_base_rtt_on_every_path_length_within_10_perc
             stop_all([sender, *procs])
         counters = json.loads((workdir / "h2.counters").read_text())
     records = read_records(workdir / "h1.records")
-    assert len(records) == 15 and counters["delayed_packets"] >= 5
+    assert len(records) == 27 and counters["delayed_packets"] >= 9
     targets = {(r["src"], r["dst"]): r["target_ms"] / 1e3 for r in runner.bundle.rtts}
     for i, (dst, links) in enumerate(receivers.items()):
         target = targets[("h1", dst)]
