@@ -243,7 +243,6 @@ class ExperimentRunner:
                 self.bundle.remove()
             raise
 
-
     def _run_monitored(self) -> Path:
         self.collector = ExperimentCollector(self.config.name)
         server = MetricsServer(self.collector)

@@ -28,9 +28,9 @@ from mininet.net import Mininet
 from mininet.node import Node, Switch
 from pyroute2 import IPRoute
 
+from ..containers import CONTAINERS_FILE
 from ..containers import image as host_image
 from ..containers.engine import DockerEngine
-from ..containers import CONTAINERS_FILE
 from ..containers.host import Container, DockerHost, create_containers
 from ..model.config import ExperimentConfig
 from .inventory import DEFAULT_STATE_ROOT, Inventory
