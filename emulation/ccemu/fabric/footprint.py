@@ -47,6 +47,14 @@ SWITCH_PORT_BYTES = 216 << 10  # veth end, qdiscs, port map entries, OVS's state
 # (24.9 MiB for 48). Its 256 sockets' buffers fill only under traffic (queued memory covers
 # what the ports hold; what cchost's own sockets hold, the headroom).
 CCHOST_BYTES = 531 << 10
+# Docker hosts (hosts.kind: docker), measured the same way on 2026-11-23: stars of 2 and 12 hosts
+# and a k=4 fat-tree, twice each with namespace and with Docker hosts, dockerd started by the run;
+# least squares over the differences (113, 164 and 240 MiB): the engine (dockerd and its
+# containerd) once, a container (its containerd-shim, its first process, cgroups) per host.
+DOCKER_ENGINE_BYTES = 89 << 20
+CONTAINER_BYTES = 8_500 << 10
+DOCKER_ENGINE_TASKS = 20
+CONTAINER_TASKS = 14  # the shim's threads, mostly (+47 tasks for 2 hosts, +187 for 12, +237 for 16)
 # A residence map entry (bpftool's memlock of the LRU hash: 104 bytes an entry, 16 a bucket,
 # the buckets a power of two), per switch namespace sized by port_loader.
 RESIDENCE_ENTRY_BYTES, RESIDENCE_BUCKET_BYTES = 104, 16
@@ -144,6 +152,7 @@ class Footprint:
     counts: TopologyCounts
     instances: int
     queued_bytes_per_port: int  # kernel memory a full port holds (shaping.PortShape), worst port config
+    containers: bool = False  # Docker hosts: an engine and a container per host besides
 
     @property
     def namespaces(self) -> int:
@@ -160,14 +169,16 @@ class Footprint:
 
     @property
     def tasks(self) -> int:
+        docker = DOCKER_ENGINE_TASKS + CONTAINER_TASKS * self.counts.hosts if self.containers else 0
         return (TASKS_PER_NAMESPACE * self.namespaces + TASKS_PER_SWITCH * self.counts.switches
-                + (VSWITCHD_TASKS + OVSDB_TASKS) * self.instances + CCHOST_TASKS * self.counts.hosts)
+                + (VSWITCHD_TASKS + OVSDB_TASKS) * self.instances + CCHOST_TASKS * self.counts.hosts + docker)
 
     @property
     def fabric_bytes(self) -> int:
         """The fabric up and idle, cchost running on every host."""
+        docker = DOCKER_ENGINE_BYTES + CONTAINER_BYTES * self.counts.hosts if self.containers else 0
         return (RUN_BYTES + OVS_INSTANCE_BYTES * self.instances + (HOST_BYTES + CCHOST_BYTES) * self.counts.hosts
-                + SWITCH_PORT_BYTES * self.switch_ports + self._residence_bytes())
+                + SWITCH_PORT_BYTES * self.switch_ports + self._residence_bytes() + docker)
 
     def _residence_bytes(self) -> int:
         """port_loader sizes each switch namespace's residence map by its ports, up to a cap
@@ -251,7 +262,7 @@ def _fullest(ports: list[_PortCase]) -> _PortCase:
 def _estimate(config: ExperimentConfig, ports: list[_PortCase]) -> Footprint:
     counts = config.topology.counts()
     return Footprint(counts, config.fabric.instance_count(counts.switches),
-                     _fullest(ports).shape.queued_memory_bytes)
+                     _fullest(ports).shape.queued_memory_bytes, config.hosts.kind == "docker")
 
 
 def _topology_key(config: ExperimentConfig) -> tuple[str, ...]:

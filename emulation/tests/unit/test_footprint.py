@@ -105,6 +105,13 @@ def test_a_k4_fat_tree_needs_a_namespace_per_host_and_instance_and_about_120_mib
     assert fp.queued_bytes == 96 * (4 * (150_000 + 4 * 1514))
 
 
+def test_docker_hosts_add_the_engine_once_and_a_container_per_host_as_measured():
+    namespaces, containers = estimate(parse()), estimate(parse(hosts={"kind": "docker"}))
+    extra = containers.fabric_bytes - namespaces.fabric_bytes
+    assert 205 << 20 < extra < 265 << 20  # measured on k=4: 233 and 248 MiB more (MemAvailable: +-18 MiB)
+    assert containers.tasks - namespaces.tasks == 20 + 14 * 16  # measured: 235 and 240 more
+
+
 def test_the_estimate_takes_the_port_config_whose_full_queues_hold_the_most():
     config = parse(schemes=[{"scheme": "dctcp", "port": {"buffer_bytes": 64_000, "ecn_threshold_bytes": 30_000}},
                             {"scheme": "expresspass", "port": {"buffer_bytes": 500_000}}])
