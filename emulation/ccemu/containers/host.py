@@ -69,6 +69,7 @@ def create_containers(engine: DockerEngine, inventory: Inventory, image: str, ho
     inventory.add_containers(list(names.values()))
     volumes = {str(d.resolve()): {"bind": str(d.resolve()), "mode": "rw"} for d in shared_dirs}
     ids: dict[str, str] = {}
+    docker = docker_sdk()
 
     def create(host: str):
         limits = config.limits(host)
@@ -95,7 +96,6 @@ def create_containers(engine: DockerEngine, inventory: Inventory, image: str, ho
         return Container(host, names[host], container.id, pid, record.start_time, cgroups, limits.cpus,
                          limits.memory_mb)
 
-    docker = docker_sdk()
     try:
         with ThreadPoolExecutor(CREATE_THREADS) as pool:
             created = list(pool.map(create, hosts))

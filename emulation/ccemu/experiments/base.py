@@ -70,7 +70,6 @@ def stop_all(procs) -> None:
             proc.wait()
 
 
-
 @dataclass(frozen=True)
 class BlockSpec:
     """One fabric of the experiment: a scheme at one point of the sweep."""

@@ -25,8 +25,8 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from ..containers.cgroups import read_figures
 from ..containers import CONTAINERS_FILE
+from ..containers.cgroups import read_figures
 from ..results import fidelity
 from ..hosts.cchost import read_counters, read_records
 from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, residence_bucket_bounds

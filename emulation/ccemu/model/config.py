@@ -638,16 +638,15 @@ class ExperimentConfig(_Section):
 
     @model_validator(mode="after")
     def _workload_fits_the_topology(self) -> "ExperimentConfig":
+        hosts = self.topology.counts().hosts
         if isinstance(self.workload, IncastWorkload):
-            hosts = self.topology.counts().hosts
             number = int(self.workload.aggregator[1:])
             if number > hosts:
                 raise _KeyedError(("workload", "aggregator"),
                                   f"the topology has h1..h{hosts} (got {self.workload.aggregator})")
-        count = self.topology.counts().hosts
         for name in self.hosts.per_host:
-            if int(name[1:]) > count:
-                raise _KeyedError(("hosts", "per_host", name), f"the topology has h1..h{count}")
+            if int(name[1:]) > hosts:
+                raise _KeyedError(("hosts", "per_host", name), f"the topology has h1..h{hosts}")
         names = [s.scheme for s in self.schemes]
         if len(set(names)) != len(names):
             raise _KeyedError(("schemes",), f"each scheme once (got {names})")

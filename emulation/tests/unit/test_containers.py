@@ -103,9 +103,8 @@ def test_is_static_tells_a_static_busybox_from_a_dynamically_linked_python():
     assert not image.is_static(Path(sys.executable).resolve())
 
 
-def test_the_build_context_holds_busybox_with_its_applets_cchost_and_a_sticky_tmp(tmp_path, monkeypatch):
-    cchost = tmp_path / "cchost"
-    cchost.write_bytes(image.BUSYBOX.read_bytes())  # any static executable stands in
+def test_the_build_context_holds_busybox_with_its_applets_cchost_and_a_sticky_tmp(tmp_path, static_cchost):
+    cchost = static_cchost
     context = tmp_path / "context"
     context.mkdir()
     image._stage(context, cchost)
@@ -142,7 +141,7 @@ class FakeImages:
 @pytest.fixture
 def static_cchost(tmp_path, monkeypatch):
     cchost = tmp_path / "cchost"
-    cchost.write_bytes(image.BUSYBOX.read_bytes())
+    cchost.write_bytes(image.BUSYBOX.read_bytes())  # any static executable stands in
     monkeypatch.setattr(image, "cchost_binary", lambda: cchost)
     return cchost
 
