@@ -7,6 +7,10 @@ PYTHON := $(VENV)/bin/python
 CCEMU := $(VENV)/bin/ccemu
 NAME ?= incast
 HOSTS ?=
+SWEEP ?=
+INVENTORY ?=
+# Ansible (in the virtualenv) with the playbooks' settings.
+ANSIBLE_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ANSIBLE_CONFIG="$(CURDIR)/playbooks/ansible.cfg"
 
 BPF_SRC := emulation/ccemu/ports/bpf
 BPF_OUT := build/bpf
@@ -17,31 +21,44 @@ CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 ACTIONLINT := build/actionlint
 ACTIONLINT_VERSION := v1.7.12
 
-# Debian 12's names; apt-packages adapts two of them where the machine needs it (see there).
-APT_PACKAGES := mininet openvswitch-switch openvswitch-common iproute2 ethtool iperf3 \
-	clang llvm gcc libc6-dev libbpf-dev bpftool prometheus docker.io busybox-static python3-venv \
-	procps iputils-ping
+# Debian 12's names, one list shared with Ansible (playbooks/roles/ccemu_packages/files/; comments
+# after #); apt-packages adapts two of them where the machine needs it (see there).
+PACKAGE_LISTS := $(wildcard playbooks/roles/ccemu_packages/files/debian-packages*.txt)
+APT_PACKAGES := $(strip $(shell sed 's/\#.*//' $(PACKAGE_LISTS)))
+# What ccemu runs besides Python: built here, copied to the machines of an inventory by Ansible
+# (roles/ccemu_build), which need no Rust toolchain.
+BUILD_OUTPUTS := $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
 
-.PHONY: setup apt-packages image experiment reproduce test smoke bench dashboards clean distclean
+.PHONY: setup build apt-packages test-packages image experiment provision sweep reproduce test smoke bench dashboards clean distclean
 
-setup: $(VENV)/.installed $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST) $(ACTIONLINT)
+setup: $(VENV)/.installed $(BUILD_OUTPUTS) $(ACTIONLINT)
+
+build: $(BUILD_OUTPUTS)
 
 # Checks what is missing first so that a set-up machine pays ~0.1 s, not an apt run.
 # Ubuntu (/etc/os-release; the hosted CI runner) ships bpftool in linux-tools-common before 25.04,
 # not as a package of its own. A Docker engine already there (Docker's docker-ce, as on the hosted
 # runner) stands in for docker.io: its containerd.io conflicts with docker.io's containerd.
-apt-packages:
-	@pkgs="$(APT_PACKAGES)"; \
+# (roles/ccemu_packages makes the same two adaptations.)
+define install-missing
+	@pkgs="$(1)"; \
 	[ "$$(. /etc/os-release && echo "$$ID")" = ubuntu ] && pkgs="$${pkgs/bpftool/linux-tools-common}"; \
 	command -v dockerd >/dev/null && pkgs="$${pkgs/docker.io/}"; \
 	missing=$$(for p in $$pkgs; do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
-		[ "$$(id -u)" = 0 ] || { echo "make setup: installing Debian packages needs root: $$missing" >&2; exit 1; }; \
+		[ "$$(id -u)" = 0 ] || { echo "make $@: installing Debian packages needs root: $$missing" >&2; exit 1; }; \
 		echo "Installing Debian packages:" $$missing; \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+endef
+
+apt-packages:
+	$(call install-missing,$(APT_PACKAGES))
+
+test-packages:
+	$(call install-missing,$(strip $(shell sed 's/\#.*//' emulation/tests/debian-packages.txt)))
 
 # Debian's python3 so that Debian's mininet imports; only mininet is linked in, every other
 # dependency is pinned in emulation/requirements.lock.
@@ -91,16 +108,29 @@ image: setup
 experiment: setup
 	$(CCEMU) experiment workloads/experiments/$(NAME).yaml $(if $(HOSTS),--hosts $(HOSTS))
 
+# Provisions the machines of INVENTORY (default: this machine, in place) with playbooks/site.yml:
+# Debian packages, ccemu's tree with cchost and the port program built here, the virtualenv;
+# Docker hosts' engine and image with ARGS='-e ccemu_site_docker=true'. Idempotent.
+provision: $(VENV)/.installed
+	$(ANSIBLE_ENV) $(VENV)/bin/ansible-playbook $(if $(INVENTORY),-i $(INVENTORY)) playbooks/site.yml $(ARGS)
+
+# SWEEP=FILE: an experiment at every point of the sweep file's grid, one after another here, or
+# across the machines of INVENTORY=FILE (provisioned by `make provision`); one merged summary.
+sweep: setup
+	@[ -n "$(SWEEP)" ] || { echo "make sweep: set SWEEP, e.g. SWEEP=workloads/sweeps/incast.yaml" >&2; exit 2; }
+	$(CCEMU) sweep $(SWEEP) $(if $(INVENTORY),--inventory $(INVENTORY))
+
 # Every experiment of the seeds, then results/reproduce/TIME/REPORT.md beside the papers' numbers.
 reproduce: setup
 	$(CCEMU) reproduce $(if $(HOSTS),--hosts $(HOSTS))
 
-test: setup
+test: setup test-packages
 	$(CARGO) fmt --manifest-path transport/Cargo.toml --check
 	$(CARGO) clippy --quiet --manifest-path transport/Cargo.toml --all-targets -- -D warnings
 	$(CARGO) test --manifest-path transport/Cargo.toml
 	@if [ -x $(ACTIONLINT) ]; then echo "$(ACTIONLINT) .github/workflows/ci.yml"; $(ACTIONLINT) .github/workflows/ci.yml; \
 	else echo "make test: $(ACTIONLINT) missing (no go to build it): .github/workflows/ci.yml not linted"; fi
+	cd playbooks && $(ANSIBLE_ENV) ansible-lint --nocolor -q && $(ANSIBLE_ENV) ansible-playbook --syntax-check site.yml sweep.yml
 	cd emulation && ../$(VENV)/bin/ruff check --quiet . ../ci && ../$(PYTHON) -m pytest
 
 # CI's smoke emulation (under 3 minutes): a k=4 fabric check and one incast round per scheme,

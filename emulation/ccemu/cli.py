@@ -27,7 +27,7 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
-from .model.config import ConfigError, ExperimentConfig, load_config, parse_config
+from .model.config import EXPERIMENTS_DIR, ConfigError, ExperimentConfig, load_config, parse_config
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .metrics.monitoring import MONITORING_STATE
 
@@ -49,6 +49,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     from .metrics.monitoring import MonitoringError
     from .fabric.ovs import OvsError, OvsMissing
     from .ports.program import PortProgramMissing
+    from .sweeps.fanout import FanoutError
 
     nothing_left = "nothing of the run is left"
     return [
@@ -63,6 +64,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         ((OvsError, FabricError), EXIT_FABRIC, f"{nothing_left}; `ccemu check` tries a fabric on its own"),
         (InventoryError, EXIT_FABRIC, ""),
         (MonitoringError, EXIT_MONITORING, f"{nothing_left}; --no-monitoring runs without"),
+        (FanoutError, EXIT_FAILED, "no point ran"),
     ]
 
 
@@ -132,8 +134,23 @@ def main(argv: list[str] | None = None) -> int:
     monitor.add_argument("bundle", type=Path)
     monitor.add_argument("--port", type=int, default=9090, help="on 127.0.0.1")
 
-    report_cmd = commands.add_parser("report", help="regenerate summary.md and plots/ of a results bundle")
-    report_cmd.add_argument("bundle", type=Path)
+    report_cmd = commands.add_parser("report", help="regenerate summary.md and plots/ of a results bundle or a sweep; "
+                                                    "with several bundles, put them side by side in --out")
+    report_cmd.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE")
+    report_cmd.add_argument("--out", type=Path, help="several bundles: the merged summary's folder "
+                                                     "(default: results/merged/TIME)")
+
+    sweep = commands.add_parser("sweep", help="run an experiment at every point of a parameter grid (a sweep file), "
+                                              "here one after another or across an Ansible inventory's machines, "
+                                              "then one summary with the points side by side")
+    sweep.add_argument("sweep", type=Path, metavar="SWEEP.yaml")
+    sweep.add_argument("--inventory", type=Path, metavar="INV",
+                       help="run the points on these machines (provisioned by playbooks/site.yml), one fabric per "
+                            "machine at a time")
+    sweep.add_argument("--results", type=Path, default=Path("results"),
+                       help="the sweep goes to RESULTS/sweeps/NAME/TIME")
+    sweep.add_argument("--plan-only", action="store_true",
+                       help="validate and write the points' experiment files; print the sweep's folder")
 
     args = parser.parse_args(argv)
     setLogLevel("warning")
@@ -144,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor,
-                    "reproduce": cmd_reproduce, "image": cmd_image}
+                    "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep}
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
@@ -451,7 +468,6 @@ def cmd_monitor(args) -> int:
         prometheus.stop()
 
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parents[2] / "workloads" / "experiments"
 # The seeds' experiments; they share the k=4 fat-tree, so the first one's fabric check covers all.
 REPRODUCED = ("incast", "realistic", "permutation", "shuffle", "convergence")
 
@@ -512,12 +528,68 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from .results.merge import entries_of_bundles, merge, write_points
     from .results.report import report
+    from .sweeps import outcome
 
-    if not (args.bundle / "manifest.json").exists():
-        print(f"ccemu report: {args.bundle} is not a results bundle (no manifest.json)", file=sys.stderr)
+    for bundle in args.bundles:
+        if not (bundle / "manifest.json").exists() and not outcome.is_sweep(bundle):
+            print(f"ccemu report: {bundle} is not a results bundle (no manifest.json) nor a sweep (no plan.json)",
+                  file=sys.stderr)
+            return EXIT_FAILED
+    if len(args.bundles) == 1 and args.out is None:
+        bundle = args.bundles[0]
+        summary = outcome.report(bundle) if outcome.is_sweep(bundle) else report(bundle)
+        print(f"wrote {summary} and {bundle / 'plots'}/")
+        return 0
+    if any(outcome.is_sweep(bundle) for bundle in args.bundles):
+        print("ccemu report: give a sweep's folder alone (its points are merged already)", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    out = args.out or Path("results") / "merged" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out.mkdir(parents=True, exist_ok=True)
+    entries = entries_of_bundles(args.bundles)
+    write_points(out, entries)
+    summary = merge(out, entries, f"{len(entries)} bundles side by side")
+    print(f"wrote {summary}, {out / 'points.csv'}, {out / 'blocks.csv'} and {out / 'plots'}/")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    """Plan (every point validated first), run here or across the inventory, merge, and say
+    which points did not run and why."""
+    from .sweeps import outcome
+    from .sweeps.plan import load_sweep, write_plan
+
+    sweep = load_sweep(args.sweep)
+    if args.inventory is None and not args.plan_only:
+        _require_root("sweep")  # the points run here; an inventory's machines run them as root there
+    directory = write_plan(sweep, args.results)
+    if args.plan_only:
+        print(directory)
+        return 0
+
+    def say(line: str) -> None:
+        print(f"sweep {sweep.name}: {line}", flush=True)
+
+    where = f"across {args.inventory}" if args.inventory else "here, one after another"
+    say(f"{len(sweep.points)} points of {sweep.base.name}, {where}; folder {directory}")
+    try:
+        if args.inventory is None:
+            from .sweeps.local import run_here
+            run_here(directory, say)
+        else:
+            from .sweeps.fanout import run_across
+            run_across(directory, args.inventory, say)
+    finally:  # also after Ctrl-C: what finished is merged
+        summary = outcome.report(directory)
+    entries = outcome.entries(directory)
+    done = [e for e in entries if e.status == "done"]
+    say(f"{len(done)} of {len(entries)} points done; summary {summary}")
+    problems = [e for e in entries if e.status != "done"]
+    if problems:
+        print(f"ccemu sweep: {len(problems)} of {len(entries)} points did not finish: "
+              + "; ".join(f"{e.label} {e.status} ({e.reason})" for e in problems), file=sys.stderr)
         return EXIT_FAILED
-    print(f"wrote {report(args.bundle)} and {args.bundle / 'plots'}/")
     return 0
 
 

@@ -42,6 +42,8 @@ from .topology import (
 if TYPE_CHECKING:
     from ..fabric.footprint import MachineLimits
 
+# The experiments `make experiment NAME=...` runs (workloads/experiments/NAME.yaml).
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[3] / "workloads" / "experiments"
 ETHERNET_HEADER_BYTES = 14
 SWITCHES_PER_INSTANCE = 5
 
@@ -702,13 +704,17 @@ def parse_config(data: object, source: str = "config", kernel: KernelFeatures | 
 def load_config(path: Path | str, kernel: KernelFeatures | None = None,
                 machine: MachineLimits | None = None) -> ExperimentConfig:
     path = Path(path)
+    return parse_config(read_yaml(path), source=str(path), kernel=kernel, machine=machine)
+
+
+def read_yaml(path: Path) -> object:
+    """The YAML file's data; ConfigError (one line) if it cannot be read or parsed."""
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    return parse_config(data, source=str(path), kernel=kernel, machine=machine)
 
 
 _UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", *WORKLOAD_KINDS, *PORT_PROFILES}

@@ -32,6 +32,7 @@ from pathlib import Path
 from ..hosts.cchost import cchost_binary
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+COPIED_COMMIT = REPO_ROOT / "build" / "commit"
 FLOW_FIELDS = ["scheme", "n", "point", "round", "id", "src", "dst", "size", "bucket", "start", "end", "fct",
                "ideal_fct", "slowdown", "retransmits", "timeouts", "spurious_timeouts", "credits_sent",
                "credits_wasted"]
@@ -111,10 +112,19 @@ def _output(argv: list[str]) -> str:
         return "unknown"
 
 
+def git_commit() -> str:
+    """The commit of the tree that runs, with "-dirty" if tracked files differ from it. A tree
+    Ansible copied to a machine has no .git: there, the controller's commit it came from, as
+    playbooks/roles/ccemu_build wrote it into build/commit."""
+    commit = _output(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
+    if commit in ("", "unknown"):
+        return COPIED_COMMIT.read_text().strip() if COPIED_COMMIT.is_file() else "unknown"
+    dirty = bool(_output(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]))
+    return commit + ("-dirty" if dirty else "")
+
+
 def provenance() -> dict:
     """Git commit and versions of what ran, and the machine."""
-    commit = _output(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
-    dirty = bool(_output(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]))
     try:
         import mininet.net
         mininet_version = mininet.net.VERSION
@@ -124,7 +134,7 @@ def provenance() -> dict:
                       if line.startswith("model name")), platform.machine())
     ovs = _output(["ovs-vswitchd", "--version"])
     return {
-        "git_commit": commit + ("-dirty" if dirty else ""),
+        "git_commit": git_commit(),
         "versions": {
             "kernel": platform.release(),
             "ovs": ovs.splitlines()[0] if ovs else "unknown",

@@ -1,0 +1,192 @@
+"""A sweep file and the points it stands for, validated before anything runs.
+
+A sweep is one experiment file (the base) run at every point of a parameter grid:
+
+    name: incast-n                 # optional: the file's name without .yaml
+    experiment: incast             # workloads/experiments/incast.yaml, or a path from this file
+    set:                           # optional: changes every point makes to the base
+      workload.rounds: 1
+    grid:                          # every combination is a point, in this order
+      scheme: [expresspass, dctcp] # special: keeps only these of the base's schemes
+      workload.flows: [8, 32]      # a key of the experiment file, dotted
+    monitoring: false              # optional: Prometheus and the collector per point (default true)
+    check: true                    # optional: the fabric check before each point (default true)
+
+A value in `set` and `grid` replaces the base's value at its dotted key (sections missing from
+the base are created). Where the base holds a list and a grid value is not one (`workload.flows: 8`
+against `flows: [8, 32, 64]`), the value stands for a list of one: a grid of N is then a list of
+Ns, not a list of lists. Every point is validated as an experiment file before anything starts,
+and a bad sweep is one line naming the key (`sweep.yaml: grid.workload.flowz: unknown key ...`).
+
+The plan is a folder (results/sweeps/NAME/TIME/) that holds the sweep file, plan.json and one
+experiment file per point (points/p01.yaml: `ccemu experiment points/p01.yaml` runs it alone).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
+from ..results.merge import cell_text
+
+PLAN_FILE = "plan.json"
+POINTS_DIR = "points"
+# Where each point's output goes (runs/p01/: its bundle, log and the machine that ran it), here
+# and on the machines of an inventory alike.
+RUNS_DIR = "runs"
+SCHEME_KEY = "scheme"
+
+
+class SweepError(ConfigError):
+    """A bad sweep file; str() is the one line to show."""
+
+
+class SweepFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    experiment: str
+    set: dict[str, object] = {}
+    grid: dict[str, list[object]]
+    monitoring: bool = True
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    params: dict[str, object]  # grid key -> this point's value
+    config: dict               # the experiment file of the point (validated)
+
+    def describe(self) -> str:
+        return ", ".join(f"{key}={cell_text(value)}" for key, value in self.params.items())
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    source: Path
+    base: Path
+    points: list[Point]
+    monitoring: bool
+    check: bool
+
+    def experiment_args(self, point_file: str, results: str) -> list[str]:
+        """The `ccemu experiment` arguments of a point (after the program), here or on a machine."""
+        return ["experiment", point_file, "--results", results, *([] if self.monitoring else ["--no-monitoring"]),
+                *([] if self.check else ["--skip-check"])]
+
+
+def load_sweep(path: Path) -> Sweep:
+    """The validated sweep; SweepError (one line) otherwise."""
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise SweepError(f"{path}: expected a mapping of keys at the top level")
+    try:
+        sweep = SweepFile.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        raise SweepError(f"{path}: {key}: {message[0].lower()}{message[1:]}") from None
+    if not sweep.grid:
+        raise SweepError(f"{path}: grid: needs at least one key (a point per combination of its values)")
+    for key, values in sweep.grid.items():
+        if not values:
+            raise SweepError(f"{path}: grid.{key}: needs at least one value")
+    base = _base_file(path, sweep.experiment)
+    base_config = read_yaml(base)
+    if not isinstance(base_config, dict):
+        raise SweepError(f"{base}: expected a mapping of keys at the top level")
+    name = sweep.name or path.stem
+    fixed = dict(base_config)
+    for key, value in sweep.set.items():
+        fixed = _changed(fixed, key, value, f"{path}: set.{key}")
+    combos = list(itertools.product(*sweep.grid.values()))
+    width = max(2, len(str(len(combos))))
+    points = []
+    for number, values in enumerate(combos, start=1):
+        point_id = f"p{number:0{width}d}"
+        params = dict(zip(sweep.grid, values))
+        config = {**fixed, "name": f"{name}-{point_id}"}
+        for key, value in params.items():
+            config = _changed(config, key, value, f"{path}: grid.{key}")
+        point = Point(point_id, params, config)
+        parse_config(config, source=f"{path}: point {point_id} ({point.describe()})")
+        points.append(point)
+    return Sweep(name, path, base, points, sweep.monitoring, sweep.check)
+
+
+def _base_file(path: Path, experiment: str) -> Path:
+    """`experiment:` as a name of workloads/experiments/ or a path from the sweep file."""
+    named = "/" not in experiment and not experiment.endswith(".yaml")
+    candidate = EXPERIMENTS_DIR / f"{experiment}.yaml" if named else path.parent / experiment
+    if candidate.is_file():
+        return candidate.resolve()
+    known = " ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
+    raise SweepError(f"{path}: experiment: no experiment {experiment!r} (a name of workloads/experiments/: "
+                     f"{known}; or a path from the sweep file)")
+
+
+def _changed(config: dict, key: str, value: object, where: str) -> dict:
+    """`config` with `value` at the dotted `key` (a copy: nothing shared is changed)."""
+    if key == SCHEME_KEY:
+        return _with_schemes(config, value, where)
+    parts = key.split(".")
+    if not all(parts):
+        raise SweepError(f"{where}: not a dotted key of the experiment file")
+    result = json.loads(json.dumps(config))  # deep copy of plain YAML data
+    node = result
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise SweepError(f"{where}: {part} is not a section of the experiment file")
+        node = child
+    if isinstance(node.get(parts[-1]), list) and not isinstance(value, list):
+        value = [value]
+    node[parts[-1]] = value
+    return result
+
+
+def _with_schemes(config: dict, value: object, where: str) -> dict:
+    """Only the base's schemes named by `value` (a name or a list of names), in the base's order."""
+    wanted = value if isinstance(value, list) else [value]
+    schemes = config.get("schemes") or []
+    known = [s.get("scheme") for s in schemes if isinstance(s, dict)]
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise SweepError(f"{where}: the experiment has no scheme {unknown[0]!r} (it has: {', '.join(known) or 'none'})")
+    return {**config, "schemes": [s for s in schemes if s.get("scheme") in wanted]}
+
+
+def write_plan(sweep: Sweep, results_root: Path) -> Path:
+    """The sweep's folder under RESULTS/sweeps/NAME/TIME/ with its points' experiment files."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    directory = results_root / "sweeps" / sweep.name / stamp
+    (directory / POINTS_DIR).mkdir(parents=True)
+    shutil.copy(sweep.source, directory / "sweep.yaml")
+    for point in sweep.points:
+        (directory / POINTS_DIR / f"{point.id}.yaml").write_text(
+            f"# {sweep.name} point {point.id}: {point.describe()} (from {sweep.base.name})\n"
+            + yaml.safe_dump(point.config, sort_keys=False))
+    plan = {"name": sweep.name, "base": str(sweep.base), "monitoring": sweep.monitoring, "check": sweep.check,
+            "points": [{"id": p.id, "params": {k: cell_text(v) for k, v in p.params.items()},
+                        "file": f"{POINTS_DIR}/{p.id}.yaml",
+                        "args": sweep.experiment_args(f"{POINTS_DIR}/{p.id}.yaml", f"{RUNS_DIR}/{p.id}")}
+                       for p in sweep.points]}
+    (directory / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n")
+    return directory
+
+
+def read_plan(directory: Path) -> dict:
+    return json.loads((directory / PLAN_FILE).read_text())
