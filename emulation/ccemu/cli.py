@@ -64,7 +64,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         ((OvsError, FabricError), EXIT_FABRIC, f"{nothing_left}; `ccemu check` tries a fabric on its own"),
         (InventoryError, EXIT_FABRIC, ""),
         (MonitoringError, EXIT_MONITORING, f"{nothing_left}; --no-monitoring runs without"),
-        (FanoutError, EXIT_FAILED, "no point ran"),
+        (FanoutError, EXIT_FAILED, ""),
     ]
 
 
@@ -543,7 +543,8 @@ def cmd_report(args) -> int:
         print(f"wrote {summary} and {bundle / 'plots'}/")
         return 0
     if any(outcome.is_sweep(bundle) for bundle in args.bundles):
-        print("ccemu report: give a sweep's folder alone (its points are merged already)", file=sys.stderr)
+        print("ccemu report: a sweep's folder is merged into itself: give it alone and without --out",
+              file=sys.stderr)
         return EXIT_BAD_CONFIG
     out = args.out or Path("results") / "merged" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out.mkdir(parents=True, exist_ok=True)
@@ -556,11 +557,14 @@ def cmd_report(args) -> int:
 
 def cmd_sweep(args) -> int:
     """Plan (every point validated first), run here or across the inventory, merge, and say
-    which points did not run and why."""
+    which points did not run and why, and which machines did not answer."""
     from .sweeps import outcome
     from .sweeps.plan import load_sweep, write_plan
 
     sweep = load_sweep(args.sweep)
+    if args.inventory is not None and not args.inventory.is_file():
+        print(f"ccemu sweep: --inventory {args.inventory}: no such file", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     if args.inventory is None and not args.plan_only:
         _require_root("sweep")  # the points run here; an inventory's machines run them as root there
     directory = write_plan(sweep, args.results)
@@ -573,22 +577,33 @@ def cmd_sweep(args) -> int:
 
     where = f"across {args.inventory}" if args.inventory else "here, one after another"
     say(f"{len(sweep.points)} points of {sweep.base.name}, {where}; folder {directory}")
+    unreachable: dict[str, str] = {}
     try:
         if args.inventory is None:
             from .sweeps.local import run_here
             run_here(directory, say)
         else:
             from .sweeps.fanout import run_across
-            run_across(directory, args.inventory, say)
+            unreachable = run_across(directory, args.inventory, say).unreachable
+    except KeyboardInterrupt:
+        if args.inventory is None:
+            raise  # here, the running point was torn down
+        print("ccemu sweep: interrupted (what finished is merged; points running on machines go on there)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:  # also after Ctrl-C: what finished is merged
         summary = outcome.report(directory)
     entries = outcome.entries(directory)
     done = [e for e in entries if e.status == "done"]
     say(f"{len(done)} of {len(entries)} points done; summary {summary}")
-    problems = [e for e in entries if e.status != "done"]
+    problems = [f"{e.label} {e.status} ({e.reason})" for e in entries if e.status != "done"]
+    # A machine that did not answer fails the sweep even when the others ran its share: the
+    # inventory is not what it says.
+    problems += [f"{machine} unreachable ({why})" for machine, why in unreachable.items()]
     if problems:
-        print(f"ccemu sweep: {len(problems)} of {len(entries)} points did not finish: "
-              + "; ".join(f"{e.label} {e.status} ({e.reason})" for e in problems), file=sys.stderr)
+        print(f"ccemu sweep: {len(entries) - len(done)} of {len(entries)} points did not finish"
+              + (f", {len(unreachable)} machine(s) did not answer" if unreachable else "") + ": "
+              + "; ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     return 0
 

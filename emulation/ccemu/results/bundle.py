@@ -116,9 +116,9 @@ def git_commit() -> str:
     """The commit of the tree that runs, with "-dirty" if tracked files differ from it. A tree
     Ansible copied to a machine has no .git: there, the controller's commit it came from, as
     playbooks/roles/ccemu_build wrote it into build/commit."""
-    commit = _output(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
-    if commit in ("", "unknown"):
+    if not (REPO_ROOT / ".git").exists():
         return COPIED_COMMIT.read_text().strip() if COPIED_COMMIT.is_file() else "unknown"
+    commit = _output(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"]) or "unknown"
     dirty = bool(_output(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]))
     return commit + ("-dirty" if dirty else "")
 

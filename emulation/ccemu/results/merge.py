@@ -6,7 +6,7 @@ swept parameter, from the bundles' CSVs and manifests alone (as report.py does f
 A merge directory holds:
 
     points.csv    the points: label, bundle, machine, status, reason, wall time and one column per
-                  parameter (write_points / read_points: written by whoever ran the sweep)
+                  parameter (write_points: written by whoever ran the sweep)
     blocks.csv    one row per block of every bundle: label, machine, parameters, scheme, n, point, figures
     summary.md    the points, then the blocks side by side, with links to each bundle's own summary.md
     plots/        sweep_goodput_of_link.png, sweep_slowdown_p99.png, sweep_max_queue_packets.png
@@ -164,17 +164,6 @@ def _stored(bundle: Path | None, directory: Path) -> str:
         return ""
     absolute, base = Path(os.path.abspath(bundle)), Path(os.path.abspath(directory))
     return str(absolute.relative_to(base)) if absolute.is_relative_to(base) else str(absolute)
-
-
-def read_points(directory: Path) -> list[Entry]:
-    """The entries of directory/points.csv (write_points' inverse)."""
-    with open(directory / "points.csv", newline="") as source:
-        rows = list(csv.DictReader(source))
-    return [Entry(row["label"], directory / row["bundle"] if row.get("bundle") else None,
-                  {k: v for k, v in row.items() if k not in POINT_FIELDS and k is not None and v},
-                  row.get("machine") or "", row.get("status") or "", row.get("reason") or "",
-                  float(row["wall_seconds"]) if row.get("wall_seconds") else None)
-            for row in rows]
 
 
 # Blocks --------------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ from typing import Callable
 from .outcome import bundle_of, last_line
 from .plan import RUNS_DIR, read_plan
 
+# coreutils' timeout exits with this when the point ran out of the sweep's timeout_s.
+TIMED_OUT = 124
+
 
 def run_here(directory: Path, say: Callable[[str], None]) -> None:
     """Every point of the planned sweep in `directory`; a point that fails does not stop the
@@ -31,7 +34,7 @@ def run_here(directory: Path, say: Callable[[str], None]) -> None:
         say(f"point {number}/{total} {point['id']} ({params}): running on {machine}")
         started = time.monotonic()
         with open(run / "log", "w") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "ccemu.cli", *point["args"]], cwd=directory,
+            proc = subprocess.Popen([*plan["prefix"], sys.executable, "-m", "ccemu.cli", *point["args"]], cwd=directory,
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 status = proc.wait()
@@ -44,8 +47,11 @@ def run_here(directory: Path, say: Callable[[str], None]) -> None:
         seconds = time.monotonic() - started
         bundle = bundle_of(run)
         if bundle is not None:
-            verdict = json.loads((bundle / "manifest.json").read_text()).get("fidelity", {}).get("status", "unknown")
-            say(f"point {number}/{total} {point['id']}: done in {seconds:.0f} s, fidelity {verdict}"
-                + (f" (exit status {status}: {last_line(run / 'log')})" if status else ""))
+            manifest = json.loads((bundle / "manifest.json").read_text())
+            verdict = manifest.get("fidelity", {}).get("status", "unknown")
+            ended = ("stopped at its time limit" if status == TIMED_OUT else "interrupted") \
+                if manifest.get("interrupted") else "done"
+            say(f"point {number}/{total} {point['id']}: {ended} in {seconds:.0f} s, fidelity {verdict}"
+                + (f" (exit status {status}: {last_line(run / 'log')})" if status and status != TIMED_OUT else ""))
         else:
             say(f"point {number}/{total} {point['id']}: FAILED in {seconds:.0f} s: {last_line(run / 'log')}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..results.merge import Entry, merge, write_points
+from ..results.merge import DONE, FAILED, INTERRUPTED, NOT_RUN, Entry, merge, write_points
 from .plan import RUNS_DIR, read_plan
 
 MACHINES_FILE = "machines.json"
@@ -51,24 +51,26 @@ def entries(directory: Path) -> list[Entry]:
         machine_file = run / "machine"
         machine = machine_file.read_text().strip() if machine_file.is_file() else given_to.get(point["id"], "")
         bundle = bundle_of(run)
-        status, reason, seconds = "done", "", None
+        status, reason, seconds = DONE, "", None
         if bundle is not None:
             manifest = json.loads((bundle / "manifest.json").read_text())
             seconds = manifest.get("wall_seconds")
-            if manifest.get("failed") or manifest.get("interrupted"):
-                status = "failed"
-                reason = manifest.get("failed") or "interrupted"
+            if manifest.get("failed"):
+                status, reason = FAILED, f"stopped by an error: {manifest['failed']}"
+            elif manifest.get("interrupted"):
+                status, reason = INTERRUPTED, "stopped early (its time limit, or Ctrl-C): the tables hold what finished"
             elif manifest.get("unfinished_flows"):
                 reason = f"{manifest['unfinished_flows']} flows never finished"
         elif machine_file.is_file():
-            status, reason = "failed", last_line(run / "log") or "no bundle and no output"
+            status, reason = FAILED, last_line(run / "log") or "no bundle and no output"
         else:
-            status = "not run"
+            status = NOT_RUN
+            trouble = ([f"{m} unreachable: {why}" for m, why in unreachable.items()]
+                       + [f"{m} failed: {why}" for m, why in failed.items()])
             reason = (f"{machine} unreachable: {unreachable[machine]}" if machine in unreachable else
                       f"{machine} failed: {failed[machine]}" if machine in failed else
                       f"{machine} stopped before it" if machine else
-                      "no machine answered: " + "; ".join(f"{m}: {why}" for m, why in unreachable.items())
-                      if unreachable else "not started")
+                      "no machine ran it: " + "; ".join(trouble) if trouble else "not started")
         result.append(Entry(point["id"], bundle, point["params"], machine, status, reason, seconds))
     return result
 

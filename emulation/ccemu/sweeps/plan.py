@@ -11,12 +11,16 @@ A sweep is one experiment file (the base) run at every point of a parameter grid
       workload.flows: [8, 32]      # a key of the experiment file, dotted
     monitoring: false              # optional: Prometheus and the collector per point (default true)
     check: true                    # optional: the fabric check before each point (default true)
+    timeout_s: 3600                # optional: wall seconds a point may take (default: no limit);
+                                   # then it is interrupted (SIGINT: it tears its fabric down and
+                                   # writes what finished), and killed 120 s later if still there
 
 A value in `set` and `grid` replaces the base's value at its dotted key (sections missing from
 the base are created). Where the base holds a list and a grid value is not one (`workload.flows: 8`
 against `flows: [8, 32, 64]`), the value stands for a list of one: a grid of N is then a list of
 Ns, not a list of lists. Every point is validated as an experiment file before anything starts,
-and a bad sweep is one line naming the key (`sweep.yaml: grid.workload.flowz: unknown key ...`).
+and a bad sweep is one line naming the point and the key (`sweep.yaml: point p01
+(workload.flowz=8): workload.flowz: unknown key`).
 
 The plan is a folder (results/sweeps/NAME/TIME/) that holds the sweep file, plan.json and one
 experiment file per point (points/p01.yaml: `ccemu experiment points/p01.yaml` runs it alone).
@@ -43,6 +47,9 @@ POINTS_DIR = "points"
 # and on the machines of an inventory alike.
 RUNS_DIR = "runs"
 SCHEME_KEY = "scheme"
+# After a point's time limit: how long its SIGINT teardown may take before it is killed (a kill
+# leaves its fabric to `ccemu clean`).
+KILL_AFTER_S = 120
 
 
 class SweepError(ConfigError):
@@ -58,6 +65,7 @@ class SweepFile(BaseModel):
     grid: dict[str, list[object]]
     monitoring: bool = True
     check: bool = True
+    timeout_s: float | None = Field(None, gt=0)
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,14 @@ class Sweep:
     points: list[Point]
     monitoring: bool
     check: bool
+    timeout_s: float | None
+
+    def prefix(self) -> list[str]:
+        """What runs a point's `ccemu experiment` (here or on a machine): coreutils' timeout when the
+        sweep limits a point's time."""
+        if self.timeout_s is None:
+            return []
+        return ["timeout", "--signal=INT", f"--kill-after={KILL_AFTER_S}", f"{self.timeout_s:g}"]
 
     def experiment_args(self, point_file: str, results: str) -> list[str]:
         """The `ccemu experiment` arguments of a point (after the program), here or on a machine."""
@@ -122,7 +138,7 @@ def load_sweep(path: Path) -> Sweep:
         point = Point(point_id, params, config)
         parse_config(config, source=f"{path}: point {point_id} ({point.describe()})")
         points.append(point)
-    return Sweep(name, path, base, points, sweep.monitoring, sweep.check)
+    return Sweep(name, path, base, points, sweep.monitoring, sweep.check, sweep.timeout_s)
 
 
 def _base_file(path: Path, experiment: str) -> Path:
@@ -172,14 +188,23 @@ def _with_schemes(config: dict, value: object, where: str) -> dict:
 def write_plan(sweep: Sweep, results_root: Path) -> Path:
     """The sweep's folder under RESULTS/sweeps/NAME/TIME/ with its points' experiment files."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    directory = results_root / "sweeps" / sweep.name / stamp
-    (directory / POINTS_DIR).mkdir(parents=True)
+    (results_root / "sweeps" / sweep.name).mkdir(parents=True, exist_ok=True)
+    directory, again = results_root / "sweeps" / sweep.name / stamp, 1
+    while True:  # two sweeps of one name in the same second get folders of their own
+        try:
+            directory.mkdir()
+            break
+        except FileExistsError:
+            again += 1
+            directory = directory.with_name(f"{stamp}-{again}")
+    (directory / POINTS_DIR).mkdir()
     shutil.copy(sweep.source, directory / "sweep.yaml")
     for point in sweep.points:
         (directory / POINTS_DIR / f"{point.id}.yaml").write_text(
             f"# {sweep.name} point {point.id}: {point.describe()} (from {sweep.base.name})\n"
             + yaml.safe_dump(point.config, sort_keys=False))
     plan = {"name": sweep.name, "base": str(sweep.base), "monitoring": sweep.monitoring, "check": sweep.check,
+            "prefix": sweep.prefix(),
             "points": [{"id": p.id, "params": {k: cell_text(v) for k, v in p.params.items()},
                         "file": f"{POINTS_DIR}/{p.id}.yaml",
                         "args": sweep.experiment_args(f"{POINTS_DIR}/{p.id}.yaml", f"{RUNS_DIR}/{p.id}")}

@@ -65,7 +65,7 @@ def test_site_yml_against_localhost_twice_changes_nothing_the_second_time(tmp_pa
         assert first["changed"].get("localhost", 0) >= 3, first
         assert (root / "build" / "cchost").read_bytes() == (REPO / "build" / "cchost").read_bytes()
         assert (root / "build" / "bpf" / "port.bpf.o").is_file()
-        assert not (root / "results").exists() and not (root / ".venv" / "lib" / "nothing").exists()
+        assert (root / "build" / "commit").read_text().strip() == git_commit()  # what its bundles will cite
         check = subprocess.run([str(root / ".venv" / "bin" / "ccemu"), "sweep", "--help"], capture_output=True,
                                text=True)
         assert check.returncode == 0 and "--inventory" in check.stdout
@@ -88,21 +88,30 @@ def test_a_sweep_fans_out_over_ssh_to_two_machines_and_every_bundle_comes_back_m
         inventory = machines.inventory(unreachable={"w3": machines.free_port()}, name="with-w3.yml")
         sweep = tiny_sweep(tmp_path, "{scheme: [expresspass, dctcp], workload.flows: [2, 4]}")
         ran = ccemu_sweep(str(sweep), "--inventory", str(inventory), "--results", str(tmp_path / "results"))
-        assert ran.returncode == 0, ran.stdout + ran.stderr
+        # Every point ran; the sweep still fails, in one line, because w3 did not answer.
+        assert ran.returncode == 1, ran.stdout + ran.stderr
         assert "w3: unreachable" in ran.stdout
+        assert ran.stderr.strip().startswith("ccemu sweep: 0 of 4 points did not finish, 1 machine(s) did not "
+                                             "answer: w3 unreachable (") and len(ran.stderr.strip().splitlines()) == 1
         directory = next((tmp_path / "results" / "sweeps" / "sweep").iterdir())
         machines_file = json.loads((directory / "machines.json").read_text())
         assert machines_file["points"] == {"w1": ["p01", "p03"], "w2": ["p02", "p04"]}
         assert set(machines_file["unreachable"]) == {"w3"}
+        spans = {}  # point -> (started, ended): its machine file is written as it starts, its log to its end
         for point, machine in (("p01", "w1"), ("p02", "w2"), ("p03", "w1"), ("p04", "w2")):
             assert f"{point}: done on {machine}" in ran.stdout
             run = directory / "runs" / point
             assert (run / "machine").read_text().strip() == machine
+            spans[point] = ((run / "machine").stat().st_mtime, (run / "log").stat().st_mtime)
             bundle = next(run.glob("*/*/manifest.json")).parent
             flows = bundle / "flows.csv"
             assert len(flows.read_text().splitlines()) > 1, f"{point}: no flow in {flows}"
             # The machine's tree has no .git: its bundles cite the controller's commit.
             assert json.loads((bundle / "manifest.json").read_text())["git_commit"] == git_commit()
+        # One fabric per machine at a time: a machine's second point started after its first ended;
+        # the two machines ran at once.
+        assert spans["p03"][0] >= spans["p01"][1] and spans["p04"][0] >= spans["p02"][1], spans
+        assert spans["p01"][0] < spans["p02"][1] and spans["p02"][0] < spans["p01"][1], spans
         points = (directory / "points.csv").read_text().splitlines()
         assert len(points) == 5 and all(",done," in line for line in points[1:])
         summary = (directory / "summary.md").read_text()
@@ -132,10 +141,41 @@ def test_a_sweep_whose_machines_all_fail_to_answer_runs_no_point_and_says_why(tm
     assert ran.returncode == 1
     errors = ran.stderr.strip().splitlines()
     assert len(errors) == 1, ran.stderr
-    assert errors[0].startswith("ccemu sweep: 2 of 2 points did not finish: p01 not run (no machine answered: w3: ")
-    assert "p02 not run" in errors[0]
+    assert errors[0].startswith("ccemu sweep: 2 of 2 points did not finish, 1 machine(s) did not answer: "
+                                "p01 not run (no machine ran it: w3 unreachable: "), errors[0]
+    assert "; p02 not run" in errors[0] and "; w3 unreachable (" in errors[0]
     summary = next((tmp_path / "results" / "sweeps" / "sweep").iterdir()) / "summary.md"
     assert "2 points: 0 ran, 0 failed, 2 did not run." in summary.read_text()
+
+
+def test_a_sweep_on_an_inventory_ansible_cannot_read_fails_in_one_line_naming_it(tmp_path):
+    inventory = tmp_path / "broken.yml"
+    inventory.write_text("ccemu: [this is not, an inventory\n")
+    ran = ccemu_sweep(str(tiny_sweep(tmp_path, "{workload.flows: [2]}")), "--inventory", str(inventory),
+                      "--results", str(tmp_path / "results"))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    errors = ran.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("ccemu: ansible-playbook ran no point"), ran.stderr
+    assert str(inventory) in errors[0]
+    missing = ccemu_sweep(str(tmp_path / "sweep.yaml"), "--inventory", str(tmp_path / "nosuch.yml"))
+    assert (missing.returncode, missing.stderr.strip()) == (2, f"ccemu sweep: --inventory {tmp_path / 'nosuch.yml'}: "
+                                                               "no such file")
+
+
+@pytest.mark.root
+def test_a_point_past_the_sweeps_time_limit_is_interrupted_keeps_what_finished_and_leaves_no_fabric(tmp_path):
+    runs_before = runs_in(STATE_ROOT)
+    sweep = tiny_sweep(tmp_path, "{workload.rounds: [500]}")
+    sweep.write_text(sweep.read_text() + "timeout_s: 6\n")
+    ran = ccemu_sweep(str(sweep), "--results", str(tmp_path / "results"))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "point 1/1 p01: stopped at its time limit in" in ran.stdout
+    assert "p01 interrupted (stopped early (its time limit, or Ctrl-C)" in ran.stderr
+    directory = next((tmp_path / "results" / "sweeps" / "sweep").iterdir())
+    manifest = json.loads(next((directory / "runs" / "p01").glob("*/*/manifest.json")).read_text())
+    assert manifest["interrupted"] and 0 < manifest["wall_seconds"] < 6
+    assert "(interrupted)" in (directory / "summary.md").read_text()
+    assert runs_in(STATE_ROOT) <= runs_before
 
 
 @pytest.mark.root

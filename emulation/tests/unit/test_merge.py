@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
-from ccemu.results.merge import (METRICS, Entry, entries_of_bundles, merge, read_points, varied_parameters,
+from ccemu.results.merge import (METRICS, Entry, entries_of_bundles, merge, varied_parameters,
                                  write_points)
 
 
@@ -160,7 +160,7 @@ def test_merging_twice_gives_the_same_summary_and_blocks(tmp_path):
     assert (tmp_path / "merged" / "blocks.csv").read_text() == first_blocks
 
 
-def test_write_points_and_read_points_round_trip_with_bundles_relative_inside_the_directory(tmp_path):
+def test_write_points_stores_bundles_inside_the_directory_relative_to_it_and_others_absolute(tmp_path):
     directory = tmp_path / "sweep"
     entries = [Entry("p01", directory / "bundles" / "p01", {"workload.flows": "[8]", "scheme": "dctcp"},
                      machine="m1", status="done", wall_seconds=12.25),
@@ -169,9 +169,11 @@ def test_write_points_and_read_points_round_trip_with_bundles_relative_inside_th
                Entry("p03", None, {"workload.flows": "[64]", "scheme": "dctcp"}, status="not run", reason="skipped")]
     path = write_points(directory, entries)
     with open(path, newline="") as source:
-        stored = {row["label"]: row["bundle"] for row in csv.DictReader(source)}
-    assert stored == {"p01": "bundles/p01", "p02": str(tmp_path / "elsewhere" / "p02"), "p03": ""}
-    assert read_points(directory) == entries
+        rows = {row["label"]: row for row in csv.DictReader(source)}
+    assert {label: row["bundle"] for label, row in rows.items()} == {
+        "p01": "bundles/p01", "p02": str(tmp_path / "elsewhere" / "p02"), "p03": ""}
+    assert (rows["p01"]["machine"], rows["p01"]["wall_seconds"], rows["p01"]["scheme"]) == ("m1", "12.25", "dctcp")
+    assert (rows["p02"]["status"], rows["p02"]["reason"], rows["p02"]["scheme"]) == ("failed", "exit 1", "")
 
 
 def test_plots_put_the_numeric_parameter_on_x_and_are_written_for_each_figure(tmp_path):

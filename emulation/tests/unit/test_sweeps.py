@@ -118,7 +118,7 @@ def test_each_points_outcome_is_read_from_its_folder_done_failed_or_not_run_and_
     found = {e.label: e for e in outcome.entries(directory)}
     assert (found["p01"].status, found["p01"].bundle, found["p01"].machine, found["p01"].wall_seconds,
             found["p01"].reason) == ("done", done, "w1", 12.5, "2 flows never finished")
-    assert (found["p02"].status, found["p02"].reason) == ("failed", "cchost of h3 exited")
+    assert (found["p02"].status, found["p02"].reason) == ("failed", "stopped by an error: cchost of h3 exited")
     assert (found["p03"].status, found["p03"].reason) == ("failed", "ccemu: the fabric could not be brought up: "
                                                                     "OVS died")
     assert (found["p04"].status, found["p04"].machine, found["p04"].reason) == ("not run", "w2",
@@ -128,10 +128,12 @@ def test_each_points_outcome_is_read_from_its_folder_done_failed_or_not_run_and_
     assert found["p02"].params == {"workload.flows": "4"}
 
 
-def test_points_no_machine_answered_for_say_which_machines_and_why(tmp_path):
-    directory = planned(tmp_path, {"unreachable": {"w3": "Failed to connect: refused", "w4": "timed out"}})
+def test_points_no_machine_ran_say_which_machines_did_not_answer_or_failed_and_why(tmp_path):
+    directory = planned(tmp_path, {"unreachable": {"w3": "Failed to connect: refused"},
+                                   "failed": {"w4": "Build cchost on the controller: cargo not found"}})
     reasons = {e.reason for e in outcome.entries(directory)}
-    assert reasons == {"no machine answered: w3: Failed to connect: refused; w4: timed out"}
+    assert reasons == {"no machine ran it: w3 unreachable: Failed to connect: refused; w4 failed: Build cchost on "
+                       "the controller: cargo not found"}
 
 
 def test_progress_names_each_point_as_it_starts_and_finishes_on_its_machine(tmp_path):
