@@ -24,7 +24,8 @@ ACTIONLINT_VERSION := v1.7.12
 # Debian 12's names, one list shared with Ansible (playbooks/roles/ccemu_packages/files/; comments
 # after #); apt-packages adapts two of them where the machine needs it (see there).
 PACKAGE_LISTS := $(wildcard playbooks/roles/ccemu_packages/files/debian-packages*.txt)
-APT_PACKAGES := $(strip $(shell sed 's/\#.*//' $(PACKAGE_LISTS)))
+package-names = $(strip $(shell sed 's/\#.*//' $(1)))
+APT_PACKAGES := $(call package-names,$(PACKAGE_LISTS))
 # What ccemu runs besides Python: built here, copied to the machines of an inventory by Ansible
 # (roles/ccemu_build), which need no Rust toolchain.
 BUILD_OUTPUTS := $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
@@ -58,7 +59,7 @@ apt-packages:
 	$(call install-missing,$(APT_PACKAGES))
 
 test-packages:
-	$(call install-missing,$(strip $(shell sed 's/\#.*//' emulation/tests/debian-packages.txt)))
+	$(call install-missing,$(call package-names,emulation/tests/debian-packages.txt))
 
 # Debian's python3 so that Debian's mininet imports; only mininet is linked in, every other
 # dependency is pinned in emulation/requirements.lock.

@@ -539,7 +539,7 @@ def cmd_report(args) -> int:
             return EXIT_FAILED
     if len(args.bundles) == 1 and args.out is None:
         bundle = args.bundles[0]
-        summary = outcome.report(bundle) if outcome.is_sweep(bundle) else report(bundle)
+        summary = outcome.report(bundle)[0] if outcome.is_sweep(bundle) else report(bundle)
         print(f"wrote {summary} and {bundle / 'plots'}/")
         return 0
     if any(outcome.is_sweep(bundle) for bundle in args.bundles):
@@ -592,8 +592,7 @@ def cmd_sweep(args) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:  # also after Ctrl-C: what finished is merged
-        summary = outcome.report(directory)
-    entries = outcome.entries(directory)
+        summary, entries = outcome.report(directory)
     done = [e for e in entries if e.status == "done"]
     say(f"{len(done)} of {len(entries)} points done; summary {summary}")
     problems = [f"{e.label} {e.status} ({e.reason})" for e in entries if e.status != "done"]

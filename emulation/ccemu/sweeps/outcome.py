@@ -75,8 +75,8 @@ def entries(directory: Path) -> list[Entry]:
     return result
 
 
-def report(directory: Path) -> Path:
-    """The sweep's points.csv, summary.md and plots; the summary's path."""
+def report(directory: Path) -> tuple[Path, list[Entry]]:
+    """The sweep's points.csv, summary.md and plots; the summary's path and the points' entries."""
     found = entries(directory)
     write_points(directory, found)
-    return merge(directory, found, f"sweep {read_plan(directory)['name']}: {directory.name}")
+    return merge(directory, found, f"sweep {read_plan(directory)['name']}: {directory.name}"), found
