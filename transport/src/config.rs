@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cc::dcqcn::DcqcnConfig;
 use crate::cc::dctcp::DctcpConfig;
 use crate::cc::dctcp_plus::DctcpPlusConfig;
 use crate::cc::expresspass::ExpressPassConfig;
@@ -23,6 +24,10 @@ pub struct EndpointConfig {
     pub spraypass: SprayPassConfig,
     pub dctcp: DctcpConfig,
     pub dctcp_plus: DctcpPlusConfig,
+    /// DCQCN and DCQCN+TCD, for this host's link (their rates are fractions of it); the data
+    /// receiver's CNP interval is the sender's scheme's.
+    pub dcqcn: DcqcnConfig,
+    pub dcqcn_tcd: DcqcnConfig,
     /// Credit request / credit stop resent when unanswered this long (ExpressPass: 100 ms).
     pub control_timeout: Duration,
     /// Window schemes' retransmission timeout floor (10 ms, as in DCTCP+'s comparison).
@@ -51,6 +56,8 @@ impl EndpointConfig {
             spraypass: SprayPassConfig::for_link(link_bits_per_second),
             dctcp_plus: DctcpPlusConfig::on(dctcp.clone()),
             dctcp,
+            dcqcn: DcqcnConfig::for_link(link_bits_per_second),
+            dcqcn_tcd: DcqcnConfig::for_link(link_bits_per_second).with_tcd(),
             control_timeout: Duration::from_millis(100),
             rto_min: Duration::from_millis(10),
             rto_initial: Duration::from_millis(100),
@@ -64,7 +71,8 @@ impl EndpointConfig {
     /// it `d` times longer (d >= 1: an emulation running its links d times slower than the
     /// datacenter it stands for). Rates and sizes stay: the link rate this was built for is
     /// already the emulated one, and ExpressPass's, SprayPass's and DCTCP's parameters are
-    /// rates, sizes, fractions and counts. Times the flows measure (RTTs, credit gaps) dilate
+    /// rates, sizes, fractions and counts (DCQCN's rates and byte counter are fractions of
+    /// that link; its alpha timer, rate increase timer and CNP interval dilate). Times the flows measure (RTTs, credit gaps) dilate
     /// with the network itself.
     pub fn dilate(&mut self, d: f64) {
         // Taken apart field by field so that a field added later does not compile until it
@@ -77,6 +85,8 @@ impl EndpointConfig {
             spraypass: _,
             dctcp: _,
             dctcp_plus,
+            dcqcn,
+            dcqcn_tcd,
             control_timeout,
             rto_min,
             rto_initial,
@@ -88,6 +98,8 @@ impl EndpointConfig {
             *time = time.mul_f64(d);
         }
         dctcp_plus.dilate(d);
+        dcqcn.dilate(d);
+        dcqcn_tcd.dilate(d);
     }
 }
 
@@ -119,6 +131,9 @@ mod tests {
         assert_eq!(config.initial_rtt, Duration::from_secs(1));
         assert_eq!(config.dctcp_plus.backoff_time_unit, Some(Duration::from_millis(125)));
         assert_eq!(config.dctcp_plus.initial_backoff_time_unit, Duration::from_millis(100));
+        assert_eq!(config.dcqcn.increase_timer, Duration::from_millis(55));
+        assert_eq!(config.dcqcn_tcd.cnp_interval, Duration::from_millis(50));
+        assert_eq!(config.dcqcn.rate_ai_bps, before.dcqcn.rate_ai_bps);
         assert_eq!(config.expresspass.max_rate, before.expresspass.max_rate);
         assert_eq!((config.mss, config.dctcp.mss), (before.mss, before.dctcp.mss));
         // Every field, nested configs included: each Duration is 1000 times what it was,
@@ -135,7 +150,7 @@ mod tests {
                 _ => assert_eq!(b, a),
             }
         }
-        assert_eq!(times, 6, "the times found: {before:?}");
+        assert_eq!(times, 12, "the times found: {before:?}");
     }
 
     #[test]

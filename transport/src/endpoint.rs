@@ -19,7 +19,7 @@ use rand::SeedableRng;
 use crate::config::EndpointConfig;
 use crate::flow::credited_sender::CreditedSender;
 use crate::flow::crediting_receiver::{CreditingReceiver, DataArrival};
-use crate::flow::window_receiver::WindowReceiver;
+use crate::flow::window_receiver::{WindowData, WindowReceiver};
 use crate::flow::window_sender::{AckInfo, Connection, WindowSender};
 use crate::flow::RttEstimator;
 use crate::flow::{packets_of, Ctx};
@@ -163,10 +163,11 @@ impl Endpoint {
                 }
                 _ => self.counters.credits_wasted += 1, // a late credit of a finished flow
             },
-            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce } => {
+            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, cnp, tcd } => {
                 self.counters.data_bytes_received += payload_len as u64;
-                let ce = incoming.ecn == Ecn::Ce;
-                self.counters.ce_received += ce as u64;
+                let ecn = incoming.ecn;
+                self.counters.ce_received += (ecn == Ecn::Ce) as u64;
+                self.counters.ue_received += (ecn == Ecn::Ect1) as u64;
                 self.counters.credit_ce_received += credit_ce as u64;
                 if let Some(done) = self.finished.get(&(src, flow)) {
                     send_finish(&mut ctx, src, flow, done);
@@ -194,7 +195,8 @@ impl Endpoint {
                         r.on_data(&mut ctx, data, config)
                     }
                     Receiving::Window(r) => {
-                        r.on_data(&mut ctx, seq, payload_len, last, echo_sent_us, ce).map(|arrival| {
+                        let data = WindowData { seq, payload_len, last, echo_sent_us, ecn, cnp, tcd };
+                        r.on_data(&mut ctx, data, config).map(|arrival| {
                             self.counters.data_out_of_order += arrival.out_of_order as u64;
                             arrival.complete
                         })
@@ -229,6 +231,10 @@ impl Endpoint {
             Packet::Nack { flow, missing } => match self.sending.get_mut(&flow) {
                 Some(Sending::Credited(sender)) => sender.on_nack(&missing),
                 _ => self.counters.unknown_flow += 1,
+            },
+            Packet::Cnp { flow, flag } => match self.sending.get_mut(&flow) {
+                Some(Sending::Window(sender)) => sender.on_congestion_notification(&mut ctx, flag, &self.config),
+                _ => self.counters.unknown_flow += 1, // a late CNP of a finished flow
             },
             Packet::Finish { flow, end_us, credits_sent } => {
                 // A repeated Finish finds the flow gone.
@@ -280,7 +286,7 @@ impl Endpoint {
         });
         let receivers = self.receiving.values().filter_map(|flow| match flow {
             Receiving::Crediting(r) => r.deadline(),
-            Receiving::Window(_) => None,
+            Receiving::Window(r) => r.deadline(),
         });
         senders.chain(receivers).min()
     }
@@ -299,10 +305,10 @@ impl Endpoint {
             }
         }
         for flow in self.receiving.values_mut() {
-            if let Receiving::Crediting(r) = flow {
-                if r.deadline().is_some_and(|d| d <= now) {
-                    r.on_timeout(&mut ctx);
-                }
+            match flow {
+                Receiving::Crediting(r) if r.deadline().is_some_and(|d| d <= now) => r.on_timeout(&mut ctx),
+                Receiving::Window(r) if r.deadline().is_some_and(|d| d <= now) => r.on_timeout(&mut ctx),
+                _ => {}
             }
         }
     }

@@ -25,4 +25,4 @@ pub use delay_line::{DelayLine, PathDelays};
 pub use endpoint::{flow_path_id, Endpoint};
 pub use record::{Counters, FlowRecord, FlowSpec, InboundFinish};
 pub use scheme::{Driver, Scheme};
-pub use types::{Ecn, HostId, Incoming, Transmit};
+pub use types::{CnpFlag, Ecn, HostId, Incoming, Transmit};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::scheme::Scheme;
 use crate::types::HostId;
+use crate::wire::KINDS;
 
 /// One flow to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,8 +86,9 @@ pub struct InboundFinish {
 /// Counters of the whole endpoint, for the collector.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counters {
-    pub sent_packets: [u64; 8],
-    pub received_packets: [u64; 8],
+    /// Packets per type, indexed by [`crate::wire::Kind`] as usize.
+    pub sent_packets: [u64; KINDS],
+    pub received_packets: [u64; KINDS],
     /// Datagrams that did not parse (dropped, never a crash).
     pub malformed: u64,
     /// Parsed, but for no flow this host knows (and not a late packet of a finished one).
@@ -94,6 +96,8 @@ pub struct Counters {
     pub data_bytes_received: u64,
     /// Data packets that arrived CE-marked, and acks that echoed a mark.
     pub ce_received: u64,
+    /// Data packets that arrived UE-marked (ECT(1): TCD's undetermined).
+    pub ue_received: u64,
     /// Data packets whose credit was CE-marked on its way (SprayPass's feedback).
     pub credit_ce_received: u64,
     /// Window schemes: data packets that did not arrive in order (holes, reordering, duplicates).

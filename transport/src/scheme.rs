@@ -17,6 +17,11 @@ pub enum Scheme {
     Dctcp,
     /// DCTCP with slow_time pacing below the minimum window, [`crate::cc::dctcp_plus`].
     DctcpPlus,
+    /// Rate-based, from the receiver's CNPs (SIGCOMM 2015), [`crate::cc::dcqcn`].
+    Dcqcn,
+    /// DCQCN with TCD's ternary marks: UE CNPs hold the rate, CE cuts harder
+    /// ([`crate::cc::dcqcn`]).
+    DcqcnTcd,
 }
 
 /// Who drives a scheme's flows.
@@ -24,12 +29,13 @@ pub enum Scheme {
 pub enum Driver {
     /// The data receiver paces credits; the sender spends one per data packet.
     Receiver,
-    /// The sender decides by a window (and a send gate), from acks.
+    /// The sender decides by a window (and a send gate: a pacer), from acks (and CNPs).
     Sender,
 }
 
 impl Scheme {
-    pub const ALL: [Scheme; 4] = [Scheme::ExpressPass, Scheme::SprayPass, Scheme::Dctcp, Scheme::DctcpPlus];
+    pub const ALL: [Scheme; 6] =
+        [Scheme::ExpressPass, Scheme::SprayPass, Scheme::Dctcp, Scheme::DctcpPlus, Scheme::Dcqcn, Scheme::DcqcnTcd];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -37,6 +43,8 @@ impl Scheme {
             Scheme::SprayPass => "spraypass",
             Scheme::Dctcp => "dctcp",
             Scheme::DctcpPlus => "dctcp+",
+            Scheme::Dcqcn => "dcqcn",
+            Scheme::DcqcnTcd => "dcqcn+tcd",
         }
     }
 
@@ -50,7 +58,17 @@ impl Scheme {
     pub fn driver(self) -> Driver {
         match self {
             Scheme::ExpressPass | Scheme::SprayPass => Driver::Receiver,
-            Scheme::Dctcp | Scheme::DctcpPlus => Driver::Sender,
+            Scheme::Dctcp | Scheme::DctcpPlus | Scheme::Dcqcn | Scheme::DcqcnTcd => Driver::Sender,
+        }
+    }
+
+    /// Whether the flow's data receiver answers marks with CNPs (DCQCN's notification point),
+    /// and whether it reports TCD's UE marks too: the data header says so (wire.rs).
+    pub(crate) fn notifications(self) -> (bool, bool) {
+        match self {
+            Scheme::Dcqcn => (true, false),
+            Scheme::DcqcnTcd => (true, true),
+            Scheme::ExpressPass | Scheme::SprayPass | Scheme::Dctcp | Scheme::DctcpPlus => (false, false),
         }
     }
 
@@ -61,6 +79,8 @@ impl Scheme {
             Scheme::SprayPass => 2,
             Scheme::Dctcp => 3,
             Scheme::DctcpPlus => 4,
+            Scheme::Dcqcn => 5,
+            Scheme::DcqcnTcd => 6,
         }
     }
 
@@ -80,7 +100,7 @@ impl Scheme {
         match self {
             Scheme::ExpressPass => Some(Box::new(config.expresspass.build(now, packets))),
             Scheme::SprayPass => Some(Box::new(config.spraypass.build(now, paths))),
-            Scheme::Dctcp | Scheme::DctcpPlus => None,
+            Scheme::Dctcp | Scheme::DctcpPlus | Scheme::Dcqcn | Scheme::DcqcnTcd => None,
         }
     }
 
@@ -90,6 +110,8 @@ impl Scheme {
         match self {
             Scheme::Dctcp => Some(Box::new(config.dctcp.build())),
             Scheme::DctcpPlus => Some(Box::new(config.dctcp_plus.build(config.seed ^ u64::from(flow) << 32))),
+            Scheme::Dcqcn => Some(Box::new(config.dcqcn.build())),
+            Scheme::DcqcnTcd => Some(Box::new(config.dcqcn_tcd.build())),
             Scheme::ExpressPass | Scheme::SprayPass => None,
         }
     }
@@ -111,7 +133,9 @@ mod tests {
             assert_eq!(Scheme::from_name(scheme.name()), Ok(scheme));
             assert_eq!(Scheme::from_wire_id(scheme.wire_id()), Some(scheme));
         }
-        assert!(Scheme::from_name("tcp").unwrap_err().contains("expresspass, spraypass, dctcp, dctcp+"));
+        assert!(Scheme::from_name("tcp")
+            .unwrap_err()
+            .contains("expresspass, spraypass, dctcp, dctcp+, dcqcn, dcqcn+tcd"));
         assert_eq!(Scheme::from_wire_id(0), None);
     }
 

@@ -7,11 +7,49 @@ use crate::wire::Kind;
 pub type HostId = u32;
 
 /// The ECN codepoint a packet is sent with (IP_TOS) or arrived with (IP_RECVTOS).
+/// cchost sends ECT(0); a TCD port turns it into ECT(1) for "undetermined" (UE) and any
+/// ECN-capable packet into CE for "congested" (wire-format.md, "Ternary congestion
+/// detection (TCD) marks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ecn {
     NotEct = 0,
+    /// TCD's UE mark: the packet crossed a port paused by PFC that was not congested.
+    Ect1 = 1,
     Ect0 = 2,
     Ce = 3,
+}
+
+impl Ecn {
+    /// The codepoint of the two low bits of a TOS byte.
+    pub fn from_tos(tos: u8) -> Ecn {
+        match tos & 3 {
+            0 => Ecn::NotEct,
+            1 => Ecn::Ect1,
+            2 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+}
+
+/// What a congestion notification packet (DCQCN's CNP) says: the data receiver saw CE, or,
+/// with TCD, only UE (the flow crossed a paused port: "undetermined", not congested).
+/// The numbers are the CNP's flag byte on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CnpFlag {
+    /// Congestion (CE); the sender cuts its rate.
+    Congestion = 1,
+    /// Undetermined (TCD's UE: ECT(1)); the sender holds its rate.
+    Undetermined = 2,
+}
+
+impl CnpFlag {
+    /// What one notification says of two marks: CE wins (TCD, seed 004 section 5.2.1).
+    pub fn or(self, other: CnpFlag) -> CnpFlag {
+        match (self, other) {
+            (CnpFlag::Undetermined, CnpFlag::Undetermined) => CnpFlag::Undetermined,
+            _ => CnpFlag::Congestion,
+        }
+    }
 }
 
 /// A datagram to send: the shell sends `payload` to `dst` from its socket for `path_id`.

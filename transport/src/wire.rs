@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::types::CnpFlag;
+
 /// First two payload bytes of every ccemu datagram, big-endian.
 pub const MAGIC: u16 = 0xCCE1;
 /// UDP payload of a credit: a 60-byte minimum Ethernet frame minus Ethernet, IP and UDP.
@@ -21,7 +23,11 @@ pub enum Kind {
     Ack = 5,
     Finish = 6,
     Nack = 7,
+    Cnp = 8,
 }
+
+/// Packet types there are, and one more: counters indexed by `Kind as usize` (0 unused).
+pub const KINDS: usize = 9;
 
 impl Kind {
     fn from_byte(byte: u8) -> Result<Self, Error> {
@@ -33,6 +39,7 @@ impl Kind {
             5 => Kind::Ack,
             6 => Kind::Finish,
             7 => Kind::Nack,
+            8 => Kind::Cnp,
             other => return Err(Error::UnknownKind(other)),
         })
     }
@@ -52,7 +59,19 @@ pub enum Packet {
     /// `last`: the flow's last packet (tells a window scheme's receiver the flow's length).
     /// `credit_ce`: the credit it spends arrived CE-marked (SprayPass's feedback; a header
     /// flag, since a DCTCP port may rewrite the IP ECN bits).
-    Data { flow: u32, seq: u32, echo_credit_seq: u32, echo_sent_us: u32, payload_len: u16, last: bool, credit_ce: bool },
+    /// `cnp`: the sender runs DCQCN, so the receiver answers CE marks with [`Packet::Cnp`]s;
+    /// `tcd`: and UE marks too (DCQCN+TCD). Data packets do not name their scheme otherwise.
+    Data {
+        flow: u32,
+        seq: u32,
+        echo_credit_seq: u32,
+        echo_sent_us: u32,
+        payload_len: u16,
+        last: bool,
+        credit_ce: bool,
+        cnp: bool,
+        tcd: bool,
+    },
     /// Sender -> receiver: no more credits needed.
     CreditStop { flow: u32 },
     /// Receiver -> sender (window-based schemes): cumulative ack, with ECN echo.
@@ -68,6 +87,9 @@ pub enum Packet {
     /// sent because credits an early stop counted on were dropped); the receiver restarts its
     /// credits and the sender spends them on these. At most [`NACK_MAX_SEQS`].
     Nack { flow: u32, missing: Vec<u32> },
+    /// Receiver -> sender (DCQCN): congestion notification for the flow, at most one per
+    /// `cnp_interval`; with TCD its flag says CE or UE.
+    Cnp { flow: u32, flag: CnpFlag },
 }
 
 /// Sequence numbers one Nack carries at most (a data-sized packet).
@@ -75,6 +97,9 @@ pub const NACK_MAX_SEQS: usize = 256;
 /// Header flags of a data packet: the flow's last packet; its credit arrived CE-marked.
 const FLAG_LAST: u8 = 1;
 const FLAG_CREDIT_CE: u8 = 2;
+/// ... the sender asks for CNPs (DCQCN); and for UE ones too (TCD).
+const FLAG_CNP: u8 = 4;
+const FLAG_TCD: u8 = 8;
 /// Path-ids a credit request may ask credits to be sprayed over (all of them).
 pub const MAX_PATHS: u16 = 256;
 
@@ -90,6 +115,8 @@ pub enum Error {
     Truncated,
     /// A nack listing more than [`NACK_MAX_SEQS`] sequence numbers.
     NackTooLong(u16),
+    /// A CNP whose flag is neither CE (1) nor UE (2).
+    BadCnpFlag(u8),
 }
 
 impl fmt::Display for Error {
@@ -100,6 +127,7 @@ impl fmt::Display for Error {
             Error::UnknownKind(kind) => write!(f, "unknown packet type {kind}"),
             Error::Truncated => write!(f, "data payload longer than the datagram"),
             Error::NackTooLong(n) => write!(f, "nack of {n} sequence numbers, at most {NACK_MAX_SEQS}"),
+            Error::BadCnpFlag(flag) => write!(f, "CNP flag {flag}: neither 1 (CE) nor 2 (UE)"),
         }
     }
 }
@@ -123,6 +151,7 @@ impl Packet {
             Packet::Ack { .. } => Kind::Ack,
             Packet::Finish { .. } => Kind::Finish,
             Packet::Nack { .. } => Kind::Nack,
+            Packet::Cnp { .. } => Kind::Cnp,
         }
     }
 
@@ -133,7 +162,12 @@ impl Packet {
         out.extend_from_slice(&MAGIC.to_be_bytes());
         out.push(self.kind() as u8);
         out.push(match *self {
-            Packet::Data { last, credit_ce, .. } => (last as u8 * FLAG_LAST) | (credit_ce as u8 * FLAG_CREDIT_CE),
+            Packet::Data { last, credit_ce, cnp, tcd, .. } => {
+                (last as u8 * FLAG_LAST)
+                    | (credit_ce as u8 * FLAG_CREDIT_CE)
+                    | (cnp as u8 * FLAG_CNP)
+                    | (tcd as u8 * FLAG_TCD)
+            }
             _ => 0,
         });
         match *self {
@@ -177,6 +211,10 @@ impl Packet {
                     put32(out, seq);
                 }
             }
+            Packet::Cnp { flow, flag } => {
+                put32(out, flow);
+                out.push(flag as u8);
+            }
         }
     }
 
@@ -207,6 +245,8 @@ impl Packet {
                     payload_len,
                     last: flags & FLAG_LAST != 0,
                     credit_ce: flags & FLAG_CREDIT_CE != 0,
+                    cnp: flags & FLAG_CNP != 0,
+                    tcd: flags & FLAG_TCD != 0,
                 }
             }
             Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
@@ -224,6 +264,15 @@ impl Packet {
                 }
                 let missing = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
                 Packet::Nack { flow, missing }
+            }
+            Kind::Cnp => {
+                let flow = r.u32()?;
+                let flag = match r.u8()? {
+                    1 => CnpFlag::Congestion,
+                    2 => CnpFlag::Undetermined,
+                    other => return Err(Error::BadCnpFlag(other)),
+                };
+                Packet::Cnp { flow, flag }
             }
         })
     }
@@ -288,6 +337,8 @@ mod tests {
             payload_len: 1000,
             last: false,
             credit_ce: false,
+            cnp: true,
+            tcd: true,
         });
         assert_eq!(bytes.len(), DATA_HEADER_BYTES + 1000);
     }
@@ -305,10 +356,13 @@ mod tests {
             payload_len: 10,
             last: true,
             credit_ce: true,
+            cnp: false,
+            tcd: false,
         });
         data.truncate(data.len() - 1);
         assert_eq!(Packet::decode(&data), Err(Error::Truncated));
         assert_eq!(Packet::decode(&[0xCC, 0xE1, 7, 0, 0, 0, 0, 1, 0xFF, 0xFF]), Err(Error::NackTooLong(0xFFFF)));
+        assert_eq!(Packet::decode(&[0xCC, 0xE1, 8, 0, 0, 0, 0, 1, 3]), Err(Error::BadCnpFlag(3)));
     }
 
     fn any_packet() -> impl Strategy<Value = Packet> {
@@ -321,10 +375,25 @@ mod tests {
                 credit_seq,
                 sent_us
             }),
-            (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000, any::<bool>(), any::<bool>())
-                .prop_map(|(flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce)| {
-                    Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce }
-                }),
+            (
+                (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000),
+                (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>())
+            )
+                .prop_map(
+                    |((flow, seq, echo_credit_seq, echo_sent_us, payload_len), (last, credit_ce, cnp, tcd))| {
+                        Packet::Data {
+                            flow,
+                            seq,
+                            echo_credit_seq,
+                            echo_sent_us,
+                            payload_len,
+                            last,
+                            credit_ce,
+                            cnp,
+                            tcd,
+                        }
+                    }
+                ),
             any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
             (any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
                 |(flow, cumulative, ece, duplicate, hole, echo_sent_us)| Packet::Ack {
@@ -343,6 +412,10 @@ mod tests {
             }),
             (any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=NACK_MAX_SEQS))
                 .prop_map(|(flow, missing)| Packet::Nack { flow, missing }),
+            (any::<u32>(), any::<bool>()).prop_map(|(flow, ce)| Packet::Cnp {
+                flow,
+                flag: if ce { CnpFlag::Congestion } else { CnpFlag::Undetermined }
+            }),
         ]
     }
 

@@ -25,7 +25,17 @@ fn receiver() -> (Endpoint, Instant) {
 }
 
 fn data(seq: u32, echo_credit_seq: u32) -> Packet {
-    Packet::Data { flow: 1, seq, echo_credit_seq, echo_sent_us: 0, payload_len: 0, last: false, credit_ce: false }
+    Packet::Data {
+        flow: 1,
+        seq,
+        echo_credit_seq,
+        echo_sent_us: 0,
+        payload_len: 0,
+        last: false,
+        credit_ce: false,
+        cnp: false,
+        tcd: false,
+    }
 }
 
 #[test]

@@ -60,8 +60,17 @@ fn a_duplicate_data_packet_is_counted_once_in_the_progress() {
     let now = Instant::now();
     let mut endpoint = Endpoint::new(EndpointConfig::new(2, 10e9, now));
     let deliver = |endpoint: &mut Endpoint, seq: u32, payload_len: u16, last: bool| {
-        let packet =
-            Packet::Data { flow: 4, seq, echo_credit_seq: 0, echo_sent_us: 0, payload_len, last, credit_ce: false };
+        let packet = Packet::Data {
+            flow: 4,
+            seq,
+            echo_credit_seq: 0,
+            echo_sent_us: 0,
+            payload_len,
+            last,
+            credit_ce: false,
+            cnp: false,
+            tcd: false,
+        };
         let mut payload = Vec::new();
         packet.encode(&mut payload);
         endpoint.handle_packet(now, Incoming { src: 1, path_id: 0, ecn: Ecn::Ect0, payload: &payload });

@@ -1,13 +1,16 @@
 //! Congestion control behind two small traits (quinn-proto's `congestion` module is the
 //! model): [`CreditControl`] for receiver-driven schemes (the data receiver paces credits:
 //! ExpressPass, SprayPass) and [`SenderControl`] for sender-driven ones (window, send gate,
-//! later a rate pacer: DCTCP, DCTCP+, DCQCN). Every hook takes `now`; one file per algorithm
+//! or a rate pacer: DCTCP, DCTCP+, DCQCN). Every hook takes `now`; one file per algorithm
 //! (one folder when it grows helpers); [`crate::Scheme`] builds them.
 
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 
+use crate::types::CnpFlag;
+
+pub mod dcqcn;
 pub mod dctcp;
 pub mod dctcp_plus;
 pub mod expresspass;
@@ -99,7 +102,7 @@ pub trait SenderControl {
     fn on_spurious_timeout(&mut self, now: Instant);
     /// A congestion notification from the receiver (DCQCN's CNP; with TCD its flag says
     /// congestion or undetermined). Window schemes learn from acks instead.
-    fn on_congestion_notification(&mut self, _now: Instant, _flag: u8) {}
+    fn on_congestion_notification(&mut self, _now: Instant, _flag: CnpFlag) {}
     /// Congestion window, bytes.
     fn window(&self) -> u64;
     /// The next packet is ready (the window allows it) at `now`: the earliest it may leave,

@@ -117,6 +117,8 @@ impl CreditedSender {
                 payload_len,
                 last: seq + 1 == self.packets,
                 credit_ce,
+                cnp: false,
+                tcd: false,
             },
         );
         // Early credit stop: the credits already on their way cover what is left. (DIFFERENCE:

@@ -1,7 +1,7 @@
-//! Sender-driven schemes (DCTCP, DCTCP+), data sending side: a reliable window-based transfer
-//! over UDP. Sends while the window ([`crate::cc::SenderControl`]) allows and its send gate
-//! (`next_send`: DCTCP+'s slow_time) has opened, ECN-capable; new cumulative acks
-//! grow it, their CE echoes shrink it; three duplicate acks retransmit the first missing
+//! Sender-driven schemes (DCTCP, DCTCP+, DCQCN), data sending side: a reliable window-based
+//! transfer over UDP. Sends while the window ([`crate::cc::SenderControl`]) allows and its
+//! send gate (`next_send`: DCTCP+'s slow_time, DCQCN's rate pacer) has opened, ECN-capable;
+//! new cumulative acks grow it, their CE echoes shrink it (DCQCN: CNPs set its rate); three duplicate acks retransmit the first missing
 //! packet (NewReno-style recovery: one window cut per loss window); a retransmission timeout
 //! (RFC 6298, floored at `rto_min`) resends the first unacked packet, and goes back to it for
 //! the rest only if the original was lost: the ack's echoed send time tells whether the
@@ -16,6 +16,7 @@ use super::{packets_of, payload_of, Ctx, RttEstimator};
 use crate::cc::{Ack, SenderControl};
 use crate::config::EndpointConfig;
 use crate::record::{FlowRecord, FlowSpec};
+use crate::types::CnpFlag;
 use crate::types::{Ecn, HostId};
 use crate::wire::{Packet, DATA_HEADER_BYTES};
 
@@ -137,6 +138,7 @@ impl WindowSender {
             self.send_times[index] = ctx.now;
         }
         let payload_len = payload_of(seq, self.spec.size_bytes, self.mss);
+        let (cnp, tcd) = self.spec.scheme.notifications();
         self.cc.on_sent(ctx.now, (DATA_HEADER_BYTES + payload_len as usize) as u64);
         ctx.send(
             self.spec.dst,
@@ -150,6 +152,8 @@ impl WindowSender {
                 payload_len,
                 last: seq + 1 == self.packets,
                 credit_ce: false,
+                cnp,
+                tcd,
             },
         );
     }
@@ -237,6 +241,12 @@ impl WindowSender {
                 self.send(ctx, self.unacked);
             }
         }
+        self.send_window(ctx, config);
+    }
+
+    /// A CNP from the receiver (DCQCN): the rate changes, so the send gate is asked again.
+    pub fn on_congestion_notification(&mut self, ctx: &mut Ctx, flag: CnpFlag, config: &EndpointConfig) {
+        self.cc.on_congestion_notification(ctx.now, flag);
         self.send_window(ctx, config);
     }
 

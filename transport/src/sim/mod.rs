@@ -4,7 +4,9 @@
 //! bpf/port.bpf.c): a credit class served first, through a token bucket at the credit share
 //! with a burst of two credits and a buffer of a few credits, that can mark credits CE with
 //! the probability it drops them (SprayPass's Pd); and a data FIFO that tail-drops at its
-//! buffer and CE-marks ECN-capable packets that find more than K bytes queued. Links have a
+//! buffer and CE-marks ECN-capable packets that find more than K bytes queued (or, for DCQCN,
+//! with RED's probability between Kmin and Kmax). TCD's UE mark (a port paused by PFC, which
+//! is not modelled) is set on demand over a time window. Links have a
 //! propagation delay and a rate each. What the emulator adds on its own is here on demand:
 //! reordering (a packet overtaken by up to N others on its last hop) and late timers.
 //! Deterministic: the same inputs give the same run.
@@ -47,6 +49,8 @@ pub struct SimConfig {
     pub credit_mark_window: Option<u32>,
     /// DCTCP K on the data FIFO.
     pub ecn_threshold_bytes: Option<u64>,
+    /// DCQCN's CP: RED marking on the data FIFO.
+    pub red: Option<Red>,
     /// Every packet's last hop is held back by U[0, this many full data frames at the link
     /// rate], so that up to that many packets overtake it (the emulator's CPUs reorder).
     pub reorder_frames: u32,
@@ -70,6 +74,7 @@ impl SimConfig {
             credit_burst_credits: 2,
             credit_mark_window: None,
             ecn_threshold_bytes: None,
+            red: None,
             reorder_frames: 0,
             timer_jitter: Duration::ZERO,
             seed: 1,
@@ -89,6 +94,11 @@ impl SimConfig {
         }
     }
 
+    /// DCQCN's: no credit class, data CE-marked by RED (the DCQCN paper's CP).
+    pub fn dcqcn(hosts: u32, link_bps: f64, propagation: Duration, data_buffer_bytes: u64, red: Red) -> Self {
+        Self { credit_share: 0.0, red: Some(red), ..Self::expresspass(hosts, link_bps, propagation, data_buffer_bytes) }
+    }
+
     /// The same ports on another topology.
     pub fn on(self, topology: Topology) -> Self {
         Self { topology, ..self }
@@ -106,12 +116,36 @@ impl SimConfig {
     }
 }
 
+/// RED marking as DCQCN's congestion point does it (paper, section 3): an ECN-capable packet
+/// that finds q bytes queued (itself not counted, as K) is CE-marked with probability 0 up to
+/// Kmin, rising linearly to Pmax at Kmax, and 1 above Kmax.
+#[derive(Debug, Clone, Copy)]
+pub struct Red {
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+}
+
+impl Red {
+    pub fn probability(&self, queued_bytes: u64) -> f64 {
+        if queued_bytes <= self.kmin_bytes {
+            0.0
+        } else if queued_bytes > self.kmax_bytes {
+            1.0
+        } else {
+            let span = (self.kmax_bytes - self.kmin_bytes).max(1) as f64;
+            self.pmax * (queued_bytes - self.kmin_bytes) as f64 / span
+        }
+    }
+}
+
 /// A packet inside the network.
 #[derive(Debug, Clone)]
 struct InFlight {
     src: HostId,
     transmit: Transmit,
-    ce: bool,
+    /// Its ECN codepoint now (ports mark it on the way).
+    ecn: Ecn,
     wire_bytes: u64,
 }
 
@@ -121,6 +155,8 @@ pub struct PortStats {
     pub data_drops: u64,
     pub credit_drops: u64,
     pub marks: u64,
+    /// Packets this port marked UE (ECT(1), TCD's undetermined).
+    pub ue_marks: u64,
     pub credit_marks: u64,
     pub max_data_queue_bytes: u64,
     /// (time, data queue bytes) at every change.
@@ -144,6 +180,8 @@ struct Port {
     window_credits: u32,
     window_drops: u32,
     mark_probability: f64,
+    /// Every ECN-capable data packet enqueued in [from, to) is marked so (`Network::mark_switch_port`).
+    forced_mark: Option<(Ecn, Instant, Instant)>,
     stats: PortStats,
 }
 
@@ -254,6 +292,7 @@ impl Network {
                     window_credits: 0,
                     window_drops: 0,
                     mark_probability: 0.0,
+                    forced_mark: None,
                     stats: PortStats::default(),
                 });
             }
@@ -339,6 +378,15 @@ impl Network {
         self.schedule(self.start + after, Event::Stall { port, until: self.start + after + stall });
     }
 
+    /// From `after` the start and for `duration`, the switch port toward `host` marks every
+    /// ECN-capable data packet `mark`: `Ecn::Ect1` is TCD's UE (the port paused by PFC
+    /// without being congested, which the sim does not model), `Ecn::Ce` congestion. CE is
+    /// never turned into UE; the port's own CE marking still applies over UE.
+    pub fn mark_switch_port(&mut self, host: HostId, mark: Ecn, after: Duration, duration: Duration) {
+        let port = self.port_index(self.config.topology.edge_of(host), Node::Host(host));
+        self.ports[port].forced_mark = Some((mark, self.start + after, self.start + after + duration));
+    }
+
     pub fn start_flow(&mut self, after: Duration, host: HostId, spec: FlowSpec) {
         self.schedule(self.start + after, Event::Start { host, spec });
     }
@@ -420,9 +468,12 @@ impl Network {
                 });
             }
         }
-        let ecn = if packet.ce { Ecn::Ce } else { packet.transmit.ecn };
-        let incoming =
-            Incoming { src: packet.src, path_id: packet.transmit.path_id, ecn, payload: &packet.transmit.payload };
+        let incoming = Incoming {
+            src: packet.src,
+            path_id: packet.transmit.path_id,
+            ecn: packet.ecn,
+            payload: &packet.transmit.payload,
+        };
         self.hosts[host as usize - 1].handle_packet(self.now, incoming);
         self.after(host);
     }
@@ -439,7 +490,7 @@ impl Network {
             }
             let wire_bytes = (transmit.payload.len() as u64 + FRAME_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
             let delay = self.delays.iter().find(|(kind, nth, _)| (*kind, *nth) == (transmit.kind, *sent)).map(|d| d.2);
-            let packet = InFlight { src: host, transmit, ce: false, wire_bytes };
+            let packet = InFlight { src: host, ecn: transmit.ecn, transmit, wire_bytes };
             match delay {
                 Some(by) => self.schedule(self.now + by, Event::Late { port: nic, packet }),
                 None => self.enqueue(nic, packet),
@@ -473,7 +524,8 @@ impl Network {
 
     fn enqueue(&mut self, port_index: usize, mut packet: InFlight) {
         let credit = self.is_credit(&packet);
-        let (buffer, k, now) = (self.config.data_buffer_bytes, self.config.ecn_threshold_bytes, self.now);
+        let (buffer, k, red, now) =
+            (self.config.data_buffer_bytes, self.config.ecn_threshold_bytes, self.config.red, self.now);
         let (credit_buffer, mark_window) = (self.config.credit_buffer_credits, self.config.credit_mark_window);
         let draw: f64 = self.rng.random_range(0.0..1.0);
         let port = &mut self.ports[port_index];
@@ -487,8 +539,8 @@ impl Network {
                     port.mark_probability = port.window_drops as f64 / port.window_credits as f64;
                     (port.window_credits, port.window_drops) = (0, 0);
                 }
-                if !drop && !packet.ce && draw < port.mark_probability {
-                    packet.ce = true;
+                if !drop && packet.ecn != Ecn::Ce && draw < port.mark_probability {
+                    packet.ecn = Ecn::Ce;
                     port.stats.credit_marks += 1;
                 }
             }
@@ -503,9 +555,16 @@ impl Network {
                 return;
             }
             // K counts what the packet finds queued, itself not included (as the port program).
-            if k.is_some_and(|k| port.data_bytes > k) && packet.transmit.ecn != Ecn::NotEct && !packet.ce {
-                packet.ce = true;
+            let congested = k.is_some_and(|k| port.data_bytes > k)
+                || red.is_some_and(|red| draw < red.probability(port.data_bytes));
+            let forced = port.forced_mark.filter(|&(_, from, to)| (from..to).contains(&now)).map(|(mark, ..)| mark);
+            let capable = matches!(packet.ecn, Ecn::Ect0 | Ecn::Ect1);
+            if capable && (congested || forced == Some(Ecn::Ce)) {
+                packet.ecn = Ecn::Ce;
                 port.stats.marks += 1;
+            } else if capable && forced == Some(Ecn::Ect1) && packet.ecn == Ecn::Ect0 {
+                packet.ecn = Ecn::Ect1;
+                port.stats.ue_marks += 1;
             }
             port.data_bytes += packet.wire_bytes;
             port.stats.max_data_queue_bytes = port.stats.max_data_queue_bytes.max(port.data_bytes);

@@ -66,7 +66,8 @@ struct Args {
     /// Counters, rewritten as one JSON object every 100 ms and at exit.
     #[arg(long)]
     counters: Option<PathBuf>,
-    /// Scheme of flows whose schedule line names none: expresspass, spraypass, dctcp or dctcp+.
+    /// Scheme of flows whose schedule line names none: expresspass, spraypass, dctcp, dctcp+,
+    /// dcqcn or dcqcn+tcd.
     #[arg(long, default_value = "expresspass", value_parser = parse_scheme)]
     scheme: cchost::Scheme,
     /// CLOCK_MONOTONIC nanoseconds of the experiment's start: flow starts count from it, and
@@ -104,6 +105,14 @@ struct Args {
     /// paper's incast application keeps).
     #[arg(long)]
     fresh_connections: bool,
+    /// DCQCN and DCQCN+TCD rate increase timer T, us of datacenter time (x --dilation): the
+    /// DCQCN paper's 55; HPCC's ns-3 runs use 300.
+    #[arg(long, default_value_t = 55.0)]
+    dcqcn_timer_us: f64,
+    /// DCQCN's notification point sends at most one CNP per flow this often, us of datacenter
+    /// time (x --dilation; the DCQCN paper's N = 50).
+    #[arg(long, default_value_t = 50.0)]
+    cnp_interval_us: f64,
     /// DCTCP retransmission timeout floor, ms of datacenter time (x --dilation).
     #[arg(long, default_value_t = 10.0)]
     rto_min_ms: f64,
@@ -114,8 +123,9 @@ struct Args {
     /// Time dilation d, 1 to 1e6: the emulation stands for a datacenter d times faster (its
     /// links run at the datacenter's rate / d). Every time parameter of the transport is read
     /// as datacenter time and multiplied by d: --rto-min-ms, --control-timeout-ms,
-    /// --slow-time-unit-us, and the built-in initial RTO (100 ms), initial RTT (1 ms) and
-    /// DCTCP+ initial backoff unit (100 us). Not multiplied (wall time): --linger, --duration,
+    /// --slow-time-unit-us, --dcqcn-timer-us, --cnp-interval-us, and the built-in initial RTO
+    /// (100 ms), initial RTT (1 ms), DCTCP+ initial backoff unit (100 us) and DCQCN alpha
+    /// timer (55 us). Not multiplied (wall time): --linger, --duration,
     /// --delays, --progress-every-ms, schedule start times, and every time written out.
     /// --link-mbps is the emulated rate already.
     #[arg(long, default_value_t = 1.0)]
@@ -217,7 +227,7 @@ impl Outputs {
             "sent_packets": kinds(&c.sent_packets), "received_packets": kinds(&c.received_packets),
             "malformed": c.malformed, "unknown_flow": c.unknown_flow,
             "data_bytes_received": c.data_bytes_received, "data_retransmits": c.data_retransmits,
-            "ce_received": c.ce_received, "credit_ce_received": c.credit_ce_received,
+            "ce_received": c.ce_received, "ue_received": c.ue_received, "credit_ce_received": c.credit_ce_received,
             "credits_lost": c.credits_lost, "data_out_of_order": c.data_out_of_order, "ece_received": c.ece_received,
             "timeouts": c.timeouts, "spurious_timeouts": c.spurious_timeouts,
             "credits_sent": c.credits_sent, "credits_wasted": c.credits_wasted,
@@ -278,8 +288,9 @@ impl Drop for NonBlocking {
 }
 
 /// Per packet type, by name (the wire's type numbers index the counters).
-fn kinds(counts: &[u64; 8]) -> serde_json::Value {
-    const NAMES: [&str; 8] = ["", "credit_request", "credit", "data", "credit_stop", "ack", "finish", "nack"];
+fn kinds(counts: &[u64; cchost::wire::KINDS]) -> serde_json::Value {
+    const NAMES: [&str; cchost::wire::KINDS] =
+        ["", "credit_request", "credit", "data", "credit_stop", "ack", "finish", "nack", "cnp"];
     NAMES.iter().zip(counts).skip(1).map(|(name, count)| (name.to_string(), json!(count))).collect()
 }
 
@@ -309,6 +320,14 @@ fn invalid(args: &Args) -> Option<String> {
         (
             positive(args.control_timeout_ms, YEAR_S * 1e3),
             format!("--control-timeout-ms must be > 0 (got {})", args.control_timeout_ms),
+        ),
+        (
+            positive(args.dcqcn_timer_us, YEAR_S * 1e6),
+            format!("--dcqcn-timer-us must be > 0 (got {})", args.dcqcn_timer_us),
+        ),
+        (
+            positive(args.cnp_interval_us, YEAR_S * 1e6),
+            format!("--cnp-interval-us must be > 0 (got {})", args.cnp_interval_us),
         ),
         (
             args.slow_time_unit_us.is_none_or(|us| positive(us, YEAR_S * 1e6)),
@@ -347,6 +366,10 @@ fn run(args: &Args) -> Result<(), String> {
     config.expresspass.w_init = w_init;
     config.spraypass.w_init = w_init;
     config.dctcp_plus.backoff_time_unit = args.slow_time_unit_us.map(|us| Duration::from_secs_f64(us / 1e6));
+    for dcqcn in [&mut config.dcqcn, &mut config.dcqcn_tcd] {
+        dcqcn.increase_timer = Duration::from_secs_f64(args.dcqcn_timer_us / 1e6);
+        dcqcn.cnp_interval = Duration::from_secs_f64(args.cnp_interval_us / 1e6);
+    }
     config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
     config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
     config.seed = args.seed.unwrap_or(args.host as u64);
@@ -591,6 +614,8 @@ mod tests {
             (&["--control-timeout-ms=0"], "--control-timeout-ms must be > 0 (got 0)"),
             (&["--slow-time-unit-us=NaN"], "--slow-time-unit-us must be > 0 (got Some(NaN))"),
             (&["--linger=-0.5"], "--linger must be >= 0 (got -0.5)"),
+            (&["--dcqcn-timer-us=0"], "--dcqcn-timer-us must be > 0 (got 0)"),
+            (&["--cnp-interval-us=-50"], "--cnp-interval-us must be > 0 (got -50)"),
             (&["--duration=1e30"], "--duration must be > 0 (got Some(1e30))"),
             (&["--dilation=0.5"], "--dilation must be in [1, 1e6] (got 0.5)"),
             (&["--dilation=NaN"], "--dilation must be in [1, 1e6] (got NaN)"),

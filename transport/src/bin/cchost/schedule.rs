@@ -5,6 +5,7 @@
 //! {"id": 1, "dst": 2, "size": 1000000, "start": 0.5}
 //! {"id": 2, "dst": 7, "size": 64000, "start": 0.75, "scheme": "dctcp", "path_id": 3}
 //! {"id": 3, "dst": 9, "size": 64000, "start": 0.8, "scheme": "spraypass", "paths": 4}
+//! {"id": 4, "dst": 9, "size": 64000, "start": 0.9, "scheme": "dcqcn+tcd"}
 //! ```
 //! `dst` is a host number (h7 is 7), `size` bytes, `start` seconds after the experiment's
 //! epoch; `scheme` defaults to the host's `--scheme`, `path_id` to a hash of the flow id;

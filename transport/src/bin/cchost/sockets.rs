@@ -98,11 +98,7 @@ impl PathSockets {
                 }
                 cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
-            let ecn = match tos & 3 {
-                3 => Ecn::Ce,
-                0 => Ecn::NotEct,
-                _ => Ecn::Ect0,
-            };
+            let ecn = Ecn::from_tos(tos);
             let from =
                 SocketAddrV4::new(Ipv4Addr::from(u32::from_be(from.sin_addr.s_addr)), u16::from_be(from.sin_port));
             Ok(Received { len: len as usize, from, ecn })
