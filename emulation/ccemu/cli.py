@@ -388,7 +388,38 @@ def cmd_ports(args) -> int:
                   f"{switches.residence.untracked_packets} packets left a switch with no arrival on record; "
                   f"{switches.lost_packets} of {switches.arrived_packets} lost inside the switches so far "
                   "(packets in flight count until they arrive)")
+    lossless = [p for p in ports if p.config.lossless]
+    if lossless:
+        console.print(_lossless_table(lossless))
     return 0
+
+
+def _lossless_table(ports):
+    """PFC and TCD at each lossless port: its pauses, what its ingress holds, its marks."""
+    from rich.table import Table
+
+    from .ports.maps import pause_bucket_bounds_s
+
+    table = Table(title="lossless ports: PFC pauses (of the port, by its downstream) and TCD marks; held: bytes that "
+                        "came in through the port and sit in its switch's egress queues")
+    for column in ("node", "port", "paused", "pauses", "paused s", "pause p50 ms", "held", "held max", "CE", "UE",
+                   "TCD state"):
+        table.add_column(column, justify="left" if column in ("node", "port", "TCD state") else "right")
+    for p in ports:
+        ended = sum(p.pfc.pause_histogram)
+        median = "-"
+        if ended:
+            seen = 0
+            for bucket, count in enumerate(p.pfc.pause_histogram):
+                seen += count
+                if seen * 2 >= ended:
+                    median = f"{pause_bucket_bounds_s(bucket)[1] * 1e3:.3g}"  # the bucket's upper bound
+                    break
+        state = ("non-congestion", "congestion", "undetermined")[p.tcd_state] if p.config.tcd else "-"
+        table.add_row(p.node, p.port, "yes" if p.pfc.paused else "", str(p.pfc.pause_events),
+                      f"{p.pfc.paused_s:.3f}", median, str(p.pfc.held_bytes), str(p.pfc.max_held_bytes),
+                      str(p.data.marked_packets), str(p.data.ue_marked_packets), state)
+    return table
 
 
 def cmd_exec(args) -> int:
@@ -468,8 +499,8 @@ def cmd_monitor(args) -> int:
         prometheus.stop()
 
 
-# The seeds' experiments; they share the k=4 fat-tree, so the first one's fabric check covers all.
-REPRODUCED = ("incast", "realistic", "permutation", "shuffle", "convergence")
+# The seeds' experiments; each distinct topology among them is checked once, before any runs.
+REPRODUCED = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
 
 
 def cmd_reproduce(args) -> int:
@@ -499,10 +530,11 @@ def cmd_reproduce(args) -> int:
     # Docker hosts: one engine session for every experiment (a dockerd ccemu starts serves them all).
     with engine_session(any(config.hosts.kind == "docker" for config in configs.values())):
         if not args.skip_check:
-            first = configs[names[0]]
-            console.print(f"reproduce: checking the fabric first ({first.topology.describe()})")
-            if not check_fabric(first.for_scheme(first.schemes[0])):
-                return EXIT_FAILED
+            topologies = {config.topology.describe(): config for config in reversed(configs.values())}
+            for described, config in reversed(topologies.items()):
+                console.print(f"reproduce: checking the fabric first ({described})")
+                if not check_fabric(config.for_scheme(config.schemes[0])):
+                    return EXIT_FAILED
         runs: list[Run] = []
         interrupted = False
         for i, (name, config) in enumerate(configs.items(), start=1):

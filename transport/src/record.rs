@@ -44,6 +44,9 @@ pub struct FlowRecord {
     pub credits_sent: u64,
     /// Credits that arrived when the sender had nothing left to send.
     pub credits_wasted: u64,
+    /// CNPs the sender received (DCQCN), flagged congestion (CE) and undetermined (TCD's UE).
+    pub cnps_ce: u64,
+    pub cnps_ue: u64,
 }
 
 impl FlowRecord {
@@ -62,6 +65,8 @@ impl FlowRecord {
             spurious_timeouts: 0,
             credits_sent: 0,
             credits_wasted: 0,
+            cnps_ce: 0,
+            cnps_ue: 0,
         }
     }
 

@@ -296,6 +296,10 @@ fn with_tcd_a_flow_that_only_sees_ue_marks_keeps_its_rate_and_the_same_flow_with
     assert!(unmarked < ideal + Duration::from_micros(100), "{unmarked:?} vs {ideal:?}");
     // CE on every packet: cut to the floor, many times slower.
     assert!(cnps_of(&ce) > 100 && ce_fct > 10 * ue_fct, "{ce_fct:?}");
+    // The sender's record counts the CNPs by flag (the victim experiment's "marked CE").
+    let (ue_record, ce_record) = (&ue.records[0], &ce.records[0]);
+    assert_eq!((ue_record.cnps_ce, ue_record.cnps_ue), (0, cnps_of(&ue)));
+    assert_eq!((ce_record.cnps_ce, ce_record.cnps_ue), (cnps_of(&ce), 0));
 }
 
 #[test]

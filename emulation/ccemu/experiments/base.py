@@ -34,6 +34,7 @@ from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
 from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
                             SchemeConfig)
 from ..model.dilation import PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
+from ..ports import pfc
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
 from ..results.bundle import Bundle, block_label, provenance
@@ -201,6 +202,7 @@ class ExperimentRunner:
         self.blocks_seen: list[Block] = []
         self.failures: list[HostFailure] = []
         self.credit_queues = 0
+        self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
         self.monitoring, self.keep_monitoring = monitoring, keep_monitoring
         self.collector: ExperimentCollector | None = None
         self.prometheus: Prometheus | None = None
@@ -351,6 +353,9 @@ class ExperimentRunner:
             with PortMaps(net.inventory.state_dir) as maps:
                 ports = maps.read_drained()
                 frame_ns = maps.frame_ns
+            agent_stats = net.inventory.state_dir / pfc.STATS_FILE
+            if agent_stats.exists():
+                self.pause_agents[spec.label] = json.loads(agent_stats.read_text())
         steal, busy = fidelity.CpuTimes.now().since(cpu_before)
         self._record_ports(spec, ports, bottleneck_port)
         lateness = gap = None
@@ -423,7 +428,7 @@ class ExperimentRunner:
             extra += ("--delays", str(live.delays[host]))
         extra += tuple(kwargs.pop("extra", ()))
         node = live.net[host]
-        argv = command(host, live.config.link.rate_mbps, live.spec.scheme.scheme, live.epoch, workdir, extra=extra,
+        argv = command(host, live.config.link.host_rate_mbps(host), live.spec.scheme.scheme, live.epoch, workdir, extra=extra,
                        binary=node.transport_binary, **kwargs)
         with open(workdir / f"{host}.log", "wb") as log:
             return node.popen_transport(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
@@ -465,6 +470,9 @@ class ExperimentRunner:
                 "residence_p99_us": round(p.residence.quantile_ns(0.99) / 1e3, 1),
                 "residence_max_us": round(p.residence.max_ns / 1e3, 1),
                 "residue_bytes": sum(p.queue_bytes),
+                # Lossless ports (PFC, TCD): UE marks; pauses of this port; what its ingress held at most.
+                "data_ue_marked": p.data.ue_marked_packets, "pause_events": p.pfc.pause_events,
+                "paused_s": round(p.pfc.paused_s, 6), "max_held_bytes": p.pfc.max_held_bytes,
                 "bucket_bytes": p.data.bucket_bytes, "histogram": " ".join(map(str, p.data.histogram)),
             })
 
@@ -487,6 +495,8 @@ class ExperimentRunner:
             "retransmits": record["retransmits"], "timeouts": record["timeouts"],
             "spurious_timeouts": record["spurious_timeouts"], "credits_sent": record["credits_sent"],
             "credits_wasted": record["credits_wasted"],
+            # DCQCN: CNPs the sender got, flagged CE (its packets were CE-marked) and UE (TCD).
+            "cnps_ce": record.get("cnps_ce", 0), "cnps_ue": record.get("cnps_ue", 0),
         }
 
     def _verdict(self) -> dict:
@@ -534,6 +544,8 @@ class ExperimentRunner:
             "host_failures": [asdict(f) | {"status": f.status} for f in self.failures], **provenance(),
             **self.manifest_extra(),
         }
+        if self.pause_agents:
+            manifest["pause_agent"] = self.pause_agents
         if self.collector and self.prometheus and self.metrics_server:
             manifest["monitoring"] = {
                 "seconds": round(time.monotonic() - self.started_at, 1), "scrapes": self.collector.scrapes,

@@ -15,14 +15,14 @@ from rich.progress import Progress
 
 from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ..model.config import (CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig, PermutationWorkload,
-                            RealisticWorkload, ShuffleWorkload)
+                            RealisticWorkload, ShuffleWorkload, VictimWorkload)
 from ..model.dilation import CREDITED_PAYLOAD_SHARE
 from ..model.routing import PATH_IDS
-from ..model.workloads import Flow, FlowSizeCdf, convergence, permutation, poisson_flows, shuffle
+from ..model.workloads import Flow, FlowSizeCdf, convergence, permutation, poisson_flows, shuffle, victim_flows
 from .base import (AFTER_FAILURE_GRACE_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock, WorkloadNotRunnable,
                    stop_all)
 
-FLOWS_KINDS = (RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload)
+FLOWS_KINDS = (RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload, VictimWorkload)
 # From the block's epoch to its first flow: 16 cchosts are started one after another meanwhile.
 FIRST_FLOW_AFTER_S = 0.5
 WATCH_S = 0.25  # how often the block counts finished flows
@@ -59,21 +59,34 @@ class FlowsRunner(ExperimentRunner):
             return hosts * w.tasks_per_host * (hosts - 1)
         if isinstance(w, ConvergenceWorkload):
             return w.senders
+        if isinstance(w, VictimWorkload):
+            return len(self.victim_flows(self.config.link.rate_mbps * 1e6, random.Random(self._seed(spec))))
         return hosts
 
     def bottleneck_host(self, spec: BlockSpec) -> str | None:
+        if isinstance(self.workload, VictimWorkload):
+            return self.workload.hot_receiver
         return self.workload.receiver if isinstance(self.workload, ConvergenceWorkload) else None
 
     def manifest_extra(self) -> dict:
-        if isinstance(self.workload, RealisticWorkload):
+        if isinstance(self.workload, (RealisticWorkload, VictimWorkload)):
             return {"mean_flow_bytes": FlowSizeCdf.named(self.workload.cdf).mean()}
         return {}
+
+    def _seed(self, spec: BlockSpec) -> str:
+        return f"{self.config.seed}-{self.workload.kind}-{spec.point}"
+
+    def victim_flows(self, link_bps: float, rng: random.Random) -> list[Flow]:
+        w = self.workload
+        return victim_flows(w.victim_senders, w.victim_receiver, w.congesting_senders, w.hot_receiver, w.bursters,
+                            FlowSizeCdf.named(w.cdf), w.load, link_bps, w.flows, w.burst_bytes,
+                            self.config.dilation.wall_s(w.burst_interval_us / 1e6), rng).all()
 
     def flows_of(self, live: LiveBlock) -> list[Flow]:
         """The block's flows, starts in wall seconds from the first; the same for every scheme (the
         seed and the block's point decide them)."""
         w, hosts = self.workload, live.hosts
-        rng = random.Random(f"{self.config.seed}-{w.kind}-{live.spec.point}")
+        rng = random.Random(self._seed(live.spec))
         link_bps = live.config.link.rate_mbps * 1e6  # wall: inter-arrivals come out dilated
         if isinstance(w, RealisticWorkload):
             load = float(live.spec.point.split("=")[1])
@@ -82,6 +95,8 @@ class FlowsRunner(ExperimentRunner):
             return permutation(hosts, w.size_bytes, rng)
         if isinstance(w, ShuffleWorkload):
             return shuffle(hosts, w.tasks_per_host, w.size_bytes)
+        if isinstance(w, VictimWorkload):
+            return self.victim_flows(link_bps, rng)
         senders = self.convergence_senders(live)
         rtt = max(live.base_rtt_s(src, w.receiver) for src in senders)
         return convergence(w.receiver, senders, w.interval_rtts * rtt, link_bps / 8 * CREDITED_PAYLOAD_SHARE)

@@ -14,11 +14,13 @@ nothing outside its own namespaces.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import secrets
 import shlex
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
 from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE, PortProgram, number_ports, parse_attached
+from ..ports import pfc
 from ..ports.tc import PortShape, port_qdiscs
 from ..model.topology import HOST_PREFIX_LEN, Topology
 
@@ -165,6 +168,7 @@ class FabricNet(Mininet):
         self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
         self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
+        self.pause_agent: subprocess.Popen | None = None  # lossless ports: ports/pfc.py
         self.timings = Timings()
         self.stop_timings = Timings()
         _raise_open_files_limit()
@@ -201,6 +205,9 @@ class FabricNet(Mininet):
         self.timings.mark("links")
         self._configure_namespaces()
         self.timings.mark("addresses, arp, port qdiscs and programs")
+        if self.port_shape.lossless:
+            self._start_pause_agent()
+            self.timings.mark("pfc pause agent")
         self.built = True
 
     def _start_ovs_instances(self):
@@ -269,16 +276,17 @@ class FabricNet(Mininet):
         config_dir = self.inventory.state_dir / "config"
         port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
 
-        def ports_script(node: str, ports: list[str], switch_ports: bool) -> list[str]:
-            tc_batch = [line for port in ports for line in port_qdiscs(port, shape)]
+        def ports_script(node: str, ports: list[str], switch_ports: bool, port_shape: PortShape = shape) -> list[str]:
+            tc_batch = [line for port in ports for line in port_qdiscs(port, port_shape)]
             return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
-                    self.port_program.load_command(self.bpffs, node, {port: port_ids[port] for port in ports}, shape,
-                                                   config_dir, switch_ports)]
+                    self.port_program.load_command(self.bpffs, node, {port: port_ids[port] for port in ports},
+                                                   port_shape, config_dir, switch_ports)]
 
         scripts: dict[Node, str] = {}
         for spec in self.fabric_topo.hosts:
             host = self[spec.name]
             intf = host.defaultIntf()
+            nic = dataclasses.replace(shape, rate_mbps=self.config.link.host_rate_mbps(spec.name))
             intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN
             ip_batch = [f"link set {intf.name} up", "link set lo up",
                         f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}"]
@@ -291,7 +299,7 @@ class FabricNet(Mininet):
                 # The userspace datapath forwards what it reads from a socket as is: a
                 # checksum left to offload, or a TSO super-frame, would arrive broken.
                 f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
-                *ports_script(spec.name, [intf.name], switch_ports=False),
+                *ports_script(spec.name, [intf.name], switch_ports=False, port_shape=nic),
             ])
         for instance in self.instances:
             ports = [intf.name for switch in self.switches_of(instance) for intf in switch.intfList()]
@@ -307,6 +315,30 @@ class FabricNet(Mininet):
         (self.inventory.state_dir / SHAPE_FILE).write_text(json.dumps(
             {"link_bps": shape.link_bps, "frame_wire_bytes": shape.frame_wire_bytes}))
         (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
+
+    def _start_pause_agent(self):
+        """Lossless ports: the agent that pauses them (ports/pfc.py), told where every port is."""
+        state = self.inventory.state_dir
+        port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
+        where = {}
+        for node, ports in self.port_index.items():
+            pid = (self[node] if node in self.nameToNode else self._namespace_named(node)).pid
+            where.update({port_ids[port].port_id: [node, pid, port] for port in ports})
+        (state / pfc.PORTS_FILE).write_text(json.dumps(where))
+        (state / pfc.SHAPE_FILE).write_text(json.dumps(dataclasses.asdict(self.port_shape)))
+        self.pause_agent = self.inventory.spawn(
+            "pfc pause agent", [sys.executable, "-m", "ccemu.ports.pfc", str(state)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=Path(pfc.__file__).resolve().parents[2])
+        line = self.pause_agent.stdout.readline().strip()
+        if line != pfc.READY_LINE:
+            self.pause_agent.wait()
+            raise FabricError(f"the PFC pause agent did not start: {self.pause_agent.stderr.read().strip()[-500:]}")
+
+    def _namespace_named(self, name: str) -> Node:
+        for instance in self.instances:
+            if instance.namespace.name == name:
+                return instance.namespace
+        raise KeyError(name)
 
     def start(self):
         """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
@@ -343,6 +375,13 @@ class FabricNet(Mininet):
     def stop(self):
         """Stop OVS, end every shell, then make sure nothing of the run remains."""
         self.stop_timings = Timings()
+        if self.pause_agent is not None:  # first, so that it writes its last figures (the inventory would kill it too)
+            self.pause_agent.terminate()
+            try:
+                self.pause_agent.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            self.pause_agent = None
         for instance in self.instances:
             instance.kill()
         for instance in self.instances:

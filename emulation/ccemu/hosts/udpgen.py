@@ -21,6 +21,7 @@ CCEMU_TYPE_CREDIT = 2
 CCEMU_TYPE_DATA = 3
 DEFAULT_PORT = 0xB000
 ECN_MASK, ECN_CE = 3, 3
+ECN_UE = 1  # ECT(1): TCD's undetermined mark (transport/wire-format.md)
 # A credit is a minimum Ethernet frame: 60 bytes = 14 + 20 (IP) + 8 (UDP) + 18.
 CREDIT_PAYLOAD_BYTES = 18
 
@@ -59,7 +60,7 @@ def recv(args) -> dict:
     sock.bind((args.bind, args.port))
     sock.settimeout(0.2)
     deadline = time.monotonic() + args.seconds
-    packets = ce = 0
+    packets = ce = ue = 0
     first = last = None
     while time.monotonic() < deadline:
         try:
@@ -71,9 +72,10 @@ def recv(args) -> dict:
         last = now
         packets += 1
         for level, kind, data in ancillary:
-            if level == socket.IPPROTO_IP and kind == socket.IP_TOS and data[0] & ECN_MASK == ECN_CE:
-                ce += 1
-    return {"packets": packets, "ce": ce, "first": first, "last": last}
+            if level == socket.IPPROTO_IP and kind == socket.IP_TOS:
+                ce += data[0] & ECN_MASK == ECN_CE
+                ue += data[0] & ECN_MASK == ECN_UE
+    return {"packets": packets, "ce": ce, "ue": ue, "first": first, "last": last}
 
 
 def main(argv: list[str] | None = None) -> int:

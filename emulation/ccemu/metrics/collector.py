@@ -29,7 +29,7 @@ from ..containers import CONTAINERS_FILE
 from ..containers.cgroups import read_figures
 from ..results import fidelity
 from ..hosts.cchost import read_counters, read_records
-from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, residence_bucket_bounds
+from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, pause_bucket_bounds_s, residence_bucket_bounds
 from ..results.stats import size_bucket
 
 FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -161,6 +161,28 @@ class ExperimentCollector(Collector):
                     histogram.add_metric(values, *_merged_histogram(stats.histogram, stats.bucket_bytes))
         yield from (queue, lag, enqueued, dropped, marked, sent_bytes, histogram)
         yield from self._switches(ports, maps.frame_ns, base)
+        yield from self._lossless([p for p in ports if p.config.lossless], base)
+
+    def _lossless(self, ports, base: dict):
+        """PFC and TCD (lossless ports only): each port's pauses and UE marks, and what its
+        ingress holds."""
+        labels = [*base, "switch", "port"]
+        ue = CounterMetricFamily("ccemu_port_ue_marked_packets", "Packets TCD marked UE (undetermined) at the port",
+                                 labels=labels)
+        pauses = CounterMetricFamily("ccemu_port_pause_events", "Times PFC paused the port", labels=labels)
+        paused = CounterMetricFamily("ccemu_port_paused_seconds", "Time the port spent paused by PFC", labels=labels)
+        held = GaugeMetricFamily("ccemu_port_held_bytes", "Bytes that came in through the port and still sit in its "
+                                 "switch's egress queues (PFC pauses the port upstream above Xoff)", labels=labels)
+        durations = HistogramMetricFamily("ccemu_port_pause_duration_seconds", "How long each of the port's ended "
+                                          "pauses lasted", labels=labels)
+        for port in ports:
+            values = [*base.values(), port.port.split("-")[0], port.port]
+            ue.add_metric(values, port.data.ue_marked_packets)
+            pauses.add_metric(values, port.pfc.pause_events)
+            paused.add_metric(values, port.pfc.paused_s)
+            held.add_metric(values, port.pfc.held_bytes)
+            durations.add_metric(values, *_pause_buckets(port.pfc.pause_histogram))
+        yield from (ue, pauses, paused, held, durations)
 
     def _switches(self, ports, frame_ns: float, base: dict):
         """Switch residence: per switch (every packet that crossed it), and the fabric's
@@ -324,6 +346,19 @@ def _residence_buckets(residence: Residence) -> tuple[list[tuple[str, int]], flo
             buckets.append((repr(residence_bucket_bounds(i)[1] / 1e9), cumulative))
     buckets[-1] = ("+Inf", cumulative)
     return buckets, residence.sum_ns / 1e9
+
+
+def _pause_buckets(histogram: tuple[int, ...]) -> tuple[list[tuple[str, int]], float]:
+    """Cumulative Prometheus buckets in seconds (the program's, one per doubling) and the sum
+    (bucket midpoints: the program keeps no sum)."""
+    cumulative, buckets, total = 0, [], 0.0
+    for i, count in enumerate(histogram):
+        cumulative += count
+        low, high = pause_bucket_bounds_s(i)
+        total += (low + high) / 2 * count
+        buckets.append((repr(high), cumulative))
+    buckets[-1] = ("+Inf", cumulative)
+    return buckets, total
 
 
 class MetricsServer:

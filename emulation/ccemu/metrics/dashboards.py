@@ -31,7 +31,7 @@ SELECTOR = 'experiment=~"$experiment", scheme=~"$scheme", n=~"$n", point=~"$poin
 VARIABLE_METRIC = "ccemu_port_queue_bytes"  # every block's ports carry all four labels
 DATA, CREDIT = 'class="data"', 'class="credit"'  # a port's queue
 
-ALL_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence")
+ALL_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
 # uid -> the experiment kinds whose runs feed every panel of that dashboard.
 KINDS: dict[str, tuple[str, ...]] = {
     "ccemu-fabric": ALL_KINDS,
@@ -40,6 +40,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "ccemu-fidelity": ALL_KINDS,
     "ccemu-realistic": ("realistic",),
     "ccemu-convergence": ("convergence",),
+    "ccemu-lossless": ("victim",),  # the kind whose ports are lossless (PFC) in the live test's run
     # Runs of any kind with Docker hosts feed it (the containers' cgroups), no namespace run does:
     # the live test's monitored incast is the one run in Docker hosts.
     "ccemu-hosts": ("incast",),
@@ -240,7 +241,25 @@ def dashboards() -> dict[str, dict]:
                     [(_series("ccemu_host_memory_bytes"), "{{scheme}} N={{n}} {{host}}"),
                      (_series("ccemu_host_memory_limit_bytes"), "limit {{host}}")], "bytes", 12, 8),
     ])
-    return {d["uid"]: d for d in (fabric, flows, transport, fidelity, realistic, convergence, hosts)}
+    lossless = _dashboard("ccemu-lossless", "ccemu / lossless ports (PFC, TCD)", [
+        _timeseries(1, "Pauses per port (per second)",
+                    [(f"{_rate('ccemu_port_pause_events_total')} > 0", "{{scheme}} {{port}}")], "short", 0, 0,
+                    description="PFC pauses of each port: its downstream ingress held more than Xoff"),
+        _timeseries(2, "Time paused (share of the time)",
+                    [(f"{_rate('ccemu_port_paused_seconds_total')} > 0", "{{scheme}} {{port}}")], "percentunit",
+                    12, 0, description="How much of the time each port could not send; congestion spreading shows "
+                                       "as ports far from the congested one being paused"),
+        _timeseries(3, "CE and UE marks per port (per second)",
+                    [(f"{_sum('scheme, port', _rate('ccemu_port_marked_packets_total', DATA))} > 0",
+                      "CE {{scheme}} {{port}}"),
+                     (f"{_rate('ccemu_port_ue_marked_packets_total')} > 0", "UE {{scheme}} {{port}}")], "short", 0, 8,
+                    description="TCD: CE on congested ports, UE on undetermined (paused) ones; DCQCN's ports mark "
+                                "CE by their queue, paused or not"),
+        _heatmap(4, "Pause durations",
+                 [(_sum("le", _rate("ccemu_port_pause_duration_seconds_bucket")), "{{le}}")], "s", 12, 8,
+                 description="Ended pauses by duration, over every port"),
+    ])
+    return {d["uid"]: d for d in (fabric, flows, transport, fidelity, realistic, convergence, hosts, lossless)}
 
 
 def panel_queries(dashboard: dict) -> list[tuple[str, str]]:

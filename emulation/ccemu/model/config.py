@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
@@ -169,6 +170,23 @@ class LinkConfig(_Section):
                                                 "delay is the datacenter's (datacenter.link_delay_us), added at the "
                                                 "hosts by cchost's delay line")
     mtu: int = Field(1500, ge=576, le=9000, description="IP MTU of every interface, bytes")
+    host_shares: dict[str, float] = Field(
+        {}, description="hosts whose NIC sends at this share of rate_mbps (and whose transport takes that for its "
+                        "link's rate), e.g. TCD's S0 and S1 at 20 of 40 Gbit/s: {h1: 0.5}")
+
+    @field_validator("host_shares")
+    @classmethod
+    def _shares_of_hosts(cls, shares: dict[str, float]) -> dict[str, float]:
+        for host, share in shares.items():
+            if not re.match(r"^h[1-9][0-9]*$", host):
+                raise ValueError(f"not a host name: {host!r}")
+            if not 0 < share <= 1:
+                raise ValueError(f"{host}: a share must be in (0, 1] (got {share})")
+        return shares
+
+    def host_rate_mbps(self, host: str) -> float:
+        """What `host`'s NIC sends at."""
+        return self.rate_mbps * self.host_shares.get(host, 1.0)
 
     @field_validator("rate_mbps")
     @classmethod
@@ -214,12 +232,45 @@ _WIRE_BYTES = ("bytes on the wire: each frame (1514 bytes at MTU 1500) plus 24 o
                "gap, e.g. 20 full frames = 20 x 1538 = 30760")
 
 
+class LosslessConfig(_Section):
+    """PFC (ports/pfc.py): per ingress port of a switch, the bytes that arrived through it and
+    still sit in the switch's egress queues; above xoff_bytes the port upstream of it is paused,
+    at xon_bytes or below it resumes. A lossless port never drops."""
+
+    xoff_bytes: int = Field(320_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                            description=f"pause above this, in {_WIRE_BYTES} (TCD paper 5.2.1: 320 KB)")
+    xon_bytes: int = Field(318_000, ge=0, description="resume at or below this (TCD paper 5.2.1: 318 KB)")
+    headroom_bytes: int = Field(
+        15_380, ge=0, le=MAX_PORT_BUFFER_BYTES,
+        description="what may still arrive through an ingress after its pause is decided (the pause reaction "
+                    "times the link rate, and the frames on their way); buffer_bytes must hold xoff_bytes + this "
+                    "(default: 10 full frames)")
+
+    @model_validator(mode="after")
+    def _xon_below_xoff(self) -> "LosslessConfig":
+        if self.xon_bytes >= self.xoff_bytes:
+            raise _KeyedError(("xon_bytes",), f"must be below xoff_bytes ({self.xoff_bytes}) (got {self.xon_bytes})")
+        return self
+
+
 class DropTailPort(_Section):
     """A byte FIFO at the link rate: tail drop, no marking."""
 
     profile: Literal["droptail"] = "droptail"
     buffer_bytes: int = Field(150_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
-                              description=f"egress (data) buffer of every port, in {_WIRE_BYTES}")
+                              description=f"egress (data) buffer of every port, in {_WIRE_BYTES}; lossless "
+                                          "ports never drop, and hold at least xoff + headroom per ingress")
+    lossless: Union[LosslessConfig, None] = Field(None, description="PFC: pause upstream instead of dropping "
+                                                                     "(unset: the port drops at buffer_bytes)")
+
+    @model_validator(mode="after")
+    def _buffer_holds_what_pfc_lets_in(self) -> "DropTailPort":
+        pfc = self.lossless
+        if pfc and self.buffer_bytes < pfc.xoff_bytes + pfc.headroom_bytes:
+            raise _KeyedError(("buffer_bytes",), f"a lossless port holds xoff_bytes + headroom_bytes "
+                                                 f"({pfc.xoff_bytes + pfc.headroom_bytes}) from one ingress "
+                                                 f"(got {self.buffer_bytes})")
+        return self
 
 
 class DctcpPort(DropTailPort):
@@ -242,6 +293,12 @@ class ExpressPassPort(DropTailPort):
     """ExpressPass: credits get their own class capped at credit_share of the link with a
     tiny buffer (excess credits are dropped); data gets the rest and may borrow all of it."""
 
+    @model_validator(mode="after")
+    def _credits_are_dropped(self) -> "ExpressPassPort":
+        if self.lossless:
+            raise _KeyedError(("lossless",), f"{self.profile} ports drop excess credits by design: no PFC")
+        return self
+
     profile: Literal["expresspass"] = "expresspass"
     credit_share: float = Field(EXPRESSPASS_CREDIT_SHARE, gt=0, le=0.5,
                                 description="credit class rate / link rate; paper: 84/(84+1538)")
@@ -263,10 +320,48 @@ class SprayPassPort(ExpressPassPort):
                                     description="N_cdt, credits per Pd refresh (paper: 4)")
 
 
+# DCQCN's CP (SIGCOMM 2015, section 5 and Figure 4's marking curve): Kmin 5 KB, Kmax 200 KB, Pmax 1 %.
+class DcqcnPort(DropTailPort):
+    """DCQCN's CP on a lossless port: an ECN-capable packet that finds q queued is CE-marked with
+    probability 0 below kmin, rising linearly to pmax at kmax, 1 above (RED on the instant queue)."""
+
+    profile: Literal["dcqcn"] = "dcqcn"
+    buffer_bytes: int = Field(2_000_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                              description=f"egress buffer of every port, in {_WIRE_BYTES}")
+    lossless: Union[LosslessConfig, None] = Field(default_factory=LosslessConfig,
+                                                  description="PFC (DCQCN runs on lossless RoCE fabrics)")
+    kmin_bytes: int = Field(5_000, ge=0, le=MAX_PORT_BUFFER_BYTES, description="no mark at or below (paper: 5 KB)")
+    kmax_bytes: int = Field(200_000, ge=1, le=MAX_PORT_BUFFER_BYTES, description="mark always above (paper: 200 KB)")
+    pmax: float = Field(0.01, ge=0, le=1, description="marking probability at kmax (paper: 1 %)")
+
+    @model_validator(mode="after")
+    def _kmin_below_kmax(self) -> "DcqcnPort":
+        if self.kmin_bytes >= self.kmax_bytes:
+            raise _KeyedError(("kmin_bytes",), f"must be below kmax_bytes ({self.kmax_bytes}) (got {self.kmin_bytes})")
+        return self
+
+
+class TcdPort(DropTailPort):
+    """TCD (seed 004) on a lossless port: congestion -> CE, undetermined (paused, or sending for
+    at most max(T_on) since the last resume) -> UE, non-congestion -> no mark."""
+
+    profile: Literal["tcd"] = "tcd"
+    buffer_bytes: int = Field(2_000_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                              description=f"egress buffer of every port, in {_WIRE_BYTES}")
+    lossless: LosslessConfig = Field(default_factory=LosslessConfig, description="PFC (TCD needs it)")
+    # github.com/bobzhuyb/ns3-rdma mix/config.txt KMIN 40 (KB): the DCQCN simulator TCD's own is built on.
+    threshold_bytes: int = Field(40_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                                 description="a port that is ON with more queued is congested")
+    epsilon: float = Field(0.05, gt=0, lt=1, description="sets max(T_on) (seed 004, 5.1.4: 0.05 recommended)")
+    max_on_frames: Union[float, None] = Field(
+        None, gt=0, description="max(T_on) in frame times at the link rate; unset: from epsilon (ports/tc.py "
+                                "tcd_max_on_s)")
+
+
 PortConfig = Annotated[
-    Union[DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort], Field(discriminator="profile")
+    Union[DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort, DcqcnPort, TcdPort], Field(discriminator="profile")
 ]
-PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass")
+PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass", "dcqcn", "tcd")
 
 
 class FabricConfig(_Section):
@@ -296,7 +391,8 @@ class FabricConfig(_Section):
 
 
 # The port profile each scheme's hosts are written for.
-SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp"}
+SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp",
+                        "dcqcn": "dcqcn", "dcqcn+tcd": "tcd"}
 # Schemes whose hosts send data only against credits: behind ports without a credit class the
 # credits would queue behind data, and nothing the scheme relies on would hold.
 CREDIT_SCHEMES = ("expresspass", "spraypass")
@@ -305,7 +401,7 @@ CREDIT_SCHEMES = ("expresspass", "spraypass")
 class SchemeConfig(_Section):
     """One scheme of the comparison and the port profile its fabric runs."""
 
-    scheme: Literal["expresspass", "spraypass", "dctcp", "dctcp+"]
+    scheme: Literal["expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd"]
     port: PortConfig
     port_mismatch_intended: bool = Field(
         False, description="run the scheme on another scheme's port profile on purpose (e.g. expresspass hosts "
@@ -430,11 +526,62 @@ class ConvergenceWorkload(_Section):
         return 1
 
 
+_HOST = r"^h[1-9][0-9]*$"
+
+
+class VictimWorkload(_Section):
+    """TCD's victim-flow scenario (seed 004, 5.1.3): victim senders send to a receiver whose link is
+    never congested, over ports they share with congesting senders' flows to a hot receiver, which
+    bursters hit with synchronised bursts. The hot receiver's link is the one congestion point; PFC
+    spreads its pauses upstream over the shared ports, and the victims' flows cross only those."""
+
+    kind: Literal["victim"]
+    victim_senders: list[str] = Field(["h1"], min_length=1, description="S0: every flow they send is a victim flow")
+    victim_receiver: str = Field("h10", pattern=_HOST, description="R0: its link is never congested")
+    congesting_senders: list[str] = Field(["h2"], description="S1: flows to the hot receiver, over the victims' ports")
+    hot_receiver: str = Field("h9", pattern=_HOST, description="R1: the congestion point is its link")
+    bursters: list[str] = Field(["h11", "h12", "h13", "h14", "h15", "h16"], min_length=1,
+                                description="A0..: synchronised bursts to the hot receiver")
+    cdf: Literal["search", "mining", "cachefollower", "webserver"] = Field(
+        "webserver", description="victim and congesting flows' sizes (the paper's Hadoop CDF is not among ccemu's four)")
+    load: float = Field(0.3, gt=0, le=1, description="offered load of each victim and congesting sender, of the "
+                                                      "fabric's link rate")
+    flows: int = Field(100, ge=1, description="victim flows (the congesting senders send as many each)")
+    burst_bytes: int = Field(64_000, ge=1, description="each burster's flow per burst")
+    burst_interval_us: float = Field(2000.0, gt=0, description="datacenter time between bursts")
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
+
+    @field_validator("victim_senders", "congesting_senders", "bursters")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        bad = [h for h in hosts if not re.match(_HOST, h)]
+        if bad:
+            raise ValueError(f"not a host name: {bad[0]!r}")
+        return hosts
+
+    @model_validator(mode="after")
+    def _roles_apart(self) -> "VictimWorkload":
+        roles = [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
+                 *self.bursters]
+        twice = sorted({h for h in roles if roles.count(h) > 1})
+        if twice:
+            raise _KeyedError(("bursters",), f"each host has one role (got {', '.join(twice)} twice)")
+        return self
+
+    def hosts(self) -> list[str]:
+        return [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
+                *self.bursters]
+
+    def busy_links(self, hosts: int) -> float:
+        return len(self.bursters) + 2
+
+
 WorkloadConfig = Annotated[
-    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload],
+    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload,
+          VictimWorkload],
     Field(discriminator="kind"),
 ]
-WORKLOAD_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence")
+WORKLOAD_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
 
 
 class DatacenterConfig(_Section):
@@ -624,6 +771,20 @@ class ExperimentConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _lossless_buffer_holds_every_ingress(self) -> "ExperimentConfig":
+        # One egress port may hold, from each other port of its switch, xoff + headroom before PFC
+        # stops that ingress: a smaller buffer drops (the qdisc's limit is the buffer).
+        radix = self.topology.counts().max_switch_ports
+        for loc, port in self.port_configs():
+            pfc = port.lossless
+            if pfc and port.buffer_bytes < (radix - 1) * (pfc.xoff_bytes + pfc.headroom_bytes):
+                need = (radix - 1) * (pfc.xoff_bytes + pfc.headroom_bytes)
+                raise _KeyedError((*loc, "buffer_bytes"),
+                                  f"a lossless port of a {radix}-port switch holds xoff_bytes + headroom_bytes from "
+                                  f"each of the other {radix - 1} ports: at least {need} (got {port.buffer_bytes})")
+        return self
+
+    @model_validator(mode="after")
     def _credit_class_has_a_rate(self) -> "ExperimentConfig":
         for loc, port in self.port_configs():
             if not isinstance(port, ExpressPassPort):
@@ -646,6 +807,13 @@ class ExperimentConfig(_Section):
             if number > hosts:
                 raise _KeyedError(("workload", "aggregator"),
                                   f"the topology has h1..h{hosts} (got {self.workload.aggregator})")
+        if isinstance(self.workload, VictimWorkload):
+            beyond = [h for h in self.workload.hosts() if int(h[1:]) > hosts]
+            if beyond:
+                raise _KeyedError(("workload",), f"the topology has h1..h{hosts} (got {beyond[0]})")
+        for name in self.link.host_shares:
+            if int(name[1:]) > hosts:
+                raise _KeyedError(("link", "host_shares", name), f"the topology has h1..h{hosts}")
         for name in self.hosts.per_host:
             if int(name[1:]) > hosts:
                 raise _KeyedError(("hosts", "per_host", name), f"the topology has h1..h{hosts}")

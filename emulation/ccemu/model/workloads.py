@@ -85,14 +85,49 @@ def poisson_flows(hosts: list[str], cdf: FlowSizeCdf, load: float, link_bps: flo
         raise ValueError(f"load must be in (0, 1] (got {load})")
     if len(hosts) < 2:
         raise ValueError("needs at least two hosts")
+    return _poisson(hosts, lambda src: rng.choice([h for h in hosts if h != src]), cdf, load, link_bps, flows, rng)
+
+
+@dataclass(frozen=True)
+class VictimFlows:
+    """The victim scenario's flows by role (starts in seconds after the workload's start)."""
+
+    victims: list[Flow]
+    congesting: list[Flow]
+    bursts: list[Flow]
+
+    def all(self) -> list[Flow]:
+        return sorted(self.victims + self.congesting + self.bursts, key=lambda f: f.start)
+
+
+def victim_flows(victim_senders: list[str], victim_receiver: str, congesting_senders: list[str], hot_receiver: str,
+                 bursters: list[str], cdf: FlowSizeCdf, load: float, link_bps: float, flows: int, burst_bytes: int,
+                 burst_interval_s: float, rng: random.Random) -> VictimFlows:
+    """TCD's victim scenario (seed 004, 5.1.3): `flows` victim flows from the victim senders to
+    their receiver and as many from each congesting sender to the hot receiver, Poisson arrivals
+    at `load` of each sender's link; while they last, every burster sends `burst_bytes` to the hot
+    receiver at the same instants, `burst_interval_s` apart (the paper's synchronised
+    generators)."""
+    victims = _poisson(victim_senders, lambda _: victim_receiver, cdf, load, link_bps, flows, rng)
+    congesting = [f for src in congesting_senders
+                  for f in _poisson([src], lambda _: hot_receiver, cdf, load, link_bps, flows, rng)]
+    end = max(f.start for f in victims + congesting)
+    bursts = [Flow(src, hot_receiver, burst_bytes, i * burst_interval_s)
+              for i in range(int(end / burst_interval_s) + 1) for src in bursters]
+    return VictimFlows(victims, congesting, bursts)
+
+
+def _poisson(senders: list[str], destination, cdf: FlowSizeCdf, load: float, link_bps: float, flows: int,
+             rng: random.Random) -> list[Flow]:
+    """`flows` flows in start order, each sender opening flows to destination(sender) as a
+    Poisson process whose rate makes its offered bytes `load` x its link rate."""
     per_host_rate = load * link_bps / 8 / cdf.mean()  # flows per second per host
     result: list[Flow] = []
-    clocks = {h: 0.0 for h in hosts}
+    clocks = {h: 0.0 for h in senders}
     while len(result) < flows:
         src = min(clocks, key=clocks.__getitem__)  # the host whose next arrival is first
         start = clocks[src]
-        dst = rng.choice([h for h in hosts if h != src])
-        result.append(Flow(src, dst, cdf.sample(rng), start))
+        result.append(Flow(src, destination(src), cdf.sample(rng), start))
         clocks[src] = start + rng.expovariate(per_host_rate)
     return result
 

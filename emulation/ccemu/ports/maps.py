@@ -59,12 +59,14 @@ PORT_CONFIG = Layout("port_config", [
     ("link_rate_Bps", "Q"), ("credit_rate_Bps", "Q"), ("buffer_bytes", "2I"), ("ecn_threshold_bytes", "I"),
     ("credit_mark_window", "I"), ("classid", "2I"), ("hist_bucket_bytes", "2I"), ("wire_overhead_bytes", "I"),
     ("min_wire_bytes", "I"), ("burst_bytes", "2I"), ("port_id", "I"), ("peer_port_id", "I"),
-    ("switch_port", "I"), ("pad", "I"), ("idle_reset_ns", "Q"),
+    ("switch_port", "I"), ("pad", "I"), ("idle_reset_ns", "Q"), ("lossless", "I"), ("xoff_bytes", "I"),
+    ("xon_bytes", "I"), ("red_kmin_bytes", "I"), ("red_kmax_bytes", "I"), ("red_pmax_ppm", "I"), ("tcd", "I"),
+    ("tcd_threshold_bytes", "I"), ("tcd_max_on_ns", "Q"), ("tcd_sample_ns", "Q"),
 ])
 PORT_DEPARTURES = Layout("port_departures", [("bytes", "2Q"), ("packets", "2Q"), ("unparsed_packets", "Q")])
 CLASS_STATS = Layout("port_class_stats", [
     ("enqueued_packets", "Q"), ("enqueued_bytes", "Q"), ("dropped_packets", "Q"), ("dropped_bytes", "Q"),
-    ("marked_packets", "Q"), ("marked_bytes", "Q"), ("max_queue_bytes", "Q"), ("lag_sum_bytes", "Q"),
+    ("marked_packets", "Q"), ("marked_bytes", "Q"), ("ue_marked_packets", "Q"), ("max_queue_bytes", "Q"), ("lag_sum_bytes", "Q"),
     ("max_lag_bytes", "Q"), ("queue_histogram", f"{HISTOGRAM_BUCKETS}Q"),
 ])
 RESIDENCE = Layout("port_residence", [
@@ -74,10 +76,17 @@ RESIDENCE = Layout("port_residence", [
 PORT_STATE = Layout("port_state", [
     ("lock", "I"), ("pad", "I"), ("last_ns", "Q"), ("queue_mbytes", "2Q"), ("tokens_mbytes", "2Q"),
     ("admitted_bytes", "2Q"), ("window_credits", "I"), ("window_drops", "I"), ("mark_probability_ppm", "I"),
-    ("unparsed_packets", "I"), ("reset_residue_bytes", "Q"), ("stats", f"{2 * CLASS_STATS.size}s"),
+    ("unparsed_packets", "I"), ("reset_residue_bytes", "Q"), ("tcd_state", "I"), ("tcd_decreasing", "I"),
+    ("tcd_sample_ns", "Q"), ("tcd_sample_queue", "Q"), ("stats", f"{2 * CLASS_STATS.size}s"),
     ("residence", f"{RESIDENCE.size}s"),
 ])
-LAYOUTS = (PORT_CONFIG, PORT_DEPARTURES, CLASS_STATS, RESIDENCE, PORT_STATE)
+PFC_HIST_BUCKETS = 32  # bpf/port.h
+PORT_PFC = Layout("port_pfc", [
+    ("held_bytes", "q"), ("max_held_bytes", "Q"), ("paused", "Q"), ("paused_since_ns", "Q"), ("resumed_ns", "Q"),
+    ("pause_events", "Q"), ("paused_ns", "Q"), ("pause_histogram", f"{PFC_HIST_BUCKETS}Q"),
+])
+PFC_EVENT = Layout("pfc_event", [("ns", "Q"), ("port_id", "I"), ("pause", "I")])
+LAYOUTS = (PORT_CONFIG, PORT_DEPARTURES, CLASS_STATS, RESIDENCE, PORT_PFC, PFC_EVENT, PORT_STATE)
 KEY = struct.Struct("<I")
 
 _BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
@@ -103,15 +112,20 @@ def _bpf(cmd: int, attr: ctypes.Structure) -> int:
     return result
 
 
+def open_pinned(path: Path) -> int:
+    """A file descriptor of the BPF object pinned at `path`."""
+    path_bytes = ctypes.create_string_buffer(str(path).encode())
+    try:
+        return _bpf(_BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(path_bytes)))
+    except OSError as exc:
+        raise OSError(exc.errno, f"opening pinned map {path}: {exc.strerror}") from None
+
+
 class PinnedMap:
     """A BPF map pinned on a bpffs, looked up by key."""
 
     def __init__(self, path: Path, value_size: int, flags: int = 0):
-        path_bytes = ctypes.create_string_buffer(str(path).encode())
-        try:
-            self.fd = _bpf(_BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(path_bytes)))
-        except OSError as exc:
-            raise OSError(exc.errno, f"opening pinned map {path}: {exc.strerror}") from None
+        self.fd = open_pinned(path)
         self.value = ctypes.create_string_buffer(value_size)
         self.flags = flags
 
@@ -137,6 +151,7 @@ class ClassStats:
     dropped_bytes: int
     marked_packets: int  # CE set at this port (a packet already CE is not counted again)
     marked_bytes: int
+    ue_marked_packets: int  # TCD's UE set at this port
     max_queue_bytes: int
     lag_sum_bytes: int  # over enqueues, |real - ideal queue|
     max_lag_bytes: int
@@ -206,6 +221,33 @@ class Residence:
         return float(self.max_ns)
 
 
+def pause_bucket_bounds_s(bucket: int) -> tuple[float, float]:
+    """[low, high) of a pause-duration bucket in seconds (bpf/port.bpf.c pfc_release)."""
+    if bucket == 0:
+        return 0.0, 2e-6
+    return (1 << bucket) * 1e-6, (1 << (bucket + 1)) * 1e-6
+
+
+@dataclass(frozen=True)
+class PortPfc:
+    """Lossless mode at one port: what it holds as a switch's ingress, and its pauses as an egress."""
+
+    held_bytes: int = 0  # arrived through this port, still queued in its switch's egress queues
+    max_held_bytes: int = 0
+    paused: bool = False
+    pause_events: int = 0
+    paused_s: float = 0.0  # over the pauses that ended, and the one going on
+    pause_histogram: tuple[int, ...] = (0,) * PFC_HIST_BUCKETS  # ended pauses by duration
+
+    @classmethod
+    def unpack(cls, raw: bytes, now_ns: int) -> "PortPfc":
+        v = PORT_PFC.unpack(raw)
+        ongoing = max(0, now_ns - v["paused_since_ns"]) if v["paused"] else 0
+        return cls(held_bytes=v["held_bytes"], max_held_bytes=v["max_held_bytes"], paused=bool(v["paused"]),
+                   pause_events=v["pause_events"], paused_s=(v["paused_ns"] + ongoing) / 1e9,
+                   pause_histogram=v["pause_histogram"])
+
+
 @dataclass(frozen=True)
 class PortConfig:
     link_rate_Bps: int
@@ -217,13 +259,15 @@ class PortConfig:
     peer_port_id: int
     switch_port: bool
     idle_reset_ns: int
+    lossless: bool = False
+    tcd: bool = False
 
     @classmethod
     def unpack(cls, raw: bytes) -> tuple["PortConfig", tuple[int, int]]:
         v = PORT_CONFIG.unpack(raw)
         return (cls(v["link_rate_Bps"], v["credit_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"],
                     v["credit_mark_window"], v["port_id"], v["peer_port_id"], bool(v["switch_port"]),
-                    v["idle_reset_ns"]), v["hist_bucket_bytes"])
+                    v["idle_reset_ns"], bool(v["lossless"]), bool(v["tcd"])), v["hist_bucket_bytes"])
 
 
 @dataclass(frozen=True)
@@ -241,6 +285,8 @@ class PortStats:
     credit: ClassStats
     residence: Residence  # of the packets leaving through this port (switch ports only)
     arrived_packets: int  # IPv4 packets through this port, from its peer (what left the peer's queue)
+    pfc: PortPfc = PortPfc()  # lossless mode's counters (zero elsewhere)
+    tcd_state: int = 0  # bpf/port.h TCD_*: the state of the port's last packet
 
     @property
     def left_packets(self) -> int:
@@ -294,6 +340,7 @@ class PortMaps:
         self.shape: dict = json.loads((state_dir / SHAPE_FILE).read_text())
         bpffs = state_dir.resolve() / "bpffs"
         self.departures = PinnedMap(bpffs / "port_departures", PORT_DEPARTURES.size)
+        self.pfc = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
         self.maps: dict[str, tuple[PinnedMap, PinnedMap]] = {}
         try:
             for node in self.index:
@@ -326,6 +373,7 @@ class PortMaps:
                 raw_departures = self.departures.lookup(config.port_id)
                 raw_arrivals = self.departures.lookup(config.peer_port_id)
                 raw_state = state_map.lookup(ifindex)
+                raw_pfc = self.pfc.lookup(config.port_id)
                 now = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
                 if raw_state is None or raw_departures is None or raw_arrivals is None:
                     continue
@@ -342,6 +390,8 @@ class PortMaps:
                     mark_probability=state["mark_probability_ppm"] / 1e6, unparsed_packets=state["unparsed_packets"],
                     data=stats[0], credit=stats[1], residence=Residence.unpack(state["residence"]),
                     arrived_packets=_ipv4_packets(PORT_DEPARTURES.unpack(raw_arrivals)),
+                    pfc=PortPfc.unpack(raw_pfc, now) if raw_pfc is not None else PortPfc(),
+                    tcd_state=state["tcd_state"],
                 ))
         return result
 
@@ -364,6 +414,8 @@ class PortMaps:
 
     def close(self) -> None:
         self.departures.close()
+        if hasattr(self, "pfc"):
+            self.pfc.close()
         for config_map, state_map in self.maps.values():
             config_map.close()
             state_map.close()

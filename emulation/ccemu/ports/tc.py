@@ -14,13 +14,22 @@ Every port gets the same tree, with the credit class only where the profile has 
 The port program (bpf/port.bpf.c) steers packets into 1:10 / 1:20 and drops at the buffer
 sizes, by the queue it measures (admitted minus arrived at the peer); the leaf FIFOs get
 FIFO_MARGIN_FRAMES more room so that they never drop first.
+
+A lossless port's data leaf is a gate instead of a bfifo: a TBF (with the same FIFO inside) that
+is open (far above the link rate, so HTB alone shapes) until PFC pauses the port, when its rate
+drops to 8 bit/s and nothing more leaves (ports/pfc.py). Changing HTB's own class would not do:
+a class that went over its rate waits in HTB's event queue for as long as the tiny rate says,
+and a later change does not take it out (measured: never resumed within a second), whereas a
+TBF changed back sends as soon as its qdisc runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from ..model.config import CREDIT_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort, SprayPassPort
+from ..model.config import (CREDIT_WIRE_BYTES, DcqcnPort, DctcpPort, ExperimentConfig, ExpressPassPort, SprayPassPort,
+                            TcdPort)
 
 # Preamble (7) + start delimiter (1) + FCS (4) + inter-frame gap (12): HTB charges only
 # skb->len, and without this a minimum frame would get ~40 % more than its wire share.
@@ -44,6 +53,15 @@ class PortShape:
     credit_buffer_bytes: int = 0
     ecn_threshold_bytes: int = 0  # 0: no DCTCP marking
     credit_mark_window: int = 0  # 0: no SprayPass credit marking
+    lossless: bool = False  # PFC: never drop, pause upstream (xoff/xon per ingress)
+    xoff_bytes: int = 0
+    xon_bytes: int = 0
+    red_kmin_bytes: int = 0  # DCQCN CP marking; kmax 0: none
+    red_kmax_bytes: int = 0
+    red_pmax: float = 0.0
+    tcd: bool = False  # TCD ternary marking
+    tcd_threshold_bytes: int = 0
+    tcd_max_on_s: float = 0.0  # max(T_on), wall seconds
 
     def __post_init__(self) -> None:
         if self.rate_mbps <= 0:
@@ -60,13 +78,22 @@ class PortShape:
     @classmethod
     def of(cls, config: ExperimentConfig) -> "PortShape":
         port = config.port
-        return cls(
+        pfc, red, tcd = port.lossless, isinstance(port, DcqcnPort), isinstance(port, TcdPort)
+        shape = cls(
             rate_mbps=config.link.rate_mbps, buffer_bytes=port.buffer_bytes, mtu=config.link.mtu,
             credit_share=port.credit_share if isinstance(port, ExpressPassPort) else 0.0,
             credit_buffer_bytes=port.credit_buffer_bytes if isinstance(port, ExpressPassPort) else 0,
             ecn_threshold_bytes=port.ecn_threshold_bytes if isinstance(port, DctcpPort) else 0,
             credit_mark_window=port.credit_mark_window if isinstance(port, SprayPassPort) else 0,
+            lossless=pfc is not None, xoff_bytes=pfc.xoff_bytes if pfc else 0, xon_bytes=pfc.xon_bytes if pfc else 0,
+            red_kmin_bytes=port.kmin_bytes if red else 0, red_kmax_bytes=port.kmax_bytes if red else 0,
+            red_pmax=port.pmax if red else 0.0, tcd=tcd, tcd_threshold_bytes=port.threshold_bytes if tcd else 0,
         )
+        if tcd:
+            max_on = (port.max_on_frames * shape.frame_wire_bytes * 8 / shape.link_bps if port.max_on_frames
+                      else tcd_max_on_s(shape, port.epsilon))
+            shape = dataclasses.replace(shape, tcd_max_on_s=max_on)
+        return shape
 
     @property
     def queued_memory_bytes(self) -> int:
@@ -123,6 +150,39 @@ def fifo_leaf(dev: str, parent: str, handle: str, limit_bytes: int) -> list[str]
     return [f"qdisc replace dev {dev} parent {parent} handle {handle} bfifo limit {limit_bytes}"]
 
 
+# A lossless port's gate (see the module docstring): open, it passes what HTB sends; paused, it
+# lets at most the frame its bucket holds through (a TBF must hold one frame or it drops frames).
+GATE_OPEN_RATE_FACTOR = 10
+GATE_PAUSED_RATE_BPS = 8
+
+
+def gate(dev: str, shape: PortShape, paused: bool, verb: str = "change") -> str:
+    """The TBF line that opens or closes a lossless port's data leaf (`verb` "replace" creates it)."""
+    limit = shape.buffer_bytes + FIFO_MARGIN_FRAMES * shape.frame_bytes
+    if paused:
+        rate, burst = GATE_PAUSED_RATE_BPS, shape.frame_bytes
+    else:
+        rate, burst = GATE_OPEN_RATE_FACTOR * shape.link_bps, data_burst_bytes(shape)
+    return f"qdisc {verb} dev {dev} parent 1:20 handle 20: tbf rate {rate}bit burst {burst}b limit {limit}b"
+
+
+def tcd_max_on_s(shape: PortShape, epsilon: float) -> float:
+    """max(T_on) from epsilon: the longest ON period PFC alone makes at a port whose downstream
+    drains at most (1 - epsilon) C. Reconstructed (the formula of seed 004's sections 3-4 is not in
+    the seed, nor found elsewhere): after a resume the downstream ingress has drained to about Xon
+    less the 2d (1 - eps) C it drains while the resume and the first bytes travel; it then fills at
+    eps C to Xoff, and the pause takes d to act: T_on = (Xoff - Xon + 2 d (1 - eps) C) / (eps C) + d.
+    d here is the pause loop's delay in this emulation, taken as PAUSE_LOOP_FRAMES frame times
+    (the fabric's links have no propagation delay of their own; the agent's reaction is ~1 frame
+    time at 10 Mbit/s)."""
+    rate_Bps = shape.link_bps / 8
+    d = PAUSE_LOOP_FRAMES * shape.frame_wire_bytes / rate_Bps
+    return (shape.xoff_bytes - shape.xon_bytes + 2 * d * (1 - epsilon) * rate_Bps) / (epsilon * rate_Bps) + d
+
+
+PAUSE_LOOP_FRAMES = 2
+
+
 def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
     """The whole tree of one port (see the module docstring)."""
     commands, root = htb_root(dev, shape)
@@ -133,7 +193,10 @@ def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
         commands += fifo_leaf(dev, "1:10", "10:", shape.credit_buffer_bytes + margin)
     commands.append(_htb_class(dev, root, "1:20", shape.link_bps - shape.credit_bps, shape.link_bps,
                                data_burst_bytes(shape), prio=1))
-    commands += fifo_leaf(dev, "1:20", "20:", shape.buffer_bytes + margin)
+    if shape.lossless:
+        commands.append(gate(dev, shape, paused=False, verb="replace"))
+    else:
+        commands += fifo_leaf(dev, "1:20", "20:", shape.buffer_bytes + margin)
     return commands
 
 
@@ -160,6 +223,9 @@ def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: in
         histogram_bucket_bytes(shape.credit_buffer_bytes), histogram_bucket_bytes(shape.buffer_bytes),
         WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES, CREDIT_BURST_BYTES if shape.credit_share else 0,
         data_burst_bytes(shape), port_id, peer_port_id, int(switch_port), idle_reset_ns(shape),
+        int(shape.lossless), shape.xoff_bytes, shape.xon_bytes, shape.red_kmin_bytes, shape.red_kmax_bytes,
+        round(shape.red_pmax * 1e6), int(shape.tcd), shape.tcd_threshold_bytes, round(shape.tcd_max_on_s * 1e9),
+        round(shape.tcd_max_on_s * 1e9),  # the queue's trend is sampled once per max(T_on)
     ))
 
 

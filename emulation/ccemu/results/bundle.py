@@ -35,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 COPIED_COMMIT = REPO_ROOT / "build" / "commit"
 FLOW_FIELDS = ["scheme", "n", "point", "round", "id", "src", "dst", "size", "bucket", "start", "end", "fct",
                "ideal_fct", "slowdown", "retransmits", "timeouts", "spurious_timeouts", "credits_sent",
-               "credits_wasted"]
+               "credits_wasted", "cnps_ce", "cnps_ue"]
 ROUND_FIELDS = ["scheme", "n", "point", "round", "flows", "finished", "bytes", "duration", "goodput_bps",
                 "unfinished", "failures"]
 RTT_FIELDS = ["scheme", "n", "point", "src", "dst", "links", "floor_ms", "target_ms", "added_one_way_ms"]
@@ -44,12 +44,13 @@ TIMELINE_FIELDS = ["scheme", "point", "t", "src", "id", "bytes"]
 HOST_FIELDS = ["scheme", "n", "point", "host", "image", "cpus", "memory_mb", "cpu_seconds", "periods",
                "throttled_periods", "throttled_seconds", "memory_bytes", "memory_peak_bytes"]
 # Queues, lags and residue in wire bytes; residence: time inside the switch before leaving by
-# the port (switch ports only); marks: packets this port set CE on (each packet counts once).
+# the port (switch ports only); marks: packets this port set CE on (each packet counts once), and
+# UE on (TCD); lossless ports: this port's pauses, and the most its ingress held (PFC).
 PORT_FIELDS = ["scheme", "n", "point", "node", "port", "bottleneck", "data_enqueued", "data_dropped", "data_marked",
                "max_data_queue", "mean_data_queue", "mean_lag", "max_lag", "credit_enqueued", "credit_dropped",
                "credit_marked", "max_credit_queue", "mean_credit_lag", "max_credit_lag", "residence_packets",
                "residence_untracked", "residence_p50_us", "residence_p99_us", "residence_max_us", "residue_bytes",
-               "bucket_bytes", "histogram"]
+               "data_ue_marked", "pause_events", "paused_s", "max_held_bytes", "bucket_bytes", "histogram"]
 
 
 def block_label(scheme: str, n: int, point: str) -> str:

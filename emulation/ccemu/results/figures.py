@@ -237,3 +237,39 @@ def incast_collapse_n(tables: Tables, scheme: str) -> int | None:
         return None
     best = max(means.values())
     return next((n for n, g in means.items() if g < best / 2), None)
+
+
+@dataclass(frozen=True)
+class VictimFigures:
+    """TCD's victim scenario (seed 004, 5.1.3), one scheme: the victims' flows (from the victim
+    senders to their receiver, whose link is never congested) and whether they were taken for
+    congested (a CE-flagged CNP came back: a packet of theirs was CE-marked on the way)."""
+
+    flows: int
+    ce_marked: int  # victim flows with a CE mark
+    ue_marked: int  # victim flows with a UE mark (TCD: crossed a paused, not congested, port)
+    mean_slowdown: float
+    p99_slowdown: float
+    mean_fct_s: float  # wall
+
+    @property
+    def ce_fraction(self) -> float:
+        return self.ce_marked / self.flows if self.flows else 0.0
+
+
+def victim_flows(tables: Tables, scheme: str) -> list[dict]:
+    workload = tables.manifest["config"].get("workload") or {}
+    senders, receiver = workload.get("victim_senders", []), workload.get("victim_receiver")
+    return [f for f in tables.flows_of(scheme) if f["src"] in senders and f["dst"] == receiver]
+
+
+def victims(tables: Tables, scheme: str) -> VictimFigures | None:
+    flows = victim_flows(tables, scheme)
+    if not flows:
+        return None
+    slowdowns = [float(f["slowdown"]) for f in flows]
+    return VictimFigures(
+        flows=len(flows), ce_marked=sum(int(f.get("cnps_ce") or 0) > 0 for f in flows),
+        ue_marked=sum(int(f.get("cnps_ue") or 0) > 0 for f in flows),
+        mean_slowdown=statistics.fmean(slowdowns), p99_slowdown=percentile(slowdowns, 99),
+        mean_fct_s=statistics.fmean(float(f["fct"]) for f in flows))

@@ -132,10 +132,16 @@ def incast_collapse_n(tables: Tables, scheme: str) -> float:
     return math.inf if n is None else n
 
 
+def victim_ce_fraction(tables: Tables, scheme: str) -> float:
+    """Of the scheme's victim flows, the fraction taken for congested (a packet CE-marked)."""
+    _schemes(tables, scheme)
+    return _need(figures.victims(tables, scheme), f"no {scheme} victim flow finished").ce_fraction
+
+
 METRICS = {f.__name__: f for f in (
     max_queue_growth, max_queue_growth_over, max_queue_kb, max_queue_ratio, mean_fct_ratio, credit_waste,
     throughput_ratio, min_throughput_ratio, fct_quantile_ratio, convergence_rtts, incast_timeouts,
-    incast_goodput_fraction, incast_goodput_ratio, incast_collapse_n)}
+    incast_goodput_fraction, incast_goodput_ratio, incast_collapse_n, victim_ce_fraction)}
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,8 @@ def summary_markdown(directory: Path) -> str:
     lines += _hosts_lines(tables)
     kind = tables.kind
     lines += {"incast": _incast_lines, "realistic": _realistic_lines, "permutation": _permutation_lines,
-              "shuffle": _shuffle_lines, "convergence": _convergence_lines}.get(kind, _incast_lines)(tables)
+              "shuffle": _shuffle_lines, "convergence": _convergence_lines,
+              "victim": _victim_lines}.get(kind, _incast_lines)(tables)
     if kind != "realistic":
         lines += _fct_by_bucket_lines(tables)
     beside = papers.markdown(papers.compare(tables))
@@ -230,6 +231,70 @@ def _realistic_lines(tables: Tables) -> list[str]:
               "NICs): the largest any port reached, and the mean a packet found on arrival (ExpressPass Table 3's "
               "figures), in KB and in full frames.", ""]
     return lines
+
+
+# Seed 004, Table 3 (CEE): victim flows marked CE, by the switches' marking.
+PAPER_VICTIMS_CE = {"dcqcn": 0.266, "dcqcn+tcd": 0.0}
+
+
+def _victim_lines(tables: Tables) -> list[str]:
+    d = tables.dilation
+    lines = ["## Victim flows (TCD, seed 004 Table 3): flows that cross only paused ports", "",
+             "| scheme | victim flows | unfinished | marked CE | paper | marked UE | mean FCT ms | slowdown mean | p99 "
+             "| pauses | paused ms | drops |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for scheme in tables.schemes():
+        v = figures.victims(tables, scheme)
+        ports = [p for p in tables.ports if p["scheme"] == scheme]
+        paper = PAPER_VICTIMS_CE.get(scheme)
+        pauses = sum(int(p.get("pause_events") or 0) for p in ports)
+        paused = sum(float(p.get("paused_s") or 0) for p in ports)
+        drops = sum(int(p["data_dropped"]) for p in ports)
+        if v is None:
+            lines.append(f"| {scheme} | 0 | {tables.unfinished(scheme)} | - | - | - | - | - | - | {pauses} | "
+                         f"{paused / d * 1e3:.3f} | {drops} |")
+            continue
+        lines.append(f"| {scheme} | {v.flows} | {tables.unfinished(scheme)} | {v.ce_marked} ({v.ce_fraction:.1%}) | "
+                     f"{f'{paper:.1%}' if paper is not None else '-'} | {v.ue_marked} ({v.ue_marked / v.flows:.1%}) | "
+                     f"{1e3 * v.mean_fct_s / d:.3f} | {v.mean_slowdown:.2f} | {v.p99_slowdown:.2f} | {pauses} | "
+                     f"{paused / d * 1e3:.3f} | {drops} |")
+    lines += ["", "Marked CE: victim flows a CE-flagged CNP came back for (a packet of theirs was CE-marked on the "
+              "way: taken for congested); UE: TCD's undetermined mark. FCT in datacenter ms; slowdown = FCT / ideal "
+              "FCT. Pauses and paused time (datacenter) over every port; drops over every port (lossless: 0).", ""]
+    lines += _paused_ports_lines(tables)
+    lines += _pause_agent_lines(tables)
+    return lines
+
+
+def _paused_ports_lines(tables: Tables) -> list[str]:
+    """The ports PFC paused or that marked, per scheme: where congestion spread."""
+    rows = [p for p in tables.ports if int(p.get("pause_events") or 0) or int(p["data_marked"])
+            or int(p.get("data_ue_marked") or 0)]
+    if not rows:
+        return []
+    d = tables.dilation
+    lines = ["### Pauses and marks per port", "", "| scheme | port | pauses | paused ms | CE marks | UE marks | "
+             "max queue KB |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {p['scheme']} | {p['port']} | {p.get('pause_events') or 0} | "
+              f"{float(p.get('paused_s') or 0) / d * 1e3:.3f} | {p['data_marked']} | {p.get('data_ue_marked') or 0} | "
+              f"{int(p['max_data_queue']) / 1e3:.1f} |" for p in rows]
+    return lines + ["", "Pauses of each port (by its downstream's PFC); paused ms: datacenter time. ports.csv also has "
+                        "the most each port's ingress held (max_held_bytes).", ""]
+
+
+def _pause_agent_lines(tables: Tables) -> list[str]:
+    agents = tables.manifest.get("pause_agent") or {}
+    if not agents:
+        return []
+    lines = ["### PFC pause reaction", "", "| block | pauses | resumes | p50 frame times | p99 | max | failures |",
+             "|---|---|---|---|---|---|---|"]
+    for block, a in agents.items():
+        frames = a.get("reaction_frames") or {}
+        lines.append(f"| {block} | {a['pauses']} | {a['resumes']} | "
+                     + " | ".join(f"{frames[q]:.2f}" if frames.get(q) is not None else "-" for q in ("p50", "p99", "max"))
+                     + f" | {len(a.get('failures') or [])} |")
+    return lines + ["", "From the port program's decision to the kernel's acknowledgement of the paused port's gate "
+                        "change (ports/pfc.py), in frame times at the link rate (a real PFC pause takes effect after "
+                        "the frame on the wire and the link's delay).", ""]
 
 
 def _permutation_lines(tables: Tables) -> list[str]:

@@ -83,6 +83,18 @@ datacenter: {link_gbps: 0.01, link_delay_us: 5000, dilation: 1}
 schemes: [{scheme: expresspass}, {scheme: dctcp}]
 workload: {kind: convergence, receiver: h1, senders: 2, interval_rtts: 200, alphas: [0.5], timeout_s: 30}
 """,
+    # Lossless ports (PFC pauses, TCD's UE marks) need two switches: TCD marks switch ports only.
+    "victim": """
+name: monitored
+topology: {kind: dumbbell, hosts_per_side: 3}
+datacenter: {link_gbps: 0.01, link_delay_us: 1000, dilation: 1}
+schemes:
+  - {scheme: expresspass}
+  - scheme: dcqcn+tcd
+    port: {profile: tcd, buffer_bytes: 200000, lossless: {xoff_bytes: 30000, xon_bytes: 20000}}
+workload: {kind: victim, victim_senders: [h1], victim_receiver: h5, congesting_senders: [h2], hot_receiver: h4,
+           bursters: [h6], flows: 60, burst_bytes: 300000, burst_interval_us: 1000000, timeout_s: 30}
+""",
 }
 
 

@@ -34,7 +34,7 @@ def config(**sections):
     (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
     (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
     (config(port={"profile": "red"}), "config: port.profile: must be one of 'droptail', 'dctcp', 'expresspass', "
-                                      "'spraypass' (got 'red')"),
+                                      "'spraypass', 'dcqcn', 'tcd' (got 'red')"),
     (config(port={"profile": "dctcp", "ecn_threshold_bytes": 200000}),
      "config: port.ecn_threshold_bytes: must be below port.buffer_bytes (150000) (got 200000)"),
     (config(port={"profile": "expresspass", "credit_buffer_credits": 0}),
@@ -47,7 +47,7 @@ def config(**sections):
      "ports on purpose, set schemes.0.port_mismatch_intended: true"),
     (config(schemes=[{"scheme": "dctcp"}, {"scheme": "dctcp"}]), "config: schemes: each scheme once"),
     (config(schemes=[{"scheme": "tcp"}]),
-     "config: schemes.0.scheme: input should be 'expresspass', 'spraypass', 'dctcp' or 'dctcp+' (got 'tcp')"),
+     "config: schemes.0.scheme: input should be 'expresspass', 'spraypass', 'dctcp', 'dctcp+', 'dcqcn' or 'dcqcn+tcd' (got 'tcp')"),
     (config(workload={"kind": "incast", "aggregator": "h17"}),
      "config: workload.aggregator: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),

@@ -20,7 +20,7 @@ VARIABLES = ["experiment", "scheme", "n", "point"]
 def test_dashboards_have_stable_uids_and_every_query_filters_by_the_variables():
     boards = dashboards()
     assert sorted(boards) == ["ccemu-convergence", "ccemu-fabric", "ccemu-fidelity", "ccemu-flows", "ccemu-hosts",
-                              "ccemu-realistic", "ccemu-transport"]
+                              "ccemu-lossless", "ccemu-realistic", "ccemu-transport"]
     for uid, board in boards.items():
         assert board["uid"] == uid and board["title"].startswith("ccemu / ")
         variables = board["templating"]["list"]
@@ -49,6 +49,7 @@ def test_every_dashboard_names_the_experiment_kinds_that_feed_it():
         assert sorted(KINDS[uid]) == sorted(WORKLOAD_KINDS), uid
     assert KINDS["ccemu-realistic"] == ("realistic",)
     assert KINDS["ccemu-convergence"] == ("convergence",)
+    assert KINDS["ccemu-lossless"] == ("victim",)
     assert KINDS["ccemu-hosts"] == ("incast",)  # the live test's monitored incast runs in Docker hosts
 
 

@@ -3,7 +3,7 @@ import pytest
 from ccemu.model.config import parse_config
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.ports.program import PortIds, number_ports
-from ccemu.ports.tc import PortShape, idle_reset_ns, port_program_line, port_qdiscs
+from ccemu.ports.tc import PortShape, gate, idle_reset_ns, port_program_line, port_qdiscs, tcd_max_on_s
 
 NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
 
@@ -36,12 +36,41 @@ def test_port_program_line_carries_every_setting_in_the_loader_field_order():
     line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8),
                              port_id=7, peer_port_id=2, switch_port=True)
     fields = line.split()
-    assert len(fields) == 19
+    assert len(fields) == 29
     name, link_Bps, credit_Bps, credit_buffer, data_buffer, k, window, credit_cls, data_cls = fields[:9]
     assert (name, link_Bps, credit_buffer, data_buffer, k, window) == ("s1-eth3", "1000000", "672", "150000", "0", "4")
     assert int(credit_Bps) == round(8e6 * 84 / 1622) // 8
     assert (credit_cls, data_cls) == ("10010", "10020")
-    assert fields[11:] == ["24", "84", "168", str(2 * 1538), "7", "2", "1", str(10**9)]
+    assert fields[11:19] == ["24", "84", "168", str(2 * 1538), "7", "2", "1", str(10**9)]
+    assert fields[19:] == ["0"] * 10  # not lossless: no PFC, RED or TCD
+
+
+def test_a_lossless_ports_data_leaf_is_a_gate_that_opens_above_the_link_rate_and_closes_to_8_bits_a_second():
+    shape = shape_of({"profile": "dcqcn"}, rate_mbps=10)
+    lines = port_qdiscs("s1-eth1", shape)
+    limit = 2_000_000 + 4 * 1514
+    assert lines[-1] == f"qdisc replace dev s1-eth1 parent 1:20 handle 20: tbf rate 100000000bit burst 3076b limit {limit}b"
+    assert not any("bfifo" in line for line in lines)
+    assert gate("s1-eth1", shape, paused=True) == (
+        f"qdisc change dev s1-eth1 parent 1:20 handle 20: tbf rate 8bit burst 1514b limit {limit}b")
+
+
+def test_dcqcn_and_tcd_settings_reach_the_port_program_in_the_loader_field_order():
+    dcqcn = port_program_line("x", shape_of({"profile": "dcqcn", "lossless": {"xoff_bytes": 50_000, "xon_bytes": 40_000},
+                                             "kmin_bytes": 5000, "kmax_bytes": 20000, "pmax": 0.2}), 1, 2, True)
+    assert dcqcn.split()[19:] == ["1", "50000", "40000", "5000", "20000", "200000", "0", "0", "0", "0"]
+    tcd = shape_of({"profile": "tcd", "threshold_bytes": 30_000, "max_on_frames": 10}, rate_mbps=10)
+    fields = port_program_line("x", tcd, 1, 2, True).split()
+    frame_ns = 1538 * 8 / 10e6 * 1e9
+    assert fields[19:27] == ["1", "320000", "318000", "0", "0", "0", "1", "30000"]
+    assert int(fields[27]) == int(fields[28]) == round(10 * frame_ns)
+
+
+def test_tcds_max_on_grows_as_epsilon_shrinks_and_is_the_reconstructed_formula():
+    shape = shape_of({"profile": "tcd", "epsilon": 0.05}, rate_mbps=10)
+    rate, d = 10e6 / 8, 2 * 1538 / (10e6 / 8)
+    assert shape.tcd_max_on_s == pytest.approx((2000 + 2 * d * 0.95 * rate) / (0.05 * rate) + d)
+    assert tcd_max_on_s(shape, 0.01) > tcd_max_on_s(shape, 0.05) > tcd_max_on_s(shape, 0.1)
 
 
 def test_a_slow_ports_idle_reset_waits_twice_as_long_as_its_full_buffer_takes_to_drain():

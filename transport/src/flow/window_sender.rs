@@ -73,6 +73,9 @@ pub(crate) struct WindowSender {
     spurious_timeouts: u64,
     /// Timeouts since the last new ack (all spurious, or none, once it comes).
     unanswered_timeouts: u64,
+    /// CNPs received, by flag (DCQCN): a flow with a CE one had packets marked CE on its way.
+    cnps_ce: u64,
+    cnps_ue: u64,
 }
 
 impl WindowSender {
@@ -101,6 +104,8 @@ impl WindowSender {
             timeouts: 0,
             spurious_timeouts: 0,
             unanswered_timeouts: 0,
+            cnps_ce: 0,
+            cnps_ue: 0,
         };
         sender.send_window(ctx, config);
         sender
@@ -246,6 +251,10 @@ impl WindowSender {
 
     /// A CNP from the receiver (DCQCN): the rate changes, so the send gate is asked again.
     pub fn on_congestion_notification(&mut self, ctx: &mut Ctx, flag: CnpFlag, config: &EndpointConfig) {
+        match flag {
+            CnpFlag::Congestion => self.cnps_ce += 1,
+            CnpFlag::Undetermined => self.cnps_ue += 1,
+        }
         self.cc.on_congestion_notification(ctx.now, flag);
         self.send_window(ctx, config);
     }
@@ -290,6 +299,8 @@ impl WindowSender {
             retransmits: self.retransmits,
             timeouts: self.timeouts,
             spurious_timeouts: self.spurious_timeouts,
+            cnps_ce: self.cnps_ce,
+            cnps_ue: self.cnps_ue,
             ..FlowRecord::of(&self.spec, host, self.start_us, end_us)
         }
     }

@@ -26,6 +26,8 @@
 
 #define INET_ECN_MASK 3
 #define INET_ECN_CE 3
+#define INET_ECN_ECT_0 2
+#define INET_ECN_ECT_1 1 /* TCD's UE (transport/wire-format.md) */
 #define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
 
 struct {
@@ -49,8 +51,28 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, struct residence_key);
-	__type(value, __u64);
+	__type(value, struct residence_arrival);
 } residence SEC(".maps");
+
+/* Lossless mode, shared by the run like port_departures (see port.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PORT_MAX_FABRIC_PORTS);
+	__type(key, __u32);
+	__type(value, struct port_pfc);
+} port_pfc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct residence_key);
+	__type(value, struct pfc_packet);
+} pfc_packets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, PFC_EVENTS_BYTES);
+} pfc_events SEC(".maps");
 
 /* One map for the whole run: the loaders pin it once, beside the namespaces' directories. */
 struct {
@@ -93,9 +115,10 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 	p->is_credit = ((payload[0] << 8) | payload[1]) == CCEMU_MAGIC && payload[2] == CCEMU_TYPE_CREDIT;
 }
 
-static __always_inline void set_ce(struct __sk_buff *skb, int ip_offset, __u8 tos)
+/* Rewrites the packet's ECN field to `ecn` (CE, or TCD's UE). */
+static __always_inline void set_ecn(struct __sk_buff *skb, int ip_offset, __u8 tos, __u8 ecn)
 {
-	__u8 marked = tos | INET_ECN_CE;
+	__u8 marked = (tos & ~INET_ECN_MASK) | ecn;
 	__u16 old_word, new_word;
 	__u8 vihl;
 
@@ -132,13 +155,22 @@ static __always_inline int residence_key(struct __sk_buff *skb, const struct par
 	return bpf_skb_load_bytes(skb, sizeof(struct ethhdr), key->bytes, len);
 }
 
-/* Bucket of a residence of `ns`: see port.h (log-linear, 4 buckets per doubling). */
-static __always_inline __u64 residence_bucket(__u64 ns)
+/* The key of the lossless mode's packet record: the residence key without the bytes a port's
+ * marks rewrite. */
+static __always_inline int pfc_key(struct __sk_buff *skb, const struct parsed *p, struct residence_key *key)
 {
-	__u64 v = ns, log2 = 0, bucket; /* 64-bit: see residence_key */
+	if (residence_key(skb, p, key))
+		return -1;
+	key->bytes[KEY_TOS_BYTE] = 0;
+	key->bytes[KEY_CHECKSUM_BYTE] = 0;
+	key->bytes[KEY_CHECKSUM_BYTE + 1] = 0;
+	return 0;
+}
 
-	if (ns < (1ULL << RESIDENCE_FIRST_LOG2))
-		return 0;
+static __always_inline __u64 log2_u64(__u64 v)
+{
+	__u64 log2 = 0;
+
 	if (v >> 32) {
 		v >>= 32;
 		log2 += 32;
@@ -161,6 +193,17 @@ static __always_inline __u64 residence_bucket(__u64 ns)
 	}
 	if (v >> 1)
 		log2 += 1;
+	return log2;
+}
+
+/* Bucket of a residence of `ns`: see port.h (log-linear, 4 buckets per doubling). */
+static __always_inline __u64 residence_bucket(__u64 ns)
+{
+	__u64 log2, bucket; /* 64-bit: see residence_key */
+
+	if (ns < (1ULL << RESIDENCE_FIRST_LOG2))
+		return 0;
+	log2 = log2_u64(ns);
 	bucket = 1 + ((log2 - RESIDENCE_FIRST_LOG2) << RESIDENCE_SUB_BUCKETS_LOG2) +
 		 ((ns >> (log2 - RESIDENCE_SUB_BUCKETS_LOG2)) & ((1 << RESIDENCE_SUB_BUCKETS_LOG2) - 1));
 	return bucket < PORT_RESIDENCE_BUCKETS ? bucket : PORT_RESIDENCE_BUCKETS - 1;
@@ -173,6 +216,91 @@ static __always_inline __u64 wire_bytes(const struct __sk_buff *skb, const struc
 	return wire < cfg->min_wire_bytes ? cfg->min_wire_bytes : wire;
 }
 
+/* Lossless mode: hands a pause (1) or resume (0) of `port_id` to the pause agent. */
+static __always_inline void pfc_announce(__u32 port_id, __u32 pause, __u64 now)
+{
+	struct pfc_event *event = bpf_ringbuf_reserve(&pfc_events, sizeof(*event), 0);
+
+	if (!event)
+		return; /* ring full: the agent is gone or far behind (the counters still say what was decided) */
+	event->ns = now;
+	event->port_id = port_id;
+	event->pause = pause;
+	bpf_ringbuf_submit(event, 0);
+}
+
+/* Lossless mode, at a switch's egress: the packet joins this port's queue, and the ingress it
+ * came through holds its bytes until the next hop sees it arrive (pfc_release). Past xoff, the
+ * port upstream of that ingress is paused. A packet without an arrival record (see
+ * port_residence.untracked_packets), or whose record collides with another's, is not held:
+ * holding bytes nobody would release could pause a port for ever. */
+static __always_inline void pfc_hold(struct __sk_buff *skb, const struct parsed *p, const struct port_config *cfg,
+				     const struct residence_arrival *arrival, __u64 wire, __u64 now)
+{
+	struct pfc_packet record = {
+		.ingress_port_id = arrival->ingress_port_id,
+		.upstream_port_id = arrival->upstream_port_id,
+		.wire_bytes = wire,
+	};
+	struct residence_key key;
+	struct port_pfc *in, *up;
+	__s64 held;
+
+	if (pfc_key(skb, p, &key))
+		return;
+	in = bpf_map_lookup_elem(&port_pfc, &record.ingress_port_id);
+	up = bpf_map_lookup_elem(&port_pfc, &record.upstream_port_id);
+	if (!in || !up || bpf_map_update_elem(&pfc_packets, &key, &record, BPF_NOEXIST))
+		return;
+	held = __sync_fetch_and_add(&in->held_bytes, wire) + wire;
+	if (held > 0 && (__u64)held > in->max_held_bytes)
+		in->max_held_bytes = held; /* a racing update may lose a new maximum by a packet */
+	if (held > cfg->xoff_bytes && __sync_val_compare_and_swap(&up->paused, 0, 1) == 0) {
+		up->paused_since_ns = now;
+		__sync_fetch_and_add(&up->pause_events, 1);
+		pfc_announce(record.upstream_port_id, 1, now);
+	}
+}
+
+/* Lossless mode, at any port's ingress: a packet held by the switch upstream has left that
+ * switch's queue. Down to xon, the port upstream of its ingress there resumes. */
+static __always_inline void pfc_release(struct __sk_buff *skb, const struct parsed *p, const struct port_config *cfg,
+					__u64 now)
+{
+	struct residence_key key;
+	struct pfc_packet *record;
+	struct port_pfc *in, *up;
+	__u32 ingress, upstream;
+	__u64 wire, paused_for, bucket;
+	__s64 held;
+
+	if (pfc_key(skb, p, &key))
+		return;
+	record = bpf_map_lookup_elem(&pfc_packets, &key);
+	if (!record)
+		return;
+	ingress = record->ingress_port_id;
+	upstream = record->upstream_port_id;
+	wire = record->wire_bytes;
+	if (bpf_map_delete_elem(&pfc_packets, &key))
+		return; /* another CPU released it */
+	in = bpf_map_lookup_elem(&port_pfc, &ingress);
+	up = bpf_map_lookup_elem(&port_pfc, &upstream);
+	if (!in || !up)
+		return;
+	held = __sync_fetch_and_add(&in->held_bytes, -wire) - wire;
+	if (held <= (__s64)cfg->xon_bytes && __sync_val_compare_and_swap(&up->paused, 1, 0) == 1) {
+		paused_for = now > up->paused_since_ns ? now - up->paused_since_ns : 0;
+		__sync_fetch_and_add(&up->paused_ns, paused_for);
+		up->resumed_ns = now;
+		bucket = paused_for < 2000 ? 0 : log2_u64(paused_for / 1000);
+		if (bucket >= PFC_HIST_BUCKETS)
+			bucket = PFC_HIST_BUCKETS - 1;
+		__sync_fetch_and_add(&up->pause_histogram[bucket & (PFC_HIST_BUCKETS - 1)], 1);
+		pfc_announce(upstream, 0, now);
+	}
+}
+
 /* Arrival here = departure from the peer's queue. The peer's classes are this port's: every
  * port of a run has the same profile. At a switch port the arrival also starts the packet's
  * residence in the switch. */
@@ -182,9 +310,9 @@ int port_ingress(struct __sk_buff *skb)
 	__u32 ifindex = skb->ifindex;
 	struct port_config *cfg = bpf_map_lookup_elem(&port_config, &ifindex);
 	struct port_departures *departed;
+	struct residence_arrival arrival;
 	struct residence_key key;
 	struct parsed p;
-	__u64 now;
 	__u32 cls;
 
 	if (!cfg)
@@ -198,9 +326,13 @@ int port_ingress(struct __sk_buff *skb)
 	__sync_fetch_and_add(&departed->packets[cls], 1);
 	if (p.ip_offset < 0)
 		__sync_fetch_and_add(&departed->unparsed_packets, 1);
+	if (cfg->lossless)
+		pfc_release(skb, &p, cfg, bpf_ktime_get_ns());
 	if (cfg->switch_port && !residence_key(skb, &p, &key)) {
-		now = bpf_ktime_get_ns();
-		bpf_map_update_elem(&residence, &key, &now, BPF_ANY);
+		arrival.ns = bpf_ktime_get_ns();
+		arrival.ingress_port_id = cfg->port_id;
+		arrival.upstream_port_id = cfg->peer_port_id;
+		bpf_map_update_elem(&residence, &key, &arrival, BPF_ANY);
 	}
 	return TC_ACT_OK;
 }
@@ -209,20 +341,68 @@ int port_ingress(struct __sk_buff *skb)
 #define RESIDENCE_NONE -2      /* nothing to measure: not a switch port, or not IPv4 */
 
 /* How long the packet leaving through this switch port spent inside the switch, in ns. */
+/* How long the packet leaving through this switch port spent inside the switch, in ns, and where
+ * it came in (`arrival`, when the result is >= 0). */
 static __always_inline __s64 residence_of(struct __sk_buff *skb, const struct parsed *p,
-					  const struct port_config *cfg, __u64 now)
+					  const struct port_config *cfg, __u64 now, struct residence_arrival *arrival)
 {
+	struct residence_arrival *arrived;
 	struct residence_key key;
-	__u64 *arrived, since;
 
 	if (!cfg->switch_port || residence_key(skb, p, &key))
 		return RESIDENCE_NONE;
 	arrived = bpf_map_lookup_elem(&residence, &key);
 	if (!arrived)
 		return RESIDENCE_UNTRACKED;
-	since = now > *arrived ? now - *arrived : 0;
+	*arrival = *arrived;
 	bpf_map_delete_elem(&residence, &key);
-	return since;
+	return now > arrival->ns ? now - arrival->ns : 0;
+}
+
+/* DCQCN's CP marking (see port_config.red_*): the chance, in ppm, of marking a packet that
+ * finds `queue` bytes queued. */
+static __always_inline __u64 red_probability_ppm(const struct port_config *cfg, __u64 queue)
+{
+	if (queue <= cfg->red_kmin_bytes)
+		return 0;
+	if (queue > cfg->red_kmax_bytes)
+		return 1000000;
+	return (__u64)cfg->red_pmax_ppm * (queue - cfg->red_kmin_bytes) / (cfg->red_kmax_bytes - cfg->red_kmin_bytes);
+}
+
+/* TCD: the port's state for a packet that finds `queue` bytes queued. The port is ON once it
+ * has sent for longer than max(T_on) since its last resume; shorter ON periods are what PFC's
+ * pause and resume alone make. States and moves follow github.com/HYLZ-2019/TCD-on-ns3
+ * (lossless-queue-disc.cc, getCurrentTCD; the one public implementation, not the authors'), with
+ * one difference that seed 004's 5.1.2 asks for: a port released from the undetermined state
+ * starts non-congested, with its queue's trend measured afresh from the release, and turns
+ * congested only if its queue, above the threshold, did not shrink over a whole sample period
+ * (where that code decides at once, on a trend sampled before the release). */
+static __always_inline __u32 tcd_state(struct port_state *st, const struct port_config *cfg, __u64 queue,
+				       __u64 now, __u64 paused, __u64 resumed_ns)
+{
+	int on = !paused && now - resumed_ns > cfg->tcd_max_on_ns;
+	int long_queue = queue > cfg->tcd_threshold_bytes;
+
+	if (!on) {
+		st->tcd_state = TCD_UNDETERMINED;
+		return st->tcd_state;
+	}
+	if (st->tcd_state == TCD_UNDETERMINED) {
+		st->tcd_state = TCD_NONCONGESTION;
+		st->tcd_decreasing = 1;
+		st->tcd_sample_queue = queue;
+		st->tcd_sample_ns = now;
+	} else if (now - st->tcd_sample_ns >= cfg->tcd_sample_ns) {
+		st->tcd_decreasing = queue < st->tcd_sample_queue;
+		st->tcd_sample_queue = queue;
+		st->tcd_sample_ns = now;
+	}
+	if (st->tcd_state == TCD_CONGESTION)
+		st->tcd_state = long_queue ? TCD_CONGESTION : TCD_NONCONGESTION;
+	else
+		st->tcd_state = long_queue && !st->tcd_decreasing ? TCD_CONGESTION : TCD_NONCONGESTION;
+	return st->tcd_state;
 }
 
 SEC("tc")
@@ -233,12 +413,16 @@ int port_egress(struct __sk_buff *skb)
 	struct port_state *st = bpf_map_lookup_elem(&port_state, &ifindex);
 	struct port_departures *departures;
 	struct port_class_stats *stats;
+	struct residence_arrival arrival = {};
+	struct port_pfc *pfc = NULL;
 	struct parsed p;
 	__u64 now, elapsed, link_mb, credit_mb, credit_drained, data_mb, data_drained, wire, queue, ideal, lag;
 	__u64 departed[PORT_CLASSES];
-	__u32 cls, bucket, random;
+	__u64 resumed_ns = 0;
+	__u64 paused = 0;
+	__u32 cls, bucket, random, tcd = TCD_NONCONGESTION;
 	__s64 residence;
-	int drop = 0, mark = 0, already_ce;
+	int drop = 0, mark = 0, ue = 0, already_ce, ect0;
 
 	if (!cfg || !st)
 		return TC_ACT_OK; /* not a port we were configured for: fail open */
@@ -251,8 +435,16 @@ int port_egress(struct __sk_buff *skb)
 	wire = wire_bytes(skb, cfg);
 	random = bpf_get_prandom_u32() % 1000000;
 	now = bpf_ktime_get_ns();
-	residence = residence_of(skb, &p, cfg, now); /* map helpers are not allowed under the lock */
+	residence = residence_of(skb, &p, cfg, now, &arrival); /* map helpers are not allowed under the lock */
+	if (cfg->tcd) {
+		pfc = bpf_map_lookup_elem(&port_pfc, &cfg->port_id);
+		if (pfc) {
+			paused = READ_ONCE(pfc->paused);
+			resumed_ns = READ_ONCE(pfc->resumed_ns);
+		}
+	}
 	already_ce = p.ip_offset >= 0 && (p.tos & INET_ECN_MASK) == INET_ECN_CE;
+	ect0 = p.ip_offset >= 0 && (p.tos & INET_ECN_MASK) == INET_ECN_ECT_0;
 	departed[PORT_CLASS_DATA] = READ_ONCE(departures->bytes[PORT_CLASS_DATA]);
 	departed[PORT_CLASS_CREDIT] = READ_ONCE(departures->bytes[PORT_CLASS_CREDIT]);
 
@@ -304,7 +496,18 @@ int port_egress(struct __sk_buff *skb)
 	} else if (cls == PORT_CLASS_DATA && cfg->ecn_threshold_bytes) {
 		/* DCTCP: an ECN-capable packet that finds more than K bytes queued on arrival. */
 		mark = (p.tos & INET_ECN_MASK) && queue > cfg->ecn_threshold_bytes;
+	} else if (cls == PORT_CLASS_DATA && cfg->red_kmax_bytes && cfg->switch_port) {
+		/* DCQCN's CP is the switch (DCQCN 3.1); a host NIC's queue is its own sender's pacing. */
+		mark = (p.tos & INET_ECN_MASK) && random < red_probability_ppm(cfg, queue);
 	}
+	if (p.ip_offset >= 0 && cls == PORT_CLASS_DATA && cfg->tcd && cfg->switch_port) {
+		tcd = tcd_state(st, cfg, queue, now, paused, resumed_ns);
+		mark = tcd == TCD_CONGESTION && (p.tos & INET_ECN_MASK);
+		ue = tcd == TCD_UNDETERMINED && ect0; /* UE never overwrites CE (nor ECT(1): marked already) */
+	}
+	/* A lossless port drops too if its buffer overflows: PFC's thresholds are meant to make that
+	 * never happen (config.py: the buffer holds xoff + headroom from every ingress), and a drop
+	 * here, counted, says they did not. */
 	if (queue + wire > cfg->buffer_bytes[cls]) {
 		drop = 1;
 		mark = 0;
@@ -347,6 +550,8 @@ int port_egress(struct __sk_buff *skb)
 	if (mark) {
 		stats->marked_packets++;
 		stats->marked_bytes += wire;
+	} else if (ue && !drop) {
+		stats->ue_marked_packets++;
 	}
 	bpf_spin_unlock(&st->lock);
 
@@ -355,7 +560,11 @@ int port_egress(struct __sk_buff *skb)
 	if (drop)
 		return TC_ACT_STOLEN;
 	if (mark)
-		set_ce(skb, p.ip_offset, p.tos);
+		set_ecn(skb, p.ip_offset, p.tos, INET_ECN_CE);
+	else if (ue)
+		set_ecn(skb, p.ip_offset, p.tos, INET_ECN_ECT_1);
+	if (cfg->lossless && residence >= 0 && arrival.ingress_port_id)
+		pfc_hold(skb, &p, cfg, &arrival, wire, now);
 	skb->priority = cfg->classid[cls];
 	return TC_ACT_OK;
 }

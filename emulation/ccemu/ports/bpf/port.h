@@ -34,6 +34,21 @@
  * and ack numbers; ccemu's flow, sequence and echo fields). Nothing a switch forwards changes
  * them between its ingress and its egress port. */
 #define RESIDENCE_KEY_BYTES 48
+/* Bytes of that key a port may rewrite (ECN marks change tos and the header checksum): the
+ * lossless mode's per-packet record, looked up where the packet arrives at the next hop, leaves
+ * them out of its key. */
+#define KEY_TOS_BYTE 1
+#define KEY_CHECKSUM_BYTE 10
+
+/* Lossless (PFC) mode. Pause durations: bucket 0 holds pauses under 2 us, bucket b >= 1 those in
+ * [2^b, 2^(b+1)) us, the last the rest (up to ~1 h). */
+#define PFC_HIST_BUCKETS 32
+#define PFC_EVENTS_BYTES (256 * 1024) /* ring buffer of pause/resume decisions, for the pause agent */
+
+/* TCD (ternary congestion detection) port states. */
+#define TCD_NONCONGESTION 0
+#define TCD_CONGESTION 1
+#define TCD_UNDETERMINED 2
 
 /* Wire format: a ccemu packet is UDP whose payload starts with this magic and a type. */
 #define CCEMU_MAGIC 0xCCE1
@@ -56,11 +71,65 @@ struct port_config {
 	__u32 switch_port;          /* 1: a switch's port (residences start at its ingress, end at its egress) */
 	__u32 pad;
 	__u64 idle_reset_ns;        /* idle longer than this, every queue of the port has surely drained */
+	/* Lossless (PFC) mode: never drop; when the bytes that arrived through one ingress port of a
+	 * switch and still sit in its egress queues exceed xoff, the port upstream of that ingress is
+	 * paused, and resumed once they fall to xon (ports/pfc.py does the pausing). */
+	__u32 lossless;
+	__u32 xoff_bytes;
+	__u32 xon_bytes;
+	/* DCQCN's CP: an ECT packet that finds q queued is CE-marked with probability 0 below kmin,
+	 * pmax * (q - kmin) / (kmax - kmin) up to kmax, 1 above (kmax 0: no such marking). */
+	__u32 red_kmin_bytes;
+	__u32 red_kmax_bytes;
+	__u32 red_pmax_ppm;
+	/* TCD: congestion -> CE, undetermined (paused, or ON for at most tcd_max_on_ns since its last
+	 * resume) -> UE, non-congestion -> no mark (tcd 0: off). */
+	__u32 tcd;
+	__u32 tcd_threshold_bytes;  /* the queue above which a port that is ON is congested */
+	__u64 tcd_max_on_ns;        /* max(T_on) */
+	__u64 tcd_sample_ns;        /* how often the queue's trend (decreasing or not) is sampled */
 };
 
 /* A packet inside a switch, by its first bytes (see RESIDENCE_KEY_BYTES). */
 struct residence_key {
 	__u8 bytes[RESIDENCE_KEY_BYTES];
+};
+
+/* Where a packet inside a switch came in (value of the residence map). */
+struct residence_arrival {
+	__u64 ns;
+	__u32 ingress_port_id;      /* the switch port it arrived through */
+	__u32 upstream_port_id;     /* the port at the other end of that link: the one PFC pauses */
+};
+
+/* Lossless mode, per port of the run (key: port id, shared by every namespace). A switch port
+ * as an ingress holds bytes; any port as an egress may be paused by its downstream. */
+struct port_pfc {
+	__s64 held_bytes;           /* arrived through this port, still queued in its switch's egress queues */
+	__u64 max_held_bytes;
+	__u64 paused;               /* 1: this port is paused now (its downstream's ingress is over xoff);
+	                             * 64-bit for BPF's compare-and-swap */
+	__u64 paused_since_ns;
+	__u64 resumed_ns;           /* the last resume (0: never paused) */
+	__u64 pause_events;
+	__u64 paused_ns;            /* time paused, over the pauses that ended */
+	__u64 pause_histogram[PFC_HIST_BUCKETS];
+};
+
+/* A packet queued at a lossless switch port (key: its residence key without tos and checksum),
+ * found again where it arrives at the next hop: it has left the queue, and its ingress holds less. */
+struct pfc_packet {
+	__u32 ingress_port_id;
+	__u32 upstream_port_id;
+	__u32 wire_bytes;
+	__u32 pad;
+};
+
+/* A pause or resume decision, for ports/pfc.py's agent, which carries it out. */
+struct pfc_event {
+	__u64 ns;                   /* bpf_ktime_get_ns() of the decision */
+	__u32 port_id;              /* the port to pause or resume */
+	__u32 pause;                /* 1: pause, 0: resume */
 };
 
 /* Per port of the run (key: port id, shared by every namespace of the run): what has left
@@ -78,6 +147,7 @@ struct port_class_stats {
 	__u64 dropped_bytes;
 	__u64 marked_packets;       /* CE set here: a packet that arrives already CE is not counted again */
 	__u64 marked_bytes;
+	__u64 ue_marked_packets;    /* TCD's UE set here (ECT(0) -> ECT(1)) */
 	__u64 max_queue_bytes;
 	__u64 lag_sum_bytes;        /* sum over enqueues of |real - ideal queue| */
 	__u64 max_lag_bytes;
@@ -108,6 +178,10 @@ struct port_state {
 	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */
 	__u32 unparsed_packets;               /* counted into data, never marked */
 	__u64 reset_residue_bytes;            /* still "queued" when an idle reset forgot them: lost after admission */
+	__u32 tcd_state;                      /* TCD_* */
+	__u32 tcd_decreasing;                 /* the queue shrank over the last trend sample */
+	__u64 tcd_sample_ns;                  /* when the trend was last sampled */
+	__u64 tcd_sample_queue;               /* the queue then */
 	struct port_class_stats stats[PORT_CLASSES];
 	struct port_residence residence;
 };

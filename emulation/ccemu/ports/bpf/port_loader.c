@@ -24,9 +24,8 @@
 
 #include "port.h"
 
-#define CONFIG_FIELDS 19
+#define CONFIG_FIELDS 29
 #define MAX_LINES PORT_MAX_PORTS
-#define SHARED_MAP "port_departures"
 #define LOAD_ATTEMPTS 3
 /* Packets a switch namespace follows inside its switches, per port: ovs-vswitchd's receive
  * socket of a port holds thousands of full frames when it falls behind; past this the oldest
@@ -34,6 +33,17 @@
 #define RESIDENCE_ENTRIES_PER_PORT 1024
 #define RESIDENCE_MAX_ENTRIES 65536
 #define RESIDENCE_HOST_ENTRIES 64 /* hosts measure no residence; an LRU map needs a few per CPU */
+
+/* Maps keyed by port id (or by packet, across switches): one per run, shared by every namespace. */
+static const char *const shared_maps[] = {"port_departures", "port_pfc", "pfc_packets", "pfc_events"};
+
+static int shared(const char *map)
+{
+	for (size_t i = 0; i < sizeof(shared_maps) / sizeof(shared_maps[0]); i++)
+		if (!strcmp(map, shared_maps[i]))
+			return 1;
+	return 0;
+}
 
 #define SIZE(s) printf(#s " %zu\n", sizeof(struct s))
 #define FIELD(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
@@ -56,6 +66,16 @@ static int print_layout(void)
 	FIELD(port_config, switch_port);
 	FIELD(port_config, pad);
 	FIELD(port_config, idle_reset_ns);
+	FIELD(port_config, lossless);
+	FIELD(port_config, xoff_bytes);
+	FIELD(port_config, xon_bytes);
+	FIELD(port_config, red_kmin_bytes);
+	FIELD(port_config, red_kmax_bytes);
+	FIELD(port_config, red_pmax_ppm);
+	FIELD(port_config, tcd);
+	FIELD(port_config, tcd_threshold_bytes);
+	FIELD(port_config, tcd_max_on_ns);
+	FIELD(port_config, tcd_sample_ns);
 	SIZE(port_departures);
 	FIELD(port_departures, bytes);
 	FIELD(port_departures, packets);
@@ -67,6 +87,7 @@ static int print_layout(void)
 	FIELD(port_class_stats, dropped_bytes);
 	FIELD(port_class_stats, marked_packets);
 	FIELD(port_class_stats, marked_bytes);
+	FIELD(port_class_stats, ue_marked_packets);
 	FIELD(port_class_stats, max_queue_bytes);
 	FIELD(port_class_stats, lag_sum_bytes);
 	FIELD(port_class_stats, max_lag_bytes);
@@ -77,6 +98,19 @@ static int print_layout(void)
 	FIELD(port_residence, max_ns);
 	FIELD(port_residence, untracked_packets);
 	FIELD(port_residence, histogram);
+	SIZE(port_pfc);
+	FIELD(port_pfc, held_bytes);
+	FIELD(port_pfc, max_held_bytes);
+	FIELD(port_pfc, paused);
+	FIELD(port_pfc, paused_since_ns);
+	FIELD(port_pfc, resumed_ns);
+	FIELD(port_pfc, pause_events);
+	FIELD(port_pfc, paused_ns);
+	FIELD(port_pfc, pause_histogram);
+	SIZE(pfc_event);
+	FIELD(pfc_event, ns);
+	FIELD(pfc_event, port_id);
+	FIELD(pfc_event, pause);
 	SIZE(port_state);
 	FIELD(port_state, lock);
 	FIELD(port_state, pad);
@@ -89,6 +123,10 @@ static int print_layout(void)
 	FIELD(port_state, mark_probability_ppm);
 	FIELD(port_state, unparsed_packets);
 	FIELD(port_state, reset_residue_bytes);
+	FIELD(port_state, tcd_state);
+	FIELD(port_state, tcd_decreasing);
+	FIELD(port_state, tcd_sample_ns);
+	FIELD(port_state, tcd_sample_queue);
 	FIELD(port_state, stats);
 	FIELD(port_state, residence);
 	return 0;
@@ -97,22 +135,35 @@ static int print_layout(void)
 /* ifname link_Bps credit_Bps credit_buffer data_buffer ecn_K mark_window
  * credit_classid data_classid credit_bucket_bytes data_bucket_bytes overhead min_wire
  * credit_burst data_burst port_id peer_port_id switch_port idle_reset_ns
+ * lossless xoff xon red_kmin red_kmax red_pmax_ppm tcd tcd_threshold tcd_max_on_ns tcd_sample_ns
  * (written by ccemu/shaping.py port_program_line) */
 static int parse_line(const char *line, char *ifname, struct port_config *cfg)
 {
-	unsigned long long link, credit, idle_reset;
+	unsigned long long link, credit, idle_reset, tcd_max_on, tcd_sample;
+	unsigned int lossless, xoff, xon, kmin, kmax, pmax, tcd, tcd_threshold;
 	unsigned int credit_buf, data_buf, k, window, credit_cls, data_cls, credit_bucket, data_bucket;
 	unsigned int overhead, min_wire, credit_burst, data_burst, port_id, peer_port_id, switch_port;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u %u %u %u %u %u %llu", ifname, &link, &credit,
+	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u %u %u %u %u %u %llu %u %u %u %u %u %u %u %u %llu %llu", ifname, &link, &credit,
 		   &credit_buf, &data_buf, &k, &window, &credit_cls, &data_cls, &credit_bucket, &data_bucket,
 		   &overhead, &min_wire, &credit_burst, &data_burst, &port_id, &peer_port_id, &switch_port,
-		   &idle_reset) != CONFIG_FIELDS)
+		   &idle_reset, &lossless, &xoff, &xon, &kmin, &kmax, &pmax, &tcd, &tcd_threshold, &tcd_max_on,
+		   &tcd_sample) != CONFIG_FIELDS)
 		return -1;
 	if (port_id >= PORT_MAX_FABRIC_PORTS || peer_port_id >= PORT_MAX_FABRIC_PORTS || switch_port > 1 ||
-	    !idle_reset)
+	    !idle_reset || lossless > 1 || xon > xoff || (kmax && kmin >= kmax) || pmax > 1000000 || tcd > 1)
 		return -1;
+	cfg->lossless = lossless;
+	cfg->xoff_bytes = xoff;
+	cfg->xon_bytes = xon;
+	cfg->red_kmin_bytes = kmin;
+	cfg->red_kmax_bytes = kmax;
+	cfg->red_pmax_ppm = pmax;
+	cfg->tcd = tcd;
+	cfg->tcd_threshold_bytes = tcd_threshold;
+	cfg->tcd_max_on_ns = tcd_max_on;
+	cfg->tcd_sample_ns = tcd_sample;
 	cfg->link_rate_Bps = link;
 	cfg->credit_rate_Bps = credit;
 	cfg->buffer_bytes[PORT_CLASS_CREDIT] = credit_buf;
@@ -199,7 +250,7 @@ static struct bpf_object *load(const char *obj_path, const char *run_pin_dir, co
 			return NULL;
 		}
 		bpf_object__for_each_map(map, obj) {
-			if (!strcmp(bpf_map__name(map), SHARED_MAP))
+			if (shared(bpf_map__name(map)))
 				snprintf(path, sizeof(path), "%s/%s", run_pin_dir, bpf_map__name(map));
 			else
 				snprintf(path, sizeof(path), "%s/%s/%s", run_pin_dir, node, bpf_map__name(map));

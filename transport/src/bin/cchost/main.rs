@@ -192,7 +192,8 @@ impl Outputs {
             "start": seconds(record.start_us), "end": seconds(record.end_us), "fct": record.fct().as_secs_f64(),
             "retransmits": record.retransmits, "timeouts": record.timeouts,
             "spurious_timeouts": record.spurious_timeouts, "credits_sent": record.credits_sent,
-            "credits_wasted": record.credits_wasted, "scheme": record.scheme.name(),
+            "credits_wasted": record.credits_wasted, "cnps_ce": record.cnps_ce, "cnps_ue": record.cnps_ue,
+            "scheme": record.scheme.name(),
         });
         writeln!(self.records, "{line}")?;
         self.records.flush()
