@@ -402,8 +402,8 @@ def _lossless_table(ports):
 
     table = Table(title="lossless ports: PFC pauses (of the port, by its downstream) and TCD marks; held: bytes that "
                         "came in through the port and sit in its switch's egress queues")
-    for column in ("node", "port", "paused", "pauses", "paused s", "pause p50 ms", "held", "held max", "CE", "UE",
-                   "TCD state"):
+    for column in ("node", "port", "paused", "pauses", "paused s (wall)", "pause p50 ms (wall)", "held", "held max",
+                   "CE", "UE", "TCD state"):
         table.add_column(column, justify="left" if column in ("node", "port", "TCD state") else "right")
     for p in ports:
         ended = sum(p.pfc.pause_histogram)

@@ -356,6 +356,12 @@ class ExperimentRunner:
             agent_stats = net.inventory.state_dir / pfc.STATS_FILE
             if agent_stats.exists():
                 self.pause_agents[spec.label] = json.loads(agent_stats.read_text())
+                if net.pause_agent is not None and net.pause_agent.poll() is not None:
+                    # Its ports' gates stayed as they were: pauses went on, or never came.
+                    self.pause_agents[spec.label]["died"] = (f"exit status {net.pause_agent.returncode}: "
+                                                             f"{net.pause_agent_log()}")
+                    self.console.print(f"[red]{spec.label}: the PFC pause agent died "
+                                       f"({self.pause_agents[spec.label]['died']})[/red]")
         steal, busy = fidelity.CpuTimes.now().since(cpu_before)
         self._record_ports(spec, ports, bottleneck_port)
         lateness = gap = None

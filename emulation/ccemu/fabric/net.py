@@ -326,13 +326,19 @@ class FabricNet(Mininet):
             where.update({port_ids[port].port_id: [node, pid, port] for port in ports})
         (state / pfc.PORTS_FILE).write_text(json.dumps(where))
         (state / pfc.SHAPE_FILE).write_text(json.dumps(dataclasses.asdict(self.port_shape)))
-        self.pause_agent = self.inventory.spawn(
-            "pfc pause agent", [sys.executable, "-m", "ccemu.ports.pfc", str(state)], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, cwd=Path(pfc.__file__).resolve().parents[2])
-        line = self.pause_agent.stdout.readline().strip()
+        with open(state / pfc.LOG_FILE, "w") as log:  # a file: a pipe nobody reads could fill and stop it
+            self.pause_agent = self.inventory.spawn(
+                "pfc pause agent", [sys.executable, "-m", "ccemu.ports.pfc", str(state)], stdout=subprocess.PIPE,
+                stderr=log, text=True, cwd=Path(pfc.__file__).resolve().parents[2])
+        line = self.pause_agent.stdout.readline().strip()  # it prints nothing after this line
         if line != pfc.READY_LINE:
             self.pause_agent.wait()
-            raise FabricError(f"the PFC pause agent did not start: {self.pause_agent.stderr.read().strip()[-500:]}")
+            raise FabricError(f"the PFC pause agent did not start: {self.pause_agent_log()}")
+
+    def pause_agent_log(self) -> str:
+        """The last of what the pause agent wrote to stderr (why it failed, when it did)."""
+        path = self.inventory.state_dir / pfc.LOG_FILE
+        return " ".join(path.read_text().split()[-60:]) if path.exists() else ""
 
     def _namespace_named(self, name: str) -> Node:
         for instance in self.instances:

@@ -352,9 +352,10 @@ class TcdPort(DropTailPort):
     # github.com/bobzhuyb/ns3-rdma mix/config.txt KMIN 40 (KB): the DCQCN simulator TCD's own is built on.
     threshold_bytes: int = Field(40_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
                                  description="a port that is ON with more queued is congested")
-    epsilon: float = Field(0.05, gt=0, lt=1, description="sets max(T_on) (seed 004, 5.1.4: 0.05 recommended)")
+    epsilon: float = Field(0.05, ge=0.001, lt=1, description="sets max(T_on) (seed 004, 5.1.4: 0.05 recommended)")
+    # At most a million frame times: the port program keeps max(T_on) in u64 nanoseconds.
     max_on_frames: Union[float, None] = Field(
-        None, gt=0, description="max(T_on) in frame times at the link rate; unset: from epsilon (ports/tc.py "
+        None, gt=0, le=1e6, description="max(T_on) in frame times at the link rate; unset: from epsilon (ports/tc.py "
                                 "tcd_max_on_s)")
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pyroute2.netns import popns, pushns
 
-from .maps import PFC_EVENT, open_pinned
+from .maps import PFC_EVENT, PORT_PFC, PinnedMap, open_pinned
 from .tc import DATA_CLASSID, GATE_OPEN_RATE_FACTOR, GATE_PAUSED_RATE_BPS, FIFO_MARGIN_FRAMES, PortShape, \
     data_burst_bytes
 
@@ -46,6 +46,8 @@ GATE_HANDLE = 0x200000  # 20:
 KICK_FRAME = bytes.fromhex("0180c2000001") + bytes(6) + bytes.fromhex("8808") + bytes(46)
 RINGBUF_BUSY, RINGBUF_DISCARD, RINGBUF_HEADER = 1 << 31, 1 << 30, 8
 STATS_EVERY_S = 1.0
+CHECK_EVERY_S = 0.1  # every gate against its port's flag
+LOG_FILE = "pfc-agent.log"  # its stderr
 EVENTS_BYTES = 256 * 1024  # bpf/port.h PFC_EVENTS_BYTES
 SHAPE_FILE = "pfc-shape.json"  # the ports' PortShape (every port of a run has the same)
 _NLMSG_ERROR = 2
@@ -166,8 +168,11 @@ class AgentStats:
     """What the agent did, for the bundle (reaction times in ns)."""
 
     frame_ns: float
-    pauses: int = 0
-    resumes: int = 0
+    pauses: int = 0  # gates closed
+    resumes: int = 0  # gates opened
+    superseded: int = 0  # pause decisions already undone (resumed) when the agent came to them
+    corrections: int = 0  # gates the periodic check set: before their event was read, or after a lost
+    #                       event or a failed change
     failures: list[str] = field(default_factory=list)
     unknown_ports: int = 0
     reactions_ns: list[int] = field(default_factory=list)
@@ -178,7 +183,8 @@ class AgentStats:
         def q(x: float) -> float | None:
             return ordered[min(len(ordered) - 1, int(x * len(ordered)))] / 1e6 if ordered else None
         return {
-            "pauses": self.pauses, "resumes": self.resumes, "failures": self.failures[:20],
+            "pauses": self.pauses, "resumes": self.resumes, "superseded": self.superseded,
+            "corrections": self.corrections, "failures": self.failures[:20],
             "unknown_ports": self.unknown_ports, "frame_ms": self.frame_ns / 1e6,
             "reaction_ms": {"p50": q(0.5), "p99": q(0.99), "max": ordered[-1] / 1e6 if ordered else None},
             "reaction_frames": {"p50": q(0.5) and q(0.5) * 1e6 / self.frame_ns,
@@ -187,44 +193,83 @@ class AgentStats:
         }
 
 
+class Agent:
+    """The ports' gates kept as the port programs' decisions say. An event only says which port to
+    look at: the gate follows that port's flag in the port_pfc map (so a backlog of events does not
+    replay stale pauses), and every CHECK_EVERY_S every gate is compared with its flag (so a lost
+    event or a failed change is made good)."""
+
+    def __init__(self, ports: dict[int, GatedPort], flags: PinnedMap, stats: AgentStats):
+        self.ports, self.flags, self.stats = ports, flags, stats
+        self.closed = {port_id: False for port_id in ports}
+
+    def paused(self, port_id: int) -> bool:
+        raw = self.flags.lookup(port_id)
+        return raw is not None and bool(PORT_PFC.unpack(raw)["paused"])
+
+    def follow(self, port_id: int, event: dict | None = None) -> None:
+        """Set the port's gate to its flag; `event`: the decision that woke us for it."""
+        port = self.ports.get(port_id)
+        if port is None:
+            self.stats.unknown_ports += 1
+            return
+        paused = self.paused(port_id)
+        if paused == self.closed[port_id]:
+            if event is not None and event["pause"] and not paused:
+                self.stats.superseded += 1
+            return
+        try:
+            port.set_paused(paused)
+        except (OSError, struct.error) as exc:
+            self.stats.failures.append(str(exc))  # the next check retries it
+            return
+        self.closed[port_id] = paused
+        if paused:
+            self.stats.pauses += 1
+        else:
+            self.stats.resumes += 1
+        if event is None:
+            self.stats.corrections += 1
+        elif bool(event["pause"]) == paused:
+            self.stats.reactions_ns.append(time.monotonic_ns() - event["ns"])
+
+    def check_all(self) -> None:
+        for port_id in self.ports:
+            self.follow(port_id)
+
+
 def run(state_dir: Path) -> int:
     shape = PortShape(**json.loads((state_dir / SHAPE_FILE).read_text()))
     targets = {int(pid_key): value for pid_key, value in json.loads((state_dir / PORTS_FILE).read_text()).items()}
     ports = {port_id: GatedPort.open(node, pid, ifname, shape) for port_id, (node, pid, ifname) in targets.items()}
-    ring = RingBuffer.pinned(state_dir.resolve() / "bpffs" / "pfc_events", EVENTS_BYTES)
+    bpffs = state_dir.resolve() / "bpffs"
+    ring = RingBuffer.pinned(bpffs / "pfc_events", EVENTS_BYTES)
+    flags = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
     stats = AgentStats(frame_ns=shape.frame_wire_bytes * 8 / shape.link_bps * 1e9)
+    agent = Agent(ports, flags, stats)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
     poller = select.poll()
     poller.register(ring.fd, select.POLLIN)
     print(READY_LINE, flush=True)
-    last_write = 0.0
+    last_write = last_check = 0.0
     try:
         while not stopping:
-            poller.poll(100)
+            poller.poll(round(CHECK_EVERY_S * 1000))
             for raw in ring.records():
                 event = PFC_EVENT.unpack(raw)
-                port = ports.get(event["port_id"])
-                if port is None:
-                    stats.unknown_ports += 1
-                    continue
-                try:
-                    port.set_paused(bool(event["pause"]))
-                except OSError as exc:
-                    stats.failures.append(str(exc))
-                    continue
-                stats.reactions_ns.append(time.monotonic_ns() - event["ns"])
-                if event["pause"]:
-                    stats.pauses += 1
-                else:
-                    stats.resumes += 1
+                agent.follow(event["port_id"], event)
+            if time.monotonic() - last_check > CHECK_EVERY_S:
+                agent.check_all()
+                last_check = time.monotonic()
             if time.monotonic() - last_write > STATS_EVERY_S:
                 _write_stats(state_dir, stats)
                 last_write = time.monotonic()
     finally:
         _write_stats(state_dir, stats)
         ring.close()
+        flags.close()
         for port in ports.values():
             port.close()
     return 0

@@ -285,16 +285,19 @@ def _pause_agent_lines(tables: Tables) -> list[str]:
     agents = tables.manifest.get("pause_agent") or {}
     if not agents:
         return []
-    lines = ["### PFC pause reaction", "", "| block | pauses | resumes | p50 frame times | p99 | max | failures |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["### PFC pause reaction", "", "| block | gates closed | opened | superseded | corrected | p50 frame times "
+             "| p99 | max | failures |", "|---|---|---|---|---|---|---|---|---|"]
     for block, a in agents.items():
         frames = a.get("reaction_frames") or {}
-        lines.append(f"| {block} | {a['pauses']} | {a['resumes']} | "
+        lines.append(f"| {block} | {a['pauses']} | {a['resumes']} | {a.get('superseded', 0)} | "
+                     f"{a.get('corrections', 0)} | "
                      + " | ".join(f"{frames[q]:.2f}" if frames.get(q) is not None else "-" for q in ("p50", "p99", "max"))
-                     + f" | {len(a.get('failures') or [])} |")
+                     + f" | {len(a.get('failures') or [])}{' (agent died: ' + a['died'] + ')' if a.get('died') else ''} |")
     return lines + ["", "From the port program's decision to the kernel's acknowledgement of the paused port's gate "
                         "change (ports/pfc.py), in frame times at the link rate (a real PFC pause takes effect after "
-                        "the frame on the wire and the link's delay).", ""]
+                        "the frame on the wire and the link's delay). Superseded: pauses resumed before the agent "
+                        "came to them; corrected: gates the agent's periodic check set (before their event was read, "
+                        "or after a lost event or a failed change).", ""]
 
 
 def _permutation_lines(tables: Tables) -> list[str]:

@@ -28,9 +28,10 @@ def port(scheme, point, max_queue, mean_queue=0, enqueued=1, node="s1"):
 
 def test_every_claim_of_the_reference_table_names_a_metric_ccemu_computes():
     claims = papers.load_claims()
-    assert {c.experiment for c in claims} == {"incast", "realistic", "permutation", "shuffle", "convergence"}
+    kinds = {"incast", "realistic", "permutation", "shuffle", "convergence", "victim"}
+    assert {c.experiment for c in claims} == kinds
     assert len({c.id for c in claims}) == len(claims)
-    assert set(papers.settings()) == {"incast", "realistic", "permutation", "shuffle", "convergence"}
+    assert set(papers.settings()) == kinds
 
 
 def test_max_queue_growth_compares_load_0_6_with_0_2_over_switch_ports_only():
@@ -149,3 +150,19 @@ def test_incast_collapse_is_the_first_n_below_half_the_best_goodput():
     t = tables("incast", rounds=rounds)
     assert papers.incast_collapse_n(t, "dctcp") == 64
     assert papers.incast_goodput_fraction(t, "dctcp", 64) == pytest.approx(0.25)
+
+
+def test_victim_ce_fraction_counts_only_the_victims_flows_with_a_ce_cnp():
+    def flow(scheme, src, dst, cnps_ce, cnps_ue=0):
+        return {"scheme": scheme, "point": "", "src": src, "dst": dst, "slowdown": 2.0, "fct": 0.1,
+                "cnps_ce": cnps_ce, "cnps_ue": cnps_ue}
+    flows = [flow("dcqcn", "h1", "h10", 3), flow("dcqcn", "h1", "h10", 0), flow("dcqcn", "h1", "h10", 0),
+             flow("dcqcn", "h1", "h10", 1), flow("dcqcn", "h2", "h9", 5),  # a congesting flow: not a victim
+             flow("dcqcn+tcd", "h1", "h10", 0, 4), flow("dcqcn+tcd", "h1", "h10", 0)]
+    t = tables("victim", flows=flows, rounds=rounds_of("dcqcn", "dcqcn+tcd"))
+    t.manifest["config"]["workload"].update(victim_senders=["h1"], victim_receiver="h10")
+    assert papers.victim_ce_fraction(t, "dcqcn") == 0.5
+    assert papers.victim_ce_fraction(t, "dcqcn+tcd") == 0.0
+    assert figures.victims(t, "dcqcn+tcd").ue_marked == 1
+    statuses = {c.claim.id: c.status for c in papers.compare(t)}
+    assert statuses == {"ecn-marks-victims": papers.REPRODUCED, "tcd-spares-victims": papers.REPRODUCED}

@@ -62,8 +62,10 @@ struct {
 	__type(value, struct port_pfc);
 } port_pfc SEC(".maps");
 
+/* Not an LRU: an evicted record's bytes would stay held for ever (and could keep a port paused).
+ * A full map refuses the record instead, and that packet is not held. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct residence_key);
 	__type(value, struct pfc_packet);
@@ -256,6 +258,11 @@ static __always_inline void pfc_hold(struct __sk_buff *skb, const struct parsed 
 	if (held > 0 && (__u64)held > in->max_held_bytes)
 		in->max_held_bytes = held; /* a racing update may lose a new maximum by a packet */
 	if (held > cfg->xoff_bytes && __sync_val_compare_and_swap(&up->paused, 0, 1) == 0) {
+		/* Releases on other CPUs may have brought it down to Xon meanwhile, failing their
+		 * resume while the flag was still 0: then no release might come to resume it. */
+		if (READ_ONCE(in->held_bytes) <= (__s64)cfg->xon_bytes &&
+		    __sync_val_compare_and_swap(&up->paused, 1, 0) == 1)
+			return;
 		up->paused_since_ns = now;
 		__sync_fetch_and_add(&up->pause_events, 1);
 		pfc_announce(record.upstream_port_id, 1, now);
@@ -271,7 +278,7 @@ static __always_inline void pfc_release(struct __sk_buff *skb, const struct pars
 	struct pfc_packet *record;
 	struct port_pfc *in, *up;
 	__u32 ingress, upstream;
-	__u64 wire, paused_for, bucket;
+	__u64 wire, paused_for, bucket, since;
 	__s64 held;
 
 	if (pfc_key(skb, p, &key))
@@ -290,7 +297,10 @@ static __always_inline void pfc_release(struct __sk_buff *skb, const struct pars
 		return;
 	held = __sync_fetch_and_add(&in->held_bytes, -wire) - wire;
 	if (held <= (__s64)cfg->xon_bytes && __sync_val_compare_and_swap(&up->paused, 1, 0) == 1) {
-		paused_for = now > up->paused_since_ns ? now - up->paused_since_ns : 0;
+		/* A pause whose start the pausing CPU has not written yet shows the previous one's,
+		 * older than the last resume: it counts as lasting no time, not since then. */
+		since = READ_ONCE(up->paused_since_ns);
+		paused_for = now > since && since >= READ_ONCE(up->resumed_ns) ? now - since : 0;
 		__sync_fetch_and_add(&up->paused_ns, paused_for);
 		up->resumed_ns = now;
 		bucket = paused_for < 2000 ? 0 : log2_u64(paused_for / 1000);
@@ -381,7 +391,8 @@ static __always_inline __u64 red_probability_ppm(const struct port_config *cfg, 
 static __always_inline __u32 tcd_state(struct port_state *st, const struct port_config *cfg, __u64 queue,
 				       __u64 now, __u64 paused, __u64 resumed_ns)
 {
-	int on = !paused && now - resumed_ns > cfg->tcd_max_on_ns;
+	/* Signed: another CPU may have written a resume later than our `now`. */
+	int on = !paused && (__s64)(now - resumed_ns) > (__s64)cfg->tcd_max_on_ns;
 	int long_queue = queue > cfg->tcd_threshold_bytes;
 
 	if (!on) {
@@ -422,7 +433,7 @@ int port_egress(struct __sk_buff *skb)
 	__u64 paused = 0;
 	__u32 cls, bucket, random, tcd = TCD_NONCONGESTION;
 	__s64 residence;
-	int drop = 0, mark = 0, ue = 0, already_ce, ect0;
+	int drop = 0, mark = 0, ue = 0, already_ce, ect0, idle;
 
 	if (!cfg || !st)
 		return TC_ACT_OK; /* not a port we were configured for: fail open */
@@ -436,7 +447,7 @@ int port_egress(struct __sk_buff *skb)
 	random = bpf_get_prandom_u32() % 1000000;
 	now = bpf_ktime_get_ns();
 	residence = residence_of(skb, &p, cfg, now, &arrival); /* map helpers are not allowed under the lock */
-	if (cfg->tcd) {
+	if (cfg->lossless) {
 		pfc = bpf_map_lookup_elem(&port_pfc, &cfg->port_id);
 		if (pfc) {
 			paused = READ_ONCE(pfc->paused);
@@ -450,12 +461,16 @@ int port_egress(struct __sk_buff *skb)
 
 	bpf_spin_lock(&st->lock);
 	elapsed = now > st->last_ns ? now - st->last_ns : 0;
-	if (elapsed > cfg->idle_reset_ns) {
+	idle = elapsed > cfg->idle_reset_ns;
+	if (idle) {
 		/* Idle this long, every queue here has drained (the loader's config says how long
 		 * the port's full buffers take): the real queue resyncs, forgetting any packet lost
 		 * after the queue (e.g. a full backlog at the peer) but counting what it forgets,
-		 * and the fluid queues restart. It also bounds elapsed * rate below 2^64. */
+		 * and the fluid queues restart. It also bounds elapsed * rate below 2^64. Not so
+		 * for a port PFC holds paused: nothing of its queue has left. */
 		elapsed = cfg->idle_reset_ns;
+	}
+	if (idle && !paused) {
 		if (st->admitted_bytes[PORT_CLASS_DATA] > departed[PORT_CLASS_DATA])
 			st->reset_residue_bytes += st->admitted_bytes[PORT_CLASS_DATA] - departed[PORT_CLASS_DATA];
 		if (st->admitted_bytes[PORT_CLASS_CREDIT] > departed[PORT_CLASS_CREDIT])
