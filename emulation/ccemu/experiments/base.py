@@ -434,8 +434,8 @@ class ExperimentRunner:
             extra += ("--delays", str(live.delays[host]))
         extra += tuple(kwargs.pop("extra", ()))
         node = live.net[host]
-        argv = command(host, live.config.link.host_rate_mbps(host), live.spec.scheme.scheme, live.epoch, workdir, extra=extra,
-                       binary=node.transport_binary, **kwargs)
+        argv = command(host, live.config.link.host_rate_mbps(host), live.spec.scheme.scheme, live.epoch, workdir,
+                       extra=extra, binary=node.transport_binary, **kwargs)
         with open(workdir / f"{host}.log", "wb") as log:
             return node.popen_transport(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
 

@@ -544,7 +544,8 @@ class VictimWorkload(_Section):
     bursters: list[str] = Field(["h11", "h12", "h13", "h14", "h15", "h16"], min_length=1,
                                 description="A0..: synchronised bursts to the hot receiver")
     cdf: Literal["search", "mining", "cachefollower", "webserver"] = Field(
-        "webserver", description="victim and congesting flows' sizes (the paper's Hadoop CDF is not among ccemu's four)")
+        "webserver",
+        description="victim and congesting flows' sizes (the paper's Hadoop CDF is not among ccemu's four)")
     load: float = Field(0.3, gt=0, le=1, description="offered load of each victim and congesting sender, of the "
                                                       "fabric's link rate")
     flows: int = Field(100, ge=1, description="victim flows (the congesting senders send as many each)")

@@ -66,7 +66,8 @@ PORT_CONFIG = Layout("port_config", [
 PORT_DEPARTURES = Layout("port_departures", [("bytes", "2Q"), ("packets", "2Q"), ("unparsed_packets", "Q")])
 CLASS_STATS = Layout("port_class_stats", [
     ("enqueued_packets", "Q"), ("enqueued_bytes", "Q"), ("dropped_packets", "Q"), ("dropped_bytes", "Q"),
-    ("marked_packets", "Q"), ("marked_bytes", "Q"), ("ue_marked_packets", "Q"), ("max_queue_bytes", "Q"), ("lag_sum_bytes", "Q"),
+    ("marked_packets", "Q"), ("marked_bytes", "Q"), ("ue_marked_packets", "Q"), ("max_queue_bytes", "Q"),
+    ("lag_sum_bytes", "Q"),
     ("max_lag_bytes", "Q"), ("queue_histogram", f"{HISTOGRAM_BUCKETS}Q"),
 ])
 RESIDENCE = Layout("port_residence", [

@@ -289,10 +289,10 @@ def _pause_agent_lines(tables: Tables) -> list[str]:
              "| p99 | max | failures |", "|---|---|---|---|---|---|---|---|---|"]
     for block, a in agents.items():
         frames = a.get("reaction_frames") or {}
+        reaction = [f"{frames[q]:.2f}" if frames.get(q) is not None else "-" for q in ("p50", "p99", "max")]
+        died = f" (agent died: {a['died']})" if a.get("died") else ""
         lines.append(f"| {block} | {a['pauses']} | {a['resumes']} | {a.get('superseded', 0)} | "
-                     f"{a.get('corrections', 0)} | "
-                     + " | ".join(f"{frames[q]:.2f}" if frames.get(q) is not None else "-" for q in ("p50", "p99", "max"))
-                     + f" | {len(a.get('failures') or [])}{' (agent died: ' + a['died'] + ')' if a.get('died') else ''} |")
+                     f"{a.get('corrections', 0)} | {' | '.join(reaction)} | {len(a.get('failures') or [])}{died} |")
     return lines + ["", "From the port program's decision to the kernel's acknowledgement of the paused port's gate "
                         "change (ports/pfc.py), in frame times at the link rate (a real PFC pause takes effect after "
                         "the frame on the wire and the link's delay). Superseded: pauses resumed before the agent "

@@ -47,7 +47,8 @@ def config(**sections):
      "ports on purpose, set schemes.0.port_mismatch_intended: true"),
     (config(schemes=[{"scheme": "dctcp"}, {"scheme": "dctcp"}]), "config: schemes: each scheme once"),
     (config(schemes=[{"scheme": "tcp"}]),
-     "config: schemes.0.scheme: input should be 'expresspass', 'spraypass', 'dctcp', 'dctcp+', 'dcqcn' or 'dcqcn+tcd' (got 'tcp')"),
+     "config: schemes.0.scheme: input should be 'expresspass', 'spraypass', 'dctcp', 'dctcp+', 'dcqcn' or "
+     "'dcqcn+tcd' (got 'tcp')"),
     (config(workload={"kind": "incast", "aggregator": "h17"}),
      "config: workload.aggregator: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),

@@ -24,7 +24,8 @@ def config(**sections):
 @pytest.mark.parametrize("data, message", [
     (config(port={"profile": "dcqcn", "lossless": {"xoff_bytes": 1000, "xon_bytes": 1000}}),
      "config: port.lossless.xon_bytes: must be below xoff_bytes (1000) (got 1000)"),
-    (config(port={"profile": "droptail", "buffer_bytes": 100_000, "lossless": {"xoff_bytes": 90_000, "xon_bytes": 80_000}}),
+    (config(port={"profile": "droptail", "buffer_bytes": 100_000,
+                  "lossless": {"xoff_bytes": 90_000, "xon_bytes": 80_000}}),
      "config: port.buffer_bytes: a lossless port holds xoff_bytes + headroom_bytes (105380) from one ingress "
      "(got 100000)"),
     (config(port={"profile": "expresspass", "buffer_bytes": 400_000, "lossless": {}}),
@@ -36,7 +37,8 @@ def config(**sections):
      "config: port.kmin_bytes: must be below kmax_bytes (200000) (got 300000)"),
     (config(link={"rate_mbps": 10, "host_shares": {"h1": 1.5}}),
      "config: link.host_shares: h1: a share must be in (0, 1] (got 1.5)"),
-    (config(link={"rate_mbps": 10, "host_shares": {"h9": 0.5}}), "config: link.host_shares.h9: the topology has h1..h4"),
+    (config(link={"rate_mbps": 10, "host_shares": {"h9": 0.5}}),
+     "config: link.host_shares.h9: the topology has h1..h4"),
     (config(workload={"kind": "victim", "victim_senders": ["h1"], "victim_receiver": "h3", "congesting_senders": ["h2"],
                       "hot_receiver": "h4", "bursters": ["h3"]}),
      "config: workload.bursters: each host has one role (got h3 twice)"),

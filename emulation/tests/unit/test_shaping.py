@@ -49,14 +49,16 @@ def test_a_lossless_ports_data_leaf_is_a_gate_that_opens_above_the_link_rate_and
     shape = shape_of({"profile": "dcqcn"}, rate_mbps=10)
     lines = port_qdiscs("s1-eth1", shape)
     limit = 2_000_000 + 4 * 1514
-    assert lines[-1] == f"qdisc replace dev s1-eth1 parent 1:20 handle 20: tbf rate 100000000bit burst 3076b limit {limit}b"
+    assert lines[-1] == (f"qdisc replace dev s1-eth1 parent 1:20 handle 20: tbf rate 100000000bit burst 3076b "
+                         f"limit {limit}b")
     assert not any("bfifo" in line for line in lines)
     assert gate("s1-eth1", shape, paused=True) == (
         f"qdisc change dev s1-eth1 parent 1:20 handle 20: tbf rate 8bit burst 1514b limit {limit}b")
 
 
 def test_dcqcn_and_tcd_settings_reach_the_port_program_in_the_loader_field_order():
-    dcqcn = port_program_line("x", shape_of({"profile": "dcqcn", "lossless": {"xoff_bytes": 50_000, "xon_bytes": 40_000},
+    dcqcn = port_program_line("x", shape_of({"profile": "dcqcn",
+                                             "lossless": {"xoff_bytes": 50_000, "xon_bytes": 40_000},
                                              "kmin_bytes": 5000, "kmax_bytes": 20000, "pmax": 0.2}), 1, 2, True)
     assert dcqcn.split()[19:] == ["1", "50000", "40000", "5000", "20000", "200000", "0", "0", "0", "0"]
     tcd = shape_of({"profile": "tcd", "threshold_bytes": 30_000, "max_on_frames": 10}, rate_mbps=10)
