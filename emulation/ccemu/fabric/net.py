@@ -41,7 +41,7 @@ from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .ovs import OvsError, OvsInstance
 from ..model.routing import PATH_ID_PORTS, Routing
-from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE, PortProgram, number_ports, parse_attached
+from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, number_ports, parse_attached
 from ..ports import pfc
 from ..ports.tc import PortShape, port_qdiscs
 from ..model.topology import HOST_PREFIX_LEN, Topology
@@ -168,6 +168,7 @@ class FabricNet(Mininet):
         self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
         self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
+        self.port_ids: dict[str, PortIds] = {}  # port name -> its id and its peer's (ports/program.py)
         self.pause_agent: subprocess.Popen | None = None  # lossless ports: ports/pfc.py
         self.timings = Timings()
         self.stop_timings = Timings()
@@ -274,7 +275,7 @@ class FabricNet(Mininet):
         namespaces at once."""
         shape = self.port_shape
         config_dir = self.inventory.state_dir / "config"
-        port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
+        port_ids = self.port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
 
         def ports_script(node: str, ports: list[str], switch_ports: bool, port_shape: PortShape = shape) -> list[str]:
             tc_batch = [line for port in ports for line in port_qdiscs(port, port_shape)]
@@ -319,11 +320,10 @@ class FabricNet(Mininet):
     def _start_pause_agent(self):
         """Lossless ports: the agent that pauses them (ports/pfc.py), told where every port is."""
         state = self.inventory.state_dir
-        port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
         where = {}
         for node, ports in self.port_index.items():
             pid = (self[node] if node in self.nameToNode else self._namespace_named(node)).pid
-            where.update({port_ids[port].port_id: [node, pid, port] for port in ports})
+            where.update({self.port_ids[port].port_id: [node, pid, port] for port in ports})
         (state / pfc.PORTS_FILE).write_text(json.dumps(where))
         (state / pfc.SHAPE_FILE).write_text(json.dumps(dataclasses.asdict(self.port_shape)))
         with open(state / pfc.LOG_FILE, "w") as log:  # a file: a pipe nobody reads could fill and stop it

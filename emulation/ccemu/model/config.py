@@ -320,14 +320,20 @@ class SprayPassPort(ExpressPassPort):
                                     description="N_cdt, credits per Pd refresh (paper: 4)")
 
 
+class _LosslessPort(DropTailPort):
+    """What the lossless profiles share: PFC on, and a buffer that holds Xoff + headroom from
+    several ingresses (not itself a profile: it is in no PortConfig)."""
+
+    buffer_bytes: int = Field(2_000_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                              description=f"egress buffer of every port, in {_WIRE_BYTES}")
+
+
 # DCQCN's CP (SIGCOMM 2015, section 5 and Figure 4's marking curve): Kmin 5 KB, Kmax 200 KB, Pmax 1 %.
-class DcqcnPort(DropTailPort):
+class DcqcnPort(_LosslessPort):
     """DCQCN's CP on a lossless port: an ECN-capable packet that finds q queued is CE-marked with
     probability 0 below kmin, rising linearly to pmax at kmax, 1 above (RED on the instant queue)."""
 
     profile: Literal["dcqcn"] = "dcqcn"
-    buffer_bytes: int = Field(2_000_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
-                              description=f"egress buffer of every port, in {_WIRE_BYTES}")
     lossless: Union[LosslessConfig, None] = Field(default_factory=LosslessConfig,
                                                   description="PFC (DCQCN runs on lossless RoCE fabrics)")
     kmin_bytes: int = Field(5_000, ge=0, le=MAX_PORT_BUFFER_BYTES, description="no mark at or below (paper: 5 KB)")
@@ -341,13 +347,11 @@ class DcqcnPort(DropTailPort):
         return self
 
 
-class TcdPort(DropTailPort):
+class TcdPort(_LosslessPort):
     """TCD (seed 004) on a lossless port: congestion -> CE, undetermined (paused, or sending for
     at most max(T_on) since the last resume) -> UE, non-congestion -> no mark."""
 
     profile: Literal["tcd"] = "tcd"
-    buffer_bytes: int = Field(2_000_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
-                              description=f"egress buffer of every port, in {_WIRE_BYTES}")
     lossless: LosslessConfig = Field(default_factory=LosslessConfig, description="PFC (TCD needs it)")
     # github.com/bobzhuyb/ns3-rdma mix/config.txt KMIN 40 (KB): the DCQCN simulator TCD's own is built on.
     threshold_bytes: int = Field(40_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
@@ -779,8 +783,8 @@ class ExperimentConfig(_Section):
         radix = self.topology.counts().max_switch_ports
         for loc, port in self.port_configs():
             pfc = port.lossless
-            if pfc and port.buffer_bytes < (radix - 1) * (pfc.xoff_bytes + pfc.headroom_bytes):
-                need = (radix - 1) * (pfc.xoff_bytes + pfc.headroom_bytes)
+            need = (radix - 1) * (pfc.xoff_bytes + pfc.headroom_bytes) if pfc else 0
+            if port.buffer_bytes < need:
                 raise _KeyedError((*loc, "buffer_bytes"),
                                   f"a lossless port of a {radix}-port switch holds xoff_bytes + headroom_bytes from "
                                   f"each of the other {radix - 1} ports: at least {need} (got {port.buffer_bytes})")

@@ -341,9 +341,10 @@ class PortMaps:
         self.shape: dict = json.loads((state_dir / SHAPE_FILE).read_text())
         bpffs = state_dir.resolve() / "bpffs"
         self.departures = PinnedMap(bpffs / "port_departures", PORT_DEPARTURES.size)
-        self.pfc = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
+        self.pfc: PinnedMap | None = None
         self.maps: dict[str, tuple[PinnedMap, PinnedMap]] = {}
         try:
+            self.pfc = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
             for node in self.index:
                 config_map = PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size)
                 try:
@@ -415,7 +416,7 @@ class PortMaps:
 
     def close(self) -> None:
         self.departures.close()
-        if hasattr(self, "pfc"):
+        if self.pfc is not None:
             self.pfc.close()
         for config_map, state_map in self.maps.values():
             config_map.close()

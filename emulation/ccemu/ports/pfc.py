@@ -36,8 +36,7 @@ from pathlib import Path
 from pyroute2.netns import popns, pushns
 
 from .maps import PFC_EVENT, PORT_PFC, PinnedMap, open_pinned
-from .tc import DATA_CLASSID, GATE_OPEN_RATE_FACTOR, GATE_PAUSED_RATE_BPS, FIFO_MARGIN_FRAMES, PortShape, \
-    data_burst_bytes
+from .tc import DATA_CLASSID, GateSettings, PortShape
 
 PORTS_FILE = "pfc-ports.json"  # port id -> [node, namespace pid, interface]
 STATS_FILE = "pfc-agent.json"
@@ -69,9 +68,8 @@ def gate_message(ifindex: int, shape: PortShape, paused: bool) -> bytes:
     """The RTM_NEWQDISC (change) that closes or opens a port's gate, as ports/tc.py `gate` says.
     Built here rather than with pyroute2, whose TBF knows only the old tick-counted bucket: at
     8 bit/s a frame's worth of ticks overflows it, and TCA_TBF_BURST (bytes) is what tc sends."""
-    rate_Bps = (GATE_PAUSED_RATE_BPS if paused else GATE_OPEN_RATE_FACTOR * shape.link_bps) // 8
-    burst = shape.frame_bytes if paused else data_burst_bytes(shape)
-    limit = shape.buffer_bytes + FIFO_MARGIN_FRAMES * shape.frame_bytes
+    settings = GateSettings.of(shape, paused)
+    rate_Bps, burst, limit = settings.rate_bps // 8, settings.burst_bytes, settings.limit_bytes
     # struct tc_tbf_qopt: rate and peakrate (struct tc_ratespec), limit, buffer, mtu. The kernel takes
     # the bucket from TCA_TBF_BURST and the rate from TCA_TBF_RATE64 (wider than the spec's u32).
     ratespec = struct.pack("<BBHhHI", 0, _TC_LINKLAYER_ETHERNET, 0, 0, 0, min(rate_Bps, 0xFFFFFFFF))

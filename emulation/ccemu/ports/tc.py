@@ -156,14 +156,31 @@ GATE_OPEN_RATE_FACTOR = 10
 GATE_PAUSED_RATE_BPS = 8
 
 
+@dataclass(frozen=True)
+class GateSettings:
+    """A lossless port's gate, open or closed: the TBF's rate, bucket and FIFO limit."""
+
+    rate_bps: int
+    burst_bytes: int
+    limit_bytes: int
+
+    @classmethod
+    def of(cls, shape: PortShape, paused: bool) -> "GateSettings":
+        limit = shape.buffer_bytes + FIFO_MARGIN_FRAMES * shape.frame_bytes
+        if paused:
+            return cls(GATE_PAUSED_RATE_BPS, shape.frame_bytes, limit)
+        return cls(GATE_OPEN_RATE_FACTOR * shape.link_bps, data_burst_bytes(shape), limit)
+
+
 def gate(dev: str, shape: PortShape, paused: bool, verb: str = "change") -> str:
-    """The TBF line that opens or closes a lossless port's data leaf (`verb` "replace" creates it)."""
-    limit = shape.buffer_bytes + FIFO_MARGIN_FRAMES * shape.frame_bytes
-    if paused:
-        rate, burst = GATE_PAUSED_RATE_BPS, shape.frame_bytes
-    else:
-        rate, burst = GATE_OPEN_RATE_FACTOR * shape.link_bps, data_burst_bytes(shape)
-    return f"qdisc {verb} dev {dev} parent 1:20 handle 20: tbf rate {rate}bit burst {burst}b limit {limit}b"
+    """The TBF line that opens or closes a lossless port's data leaf (`verb` "replace" creates it);
+    ports/pfc.py sends the same change as a netlink message."""
+    g = GateSettings.of(shape, paused)
+    return (f"qdisc {verb} dev {dev} parent 1:20 handle 20: tbf rate {g.rate_bps}bit burst {g.burst_bytes}b "
+            f"limit {g.limit_bytes}b")
+
+
+PAUSE_LOOP_FRAMES = 2
 
 
 def tcd_max_on_s(shape: PortShape, epsilon: float) -> float:
@@ -178,9 +195,6 @@ def tcd_max_on_s(shape: PortShape, epsilon: float) -> float:
     rate_Bps = shape.link_bps / 8
     d = PAUSE_LOOP_FRAMES * shape.frame_wire_bytes / rate_Bps
     return (shape.xoff_bytes - shape.xon_bytes + 2 * d * (1 - epsilon) * rate_Bps) / (epsilon * rate_Bps) + d
-
-
-PAUSE_LOOP_FRAMES = 2
 
 
 def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
