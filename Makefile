@@ -140,6 +140,7 @@ smoke: setup
 	$(PYTHON) ci/smoke.py
 
 bench: setup
+	$(PYTHON) emulation/benchmarks/routing.py
 	$(PYTHON) emulation/benchmarks/bringup.py
 	$(PYTHON) emulation/benchmarks/capacity.py
 	$(PYTHON) emulation/benchmarks/ports.py

@@ -23,13 +23,12 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
+from ccemu.bench.capacity import idle_rtt_ms
 from ccemu.containers import image
 from ccemu.containers.engine import DockerEngine
 from ccemu.fabric.net import FabricNet
 from ccemu.model.config import parse_config
 
-sys.path.insert(0, str(Path(__file__).parent))
-from capacity import idle_rtt_ms  # noqa: E402
 
 PLAIN_MININET = Path(__file__).with_name("plain_mininet.py")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
+from .bench import capacity as bench_capacity
 from .model.config import EXPERIMENTS_DIR, ConfigError, ExperimentConfig, load_config, parse_config
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .metrics.monitoring import MONITORING_STATE
@@ -152,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plan-only", action="store_true",
                        help="validate and write the points' experiment files; print the sweep's folder")
 
+    bench = commands.add_parser("bench", help="measure what this machine can emulate")
+    benches = bench.add_subparsers(dest="bench", required=True)
+    capacity = benches.add_parser("capacity", help="the highest link rate a k=4 fat-tree keeps 8 TCP flows at >= 0.95, "
+                                                   "per OVS instance count, pinned and not (RESULTS/capacity/TIME)")
+    bench_capacity.add_arguments(capacity)
+
     args = parser.parse_args(argv)
     setLogLevel("warning")
     # SIGINT and SIGTERM unwind through the teardown in `finally`, even when we were started
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor,
-                    "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep}
+                    "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep, "bench": cmd_bench}
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
@@ -221,6 +228,12 @@ def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
     return parse_config({**config.model_dump(), "hosts": hosts}, source=f"--hosts {kind}")
 
 
+def cmd_bench(args) -> int:
+    _require_root(f"bench {args.bench}")
+    bench_capacity.run(args)
+    return 0
+
+
 def cmd_check(args) -> int:
     config = _check_config(args)
     _require_root("check")
@@ -230,14 +243,18 @@ def cmd_check(args) -> int:
 def check_fabric(config: ExperimentConfig) -> bool:
     """Bring up, verify, tear down, printing what was found; True if everything held."""
     from .fabric.net import FabricNet
-    from .model.routing import asymmetric_paths
+    from .model.routing import symmetry_problems
     from .fabric.checks import check_path_symmetry, check_reachability, symmetry_pairs
 
     net = FabricNet(config)
     topo = net.fabric_topo
     print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
-          f"{config.fabric.instance_count(len(topo.switches))} OVS instance(s), {net.datapath} datapath")
-    problems = [f"routing tables: {p}" for p in asymmetric_paths(net.routing)]
+          f"{net.placement}, {net.datapath} datapath")
+    started = time.monotonic()
+    how, problems = symmetry_problems(net.routing)
+    problems = [f"routing tables: {p}" for p in problems]
+    print(f"routing tables symmetric for every pair and path-id: {'no' if problems else 'yes'}, {how}, in "
+          f"{time.monotonic() - started:.2f} s")
     with net:
         print(f"bring-up   {net.timings.total:6.2f} s  ({_phases(net.timings)})")
         started = time.monotonic()
@@ -252,7 +269,7 @@ def check_fabric(config: ExperimentConfig) -> bool:
             problems += check_path_symmetry(net, a, b)
         print(f"path symmetry checked on port counters for {len(pairs)} pairs, one per path length "
               f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}), every path-id, in {time.monotonic() - started:.2f} s; "
-              f"routing tables: every pair and path-id")
+              f"routing tables: every pair and path-id (above)")
     print(f"teardown   {net.stop_timings.total:6.2f} s  ({_phases(net.stop_timings)})")
     for problem in problems[:50]:
         print(f"FAIL {problem}")

@@ -23,11 +23,11 @@ from ..ports.tc import PortShape, idle_reset_ns
 from ..model.topology import TopologyCounts
 
 # bpf/port.h and bpf/port_loader.c (tests compare them with the sources).
-PORT_MAX_PORTS = 4096  # entries of a namespace's port maps at most
+PORT_MAX_PORTS = 4096  # ports the loader attaches in one namespace at most
 PORT_MAX_FABRIC_PORTS = 65536  # port ids of a run: 1..65535, 0 meaning no port
-RESIDENCE_ENTRIES_PER_PORT = 1024  # a switch namespace's residence map: per port...
-RESIDENCE_MAX_ENTRIES = 65536  # ...up to this many
-RESIDENCE_HOST_ENTRIES = 64  # a host's (it measures no residence)
+RESIDENCE_ENTRIES_PER_PORT = 1024  # the run's residence map: per switch port...
+RESIDENCE_MAX_ENTRIES = 1048576  # ...up to this many
+RESIDENCE_MIN_ENTRIES = 64  # ...and at least this many
 OPEN_FILES_LIMIT = 65536  # fabric.py raises the soft RLIMIT_NOFILE to this (or the hard limit)
 U64_MAX = (1 << 64) - 1
 C_INT_MAX = (1 << 31) - 1  # setsockopt() takes an int: the largest socket buffer one can ask for
@@ -56,7 +56,7 @@ CONTAINER_BYTES = 8_500 << 10
 DOCKER_ENGINE_TASKS = 20
 CONTAINER_TASKS = 14  # the shim's threads, mostly (+47 tasks for 2 hosts, +187 for 12, +237 for 16)
 # A residence map entry (bpftool's memlock of the LRU hash: 104 bytes an entry, 16 a bucket,
-# the buckets a power of two), per switch namespace sized by port_loader.
+# the buckets a power of two), the run's map sized by port_loader.
 RESIDENCE_ENTRY_BYTES, RESIDENCE_BUCKET_BYTES = 104, 16
 # Tasks (processes and threads: each takes a pid) and open files, counted on the same runs.
 OVSDB_TASKS = 1
@@ -181,12 +181,9 @@ class Footprint:
                 + SWITCH_PORT_BYTES * self.switch_ports + self._residence_bytes() + docker)
 
     def _residence_bytes(self) -> int:
-        """port_loader sizes each switch namespace's residence map by its ports, up to a cap
-        (instances taken as holding equal shares of the ports); a host's is small and fixed."""
-        per_instance = min(round(self.switch_ports / self.instances) * RESIDENCE_ENTRIES_PER_PORT,
-                           RESIDENCE_MAX_ENTRIES)
-        return (self.instances * _residence_map_bytes(per_instance)
-                + self.counts.hosts * _residence_map_bytes(RESIDENCE_HOST_ENTRIES))
+        """port_loader sizes the run's residence map by the switch ports, within bounds."""
+        return _residence_map_bytes(min(max(self.switch_ports * RESIDENCE_ENTRIES_PER_PORT, RESIDENCE_MIN_ENTRIES),
+                                        RESIDENCE_MAX_ENTRIES))
 
     @property
     def queued_bytes(self) -> int:
@@ -311,7 +308,7 @@ def _port_id_refusal(config: ExperimentConfig, footprint: Footprint, ports: list
     if counts.max_switch_ports > PORT_MAX_PORTS:
         return Refusal(_topology_key(config),
                        f"{config.topology.describe()} has a switch with {counts.max_switch_ports} ports; the port "
-                       f"maps hold {PORT_MAX_PORTS} per namespace, and a switch's ports share one")
+                       f"loader attaches at most {PORT_MAX_PORTS} per namespace, and a switch's ports share one")
     return None
 
 
@@ -328,7 +325,7 @@ def _instance_refusal(config: ExperimentConfig, footprint: Footprint, ports: lis
     else:
         key, holder, remedy = ("fabric", "ovs_instances"), held, ": use more instances or 'auto'"
     if most > PORT_MAX_PORTS:
-        return Refusal(key, f"{holder}; the port maps hold {PORT_MAX_PORTS} per namespace{remedy}")
+        return Refusal(key, f"{holder}; the port loader attaches at most {PORT_MAX_PORTS} per namespace{remedy}")
     files = footprint.vswitchd_files(most, footprint.switches_per_instance)
     limit = machine.open_files_per_process
     if files > limit:

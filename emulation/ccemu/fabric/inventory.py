@@ -37,11 +37,13 @@ import struct
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..polling import wait_until
 
+T = TypeVar("T")
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
 STATE_FILE = "state.json"
 SHELL_OF = "shell of "
@@ -71,21 +73,34 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def netns_cookie(ns_fd: int) -> int | None:
     """The cookie of the network namespace `ns_fd` refers to (an open /proc/PID/ns/net), read
-    from a socket made inside it by a short-lived thread (setns moves only the calling thread)."""
-    found: list[int] = []
+    from a socket made inside it."""
 
-    def probe() -> None:
-        if _libc.setns(ns_fd, CLONE_NEWNET) == 0:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                try:
-                    found.append(struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0])
-                except OSError:
-                    pass  # a kernel before 5.14: None, and the caller says what that means
+    def read_cookie() -> int | None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                return struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0]
+            except OSError:
+                return None  # a kernel before 5.14: the caller says what that means
 
-    thread = threading.Thread(target=probe, name="netns-cookie")
+    return made_in_namespaces([ns_fd], read_cookie)[0]
+
+
+def made_in_namespaces(ns_fds: list[int], make: Callable[[], T]) -> list[T | None]:
+    """make() called inside each network namespace of `ns_fds` (open /proc/PID/ns/net), by one
+    short-lived thread that enters them in turn: setns moves only the calling thread, and a
+    socket made in a namespace stays in it. None where the namespace could not be entered."""
+    made: list[T | None] = []
+
+    def visit() -> None:
+        for fd in ns_fds:
+            made.append(make() if _libc.setns(fd, CLONE_NEWNET) == 0 else None)
+
+    thread = threading.Thread(target=visit, name="in-namespaces")
     thread.start()
     thread.join()
-    return found[0] if found else None
+    if len(made) != len(ns_fds):
+        raise InventoryError("entering the namespaces failed part way (see the thread's traceback above)")
+    return made
 
 
 @contextlib.contextmanager
@@ -122,6 +137,16 @@ def _send_signal(pid: int, sig: int, still_the_one: Callable[[], bool]) -> None:
 # child's pid); on EOF (the parent died first) it exits without running anything. bash, not
 # sh: dash redirects only file descriptors 0-9.
 _GATE = 'read -r _ <&{fd} && exec "$@" {fd}<&-'
+
+
+def _release(gate_write: int) -> None:
+    """Let a spawned process run (see Inventory.spawn) and close its gate."""
+    try:
+        os.write(gate_write, b"go\n")
+    except BrokenPipeError:
+        pass  # it exited before reading (what started it failed): the caller sees its status
+    finally:
+        os.close(gate_write)
 
 
 @dataclass(frozen=True)
@@ -173,8 +198,34 @@ class Inventory:
     namespaces: list[NamespaceRecord] = field(default_factory=list)
     mounts: list[str] = field(default_factory=list)  # filesystems mounted inside state_dir
     containers: list[ContainerRecord] = field(default_factory=list)
+    # Inside batch(): the gates of processes spawned but not yet released (None: not batching).
+    _held_gates: list[int] | None = field(default=None, repr=False, compare=False)
 
     # Creating ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Records made inside are saved once, at the end, and only then are the processes
+        spawned inside released: a fabric of 1000 hosts saves its state once, not 2000 times
+        (each save writes the whole record). If the block raises, its processes are not released:
+        they read EOF and exit without running anything."""
+        if self._held_gates is not None:
+            raise InventoryError("Inventory.batch() does not nest")
+        self._held_gates = []
+        released = False
+        try:
+            yield
+            self._held_gates, gates = None, self._held_gates
+            self.save()
+            for gate in gates:
+                _release(gate)
+            released = True
+        finally:
+            if not released:
+                gates, self._held_gates = self._held_gates or [], None
+                for gate in gates:
+                    os.close(gate)
+                self.save()
 
     @classmethod
     def create(cls, run_id: str, root: Path = DEFAULT_STATE_ROOT) -> "Inventory":
@@ -187,14 +238,18 @@ class Inventory:
     def add_process(self, pid: int, what: str) -> ProcessRecord:
         record = ProcessRecord.of(pid, what)
         self.processes.append(record)
-        self.save()
+        self._save_unless_batching()
         return record
+
+    def _save_unless_batching(self) -> None:
+        if self._held_gates is None:
+            self.save()
 
     def spawn(self, what: str, argv: list[str], start: Callable[..., subprocess.Popen] = subprocess.Popen,
               **popen_kwargs) -> subprocess.Popen:
         """Start `argv` with `start` (Popen, or a node's popen), recorded before it runs: the
-        child waits on a pipe until its pid and start time are saved; if we are killed first,
-        it reads EOF and exits without running anything."""
+        child waits on a pipe until its pid and start time are saved (inside batch(): until the
+        batch ends); if we are killed first, it reads EOF and exits without running anything."""
         gate_read, gate_write = os.pipe()
         try:
             popen_kwargs.pop("close_fds", None)  # pass_fds closes the rest, as Popen's default does
@@ -207,11 +262,16 @@ class Inventory:
             os.close(gate_read)
         try:
             self.add_process(proc.pid, what)
-            os.write(gate_write, b"go\n")
-        except (ProcessLookupError, BrokenPipeError):
-            pass  # it exited before reading (what started it failed): the caller sees its status
-        finally:
+        except ProcessLookupError:  # it exited before reading (what started it failed): the caller sees its status
             os.close(gate_write)
+            return proc
+        except BaseException:
+            os.close(gate_write)
+            raise
+        if self._held_gates is not None:
+            self._held_gates.append(gate_write)
+        else:
+            _release(gate_write)
         return proc
 
     def shell_of(self, node: str) -> ProcessRecord | None:
@@ -253,7 +313,7 @@ class Inventory:
             raise InventoryError(f"{what} (pid {pid}) is not in a namespace of its own")
         record = NamespaceRecord(inode, cookie, what)
         self.namespaces.append(record)
-        self.save()
+        self._save_unless_batching()
         return record
 
     def save(self) -> None:

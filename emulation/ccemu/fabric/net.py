@@ -28,7 +28,6 @@ from pathlib import Path
 from mininet.link import Intf, Link
 from mininet.net import Mininet
 from mininet.node import Node, Switch
-from pyroute2 import IPRoute
 
 from ..containers import CONTAINERS_FILE
 from ..containers import image as host_image
@@ -36,15 +35,17 @@ from ..containers.engine import DockerEngine
 from ..containers.host import Container, DockerHost, create_containers
 from ..model.config import ExperimentConfig
 from .inventory import DEFAULT_STATE_ROOT, Inventory
-from .nodes import FabricHost, FabricNamespace
+from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
 from .openflow import switch_flows
-from .ovs import OvsError, OvsInstance
+from .placement import place, usable_cpus
+from .ovs import OvsError, OvsInstance, start_instances
 from ..model.routing import PATH_ID_PORTS, Routing
-from ..ports.program import PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, number_ports, parse_attached
+from ..ports.program import (PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, ifindex_of,
+                              number_ports, parse_attached)
 from ..ports import pfc
 from ..ports.tc import PortShape, port_qdiscs
-from ..model.topology import HOST_PREFIX_LEN, Topology
+from ..model.topology import FABRIC_PREFIX, GATEWAY_IP, GATEWAY_MAC, HOST_PREFIX_LEN, Topology
 
 OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
 # ovs-vswitchd's receive socket per port: room for bursts while its one thread is busy
@@ -69,11 +70,12 @@ class FabricIntf(Intf):
 
 
 class FabricLink(Link):
-    """A veth pair made by one netlink request: both ends named, addressed and sized (MTU),
-    each created directly in its node's network namespace. FabricNet brings them up in its
-    per-namespace batches."""
+    """A veth pair: both ends named, addressed and sized (MTU), each created directly in its
+    node's network namespace. FabricNet creates all pairs with one `ip -batch` (written here,
+    line by line, while the links are added) and brings them up in its per-namespace batches."""
 
-    netlink: IPRoute | None = None  # set by FabricNet for the duration of build()
+    batch: list[str] | None = None  # set by FabricNet for the duration of build(): `ip -batch` lines
+    ifindexes: dict[str, int] = {}  # set by FabricNet: interface name -> the ifindex it is made with
 
     def __init__(self, node1, node2, mtu: int = 1500, **params):
         self.mtu = mtu
@@ -82,13 +84,11 @@ class FabricLink(Link):
 
     def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
                      deleteIntfs=False):
-        end2 = {"ifname": intfname2, "net_ns_pid": node2.pid, "mtu": self.mtu}
-        if addr2:
-            end2["address"] = addr2
-        end1 = {"ifname": intfname1, "net_ns_pid": node1.pid, "mtu": self.mtu}
-        if addr1:
-            end1["address"] = addr1
-        self.netlink.link("add", kind="veth", peer=end2, **end1)
+        ends = []
+        for name, addr, node in ((intfname1, addr1, node1), (intfname2, addr2, node2)):
+            ends.append(f"name {name} index {self.ifindexes[name]} mtu {self.mtu}{f' address {addr}' if addr else ''} "
+                        f"netns {node.pid}")
+        self.batch.append(f"link add {ends[0]} type veth peer {ends[1]}")
 
     def stop(self):
         """Nothing to do: the veths go with the namespaces of the run."""
@@ -167,6 +167,7 @@ class FabricNet(Mininet):
         self.instances: list[OvsInstance] = []
         self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
+        self.placement = place(config.fabric, len(self.fabric_topo.switches), usable_cpus())
         self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
         self.port_ids: dict[str, PortIds] = {}  # port name -> its id and its peer's (ports/program.py)
         self.pause_agent: subprocess.Popen | None = None  # lossless ports: ports/pfc.py
@@ -205,29 +206,35 @@ class FabricNet(Mininet):
         self._add_switches_and_links()
         self.timings.mark("links")
         self._configure_namespaces()
-        self.timings.mark("addresses, arp, port qdiscs and programs")
+        self.timings.mark("addresses, arp, port qdiscs, programs attached")
         if self.port_shape.lossless:
             self._start_pause_agent()
             self.timings.mark("pfc pause agent")
         self.built = True
 
     def _start_ovs_instances(self):
-        for index in range(self.config.fabric.instance_count(len(self.fabric_topo.switches))):
-            namespace = FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory)
-            self._adopt_namespace(namespace, f"ovs{index}")
-            instance = OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
-            instance.start(self.inventory)
-            self.instances.append(instance)
+        count = self.placement.instances
+        with self.inventory.batch():
+            namespaces = [FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory, defer_prompt=True)
+                          for index in range(count)]
+        self._adopt_namespaces(namespaces)
+        self.instances = [OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
+                          for index, namespace in enumerate(namespaces)]
+        start_instances(self.instances, self.inventory)
 
-    def _adopt_namespace(self, node: Node, what: str) -> None:
-        """Record a new namespace (its shell is recorded already) and silence it: with IPv6 off
-        before any interface exists, no neighbour discovery or MLD packet ever reaches a switch.
-        Ephemeral ports stay out of ccemu's path-id ports, so that no other program's UDP
-        (iperf3 -u) is routed by a path-id it did not choose."""
-        self.inventory.add_namespace_of(node.pid, what)
-        node.cmd("echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
-                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; "
-                 f"echo {PATH_ID_PORTS[0]}-{PATH_ID_PORTS[1]} > /proc/sys/net/ipv4/ip_local_reserved_ports")
+    def _adopt_namespaces(self, nodes: list[Node]) -> None:
+        """Finish starting the shells of new nodes (made with defer_prompt inside an inventory
+        batch), record their namespaces and silence them: with IPv6 off before any interface
+        exists, no neighbour discovery or MLD packet ever reaches a switch. Ephemeral ports stay
+        out of ccemu's path-id ports, so that no other program's UDP (iperf3 -u) is routed by a
+        path-id it did not choose."""
+        start_shells(nodes, then="echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; "
+                                 "echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6; "
+                                 f"echo {PATH_ID_PORTS[0]}-{PATH_ID_PORTS[1]} "
+                                 "> /proc/sys/net/ipv4/ip_local_reserved_ports")
+        with self.inventory.batch():
+            for node in nodes:
+                self.inventory.add_namespace_of(node.pid, node.name)
 
     def _add_hosts(self):
         if self.engine is not None:
@@ -237,12 +244,15 @@ class FabricNet(Mininet):
             (self.inventory.state_dir / CONTAINERS_FILE).write_text(
                 json.dumps({host: c.as_json() for host, c in self.containers.items()}, indent=1))
             self.timings.mark("containers")
-        for spec in self.fabric_topo.hosts:
-            container = self.containers.get(spec.name)
-            kind = {"cls": DockerHost, "container": container} if container else {}
-            host = self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac, inventory=self.inventory,
-                                **kind)
-            self._adopt_namespace(host, spec.name)
+        # Every shell starts while the next host is made; then all are waited for at once.
+        with self.inventory.batch():
+            hosts = []
+            for spec in self.fabric_topo.hosts:
+                container = self.containers.get(spec.name)
+                kind = {"cls": DockerHost, "container": container} if container else {}
+                hosts.append(self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac,
+                                          inventory=self.inventory, defer_prompt=True, **kind))
+        self._adopt_namespaces(hosts)
 
     def instance_of(self, switch: str) -> OvsInstance:
         """Switches are dealt to instances in topology order, so each instance gets whole
@@ -256,7 +266,9 @@ class FabricNet(Mininet):
     def _add_switches_and_links(self):
         for spec in self.fabric_topo.switches:
             self.addSwitch(spec.name, instance=self.instance_of(spec.name), dpid=f"{spec.dpid:016x}")
-        FabricLink.netlink = IPRoute()
+        self.port_ids = number_ports(link.interface_names() for link in self.fabric_topo.links)
+        FabricLink.ifindexes = {port: ifindex_of(ids.port_id) for port, ids in self.port_ids.items()}
+        FabricLink.batch = []
         try:
             for link in self.fabric_topo.links:
                 addrs = {}
@@ -265,9 +277,13 @@ class FabricNet(Mininet):
                         addrs[key] = self.fabric_topo.host(end).mac
                 self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, mtu=self.config.link.mtu,
                              **addrs)
+            batch = self.inventory.state_dir / "config" / "links.ip"
+            batch.write_text("\n".join(FabricLink.batch) + "\n")
+            made = subprocess.run(["ip", "-batch", str(batch)], capture_output=True, text=True)
+            if made.returncode:
+                raise FabricError(f"creating the links failed: {made.stderr.strip()}")
         finally:
-            FabricLink.netlink.close()
-            FabricLink.netlink = None
+            FabricLink.batch = None
 
     def _configure_namespaces(self):
         """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
@@ -275,13 +291,21 @@ class FabricNet(Mininet):
         namespaces at once."""
         shape = self.port_shape
         config_dir = self.inventory.state_dir / "config"
-        port_ids = self.port_ids = number_ports((link.intf1.name, link.intf2.name) for link in self.links)
+        port_ids = self.port_ids
+        (self.inventory.state_dir / PORT_IDS_FILE).write_text(
+            json.dumps({port: ids.port_id for port, ids in port_ids.items()}))
+        switch_port_count = sum(len(switch.intfs) for switch in self.switches)
+        loaded = subprocess.run(self.port_program.load_command(self.bpffs, port_ids, switch_port_count),
+                                capture_output=True, text=True)
+        if loaded.returncode:
+            raise FabricError(f"loading the port programs failed: {loaded.stderr.strip()}")
+        self.timings.mark("port programs loaded")
 
         def ports_script(node: str, ports: list[str], switch_ports: bool, port_shape: PortShape = shape) -> list[str]:
             tc_batch = [line for port in ports for line in port_qdiscs(port, port_shape)]
             return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
-                    self.port_program.load_command(self.bpffs, node, {port: port_ids[port] for port in ports},
-                                                   port_shape, config_dir, switch_ports)]
+                    self.port_program.attach_command(self.bpffs, node, {port: port_ids[port] for port in ports},
+                                                     port_shape, config_dir, switch_ports)]
 
         scripts: dict[Node, str] = {}
         for spec in self.fabric_topo.hosts:
@@ -290,11 +314,9 @@ class FabricNet(Mininet):
             nic = dataclasses.replace(shape, rate_mbps=self.config.link.host_rate_mbps(spec.name))
             intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN
             ip_batch = [f"link set {intf.name} up", "link set lo up",
-                        f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}"]
-            ip_batch += [
-                f"neigh replace {other.ip} lladdr {other.mac} dev {intf.name} nud permanent"
-                for other in self.fabric_topo.hosts if other.name != spec.name
-            ]
+                        f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}",
+                        f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {intf.name} nud permanent",
+                        f"route add {FABRIC_PREFIX} via {GATEWAY_IP} dev {intf.name} onlink"]
             scripts[host] = " && ".join([
                 f"ip -batch {_write(config_dir / f'{spec.name}.ip', ip_batch)}",
                 # The userspace datapath forwards what it reads from a socket as is: a
@@ -375,6 +397,10 @@ class FabricNet(Mininet):
             instance.enlarge_packet_socket_buffers(switches[0].name, ports * self.port_shape.queued_memory_bytes,
                                                    RECEIVE_BUFFER_BYTES)
         self.timings.mark("ovs socket buffers")
+        for instance, cpu in zip(self.instances, self.placement.cpus):
+            if cpu is not None:  # last: the daemons have started every thread they start at bring-up
+                instance.pin(cpu)
+        self.timings.mark("ovs placement")
 
     # Teardown --------------------------------------------------------------------------
 

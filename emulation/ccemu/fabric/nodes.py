@@ -4,6 +4,9 @@ fabric/net.py's FabricSwitch; Docker hosts: containers/host.py.)"""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import subprocess
 from pathlib import Path
 
@@ -13,15 +16,60 @@ from ..hosts.cchost import cchost_binary
 from .inventory import SHELL_OF, Inventory
 
 
+# Mininet's shell prompt: a shell is ready once it has printed it.
+PROMPT = chr(127)
+# What Mininet's startShell runs in a new shell once it is ready.
+SHELL_SETTINGS = "unset HISTFILE; stty -echo; set +m"
+
+
 class RecordedShell:
     """A Mininet node whose shell, the process that creates and holds its namespace, is recorded
-    in the run's inventory (params["inventory"]) before it runs (Inventory.spawn)."""
+    in the run's inventory (params["inventory"]) before it runs (Inventory.spawn).
+
+    With params["defer_prompt"], the node is made without waiting for its shell: FabricNet makes
+    a thousand nodes, each shell starting while the next is made, then waits for them all
+    (start_shells). Mininet's startShell does both in one call, one node after another."""
 
     def _popen(self, cmd, **params):
         inventory: Inventory | None = self.params.get("inventory")
         if self.shell is None and inventory is not None:  # startShell's call
             return inventory.spawn(SHELL_OF + self.name, cmd, **params)
         return super()._popen(cmd, **params)
+
+    def startShell(self, mnopts=None):
+        if not self.params.get("defer_prompt"):
+            return super().startShell(mnopts)
+        # Mininet 2.3.0's startShell (mininet/node.py) up to its wait for the prompt.
+        cmd = ["mnexec", ("-cd" if mnopts is None else mnopts) + ("n" if self.inNamespace else ""),
+               "env", "PS1=" + PROMPT, "bash", "--norc", "--noediting", "-is", "mininet:" + self.name]
+        self.master, self.slave = pty.openpty()
+        self.shell = self._popen(cmd, stdin=self.slave, stdout=self.slave, stderr=self.slave, close_fds=False)
+        self.stdin = self.stdout = os.fdopen(self.master, "r")
+        self.pid = self.shell.pid
+        self.pollOut = select.poll()
+        self.pollOut.register(self.stdout)
+        self.outToNode[self.stdout.fileno()] = self
+        self.inToNode[self.stdin.fileno()] = self
+        self.execed, self.lastCmd, self.lastPid, self.readbuf = False, None, None, ""
+        self.waiting = True  # until its prompt: see start_shells
+        return None
+
+    def wait_for_prompt(self) -> None:
+        """The rest of Mininet's startShell, after the launch: the shell has printed its prompt."""
+        while not self.read(1024).endswith(PROMPT):
+            self.pollOut.poll()
+        self.waiting = False
+
+
+def start_shells(nodes: list[Node], then: str = "") -> None:
+    """Finish starting the shells of nodes made with defer_prompt (RecordedShell), all at once:
+    wait for each prompt, then run Mininet's shell settings and `then` in each, concurrently."""
+    for node in nodes:
+        node.wait_for_prompt()
+    for node in nodes:
+        node.sendCmd(f"{SHELL_SETTINGS}; {then}" if then else SHELL_SETTINGS)
+    for node in nodes:
+        node.waitOutput()
 
 
 class FabricHost(RecordedShell, Host):

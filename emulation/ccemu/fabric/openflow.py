@@ -8,7 +8,9 @@ that is not IPv4 is dropped: hosts use static ARP and have IPv6 off.
 
 Table 1 forwards: host routes by destination address, then the uplink that the switch's
 tier picks for the path-id. Uplink choices are written as masked reg0 matches when the
-uplink count and stride are powers of two, otherwise as one rule per path-id value.
+uplink count and stride are powers of two, otherwise as one rule per path-id value. Hosts
+address every packet to the fabric's gateway MAC (model/topology.py GATEWAY_MAC); the switch
+a host hangs off writes the host's MAC in.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def switch_flows(topo: Topology, routes: SwitchRoutes) -> list[str]:
         "table=0,priority=0,actions=drop",
     ]
     flows += [
-        f"table=1,priority=200,ip,nw_dst={topo.host(host).ip},actions=output:{port}"
+        f"table=1,priority=200,ip,nw_dst={topo.host(host).ip},actions="
+        + (f"mod_dl_dst:{topo.host(host).mac}," if topo.attachment(host) == (routes.switch, port) else "")
+        + f"output:{port}"
         for host, port in sorted(routes.host_ports.items())
     ]
     flows += uplink_rules(routes)

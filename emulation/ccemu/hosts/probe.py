@@ -1,99 +1,137 @@
-"""UDP probe run inside an emulated host: send datagrams on chosen path-ids, report what
-arrives. Used by `ccemu check` and the tests; the orchestrator starts one per host.
+"""UDP probes that ccemu sends and hears itself, from inside the emulated hosts' namespaces:
+`ccemu check` and the tests use them to see which pairs and paths the fabric delivers.
 
-Protocol on stdin/stdout, so that every host is listening before any host sends:
-the probe binds its sockets and prints "ready"; on the line "go" it sends, listens for
-`--linger` seconds more, and prints one JSON object {"<src ip> <path-id>": count, ...}.
-
-Sockets are bound to PROBE_PORT_BASE + path-id: the fabric reads the path-id from the low
-bits of the UDP source port (transport/wire-format.md). Everything is sent to the peer's
-PROBE_PORT_BASE socket.
+No process runs in the hosts. Per host, ccemu holds two sockets made inside the host's network
+namespace (sockets stay in the namespace they were made in): a raw IP socket that sends
+datagrams with any source port, so any path-id (the fabric reads it from the low bits of the
+UDP source port: transport/wire-format.md), and a UDP socket bound to PROBE_PORT_BASE that
+hears every probe sent to the host. A k=16 fabric thus costs 2048 descriptors, where one probe
+process per host cost a thousand Python processes started at once.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import errno
+import os
 import selectors
 import socket
-import sys
-import time
+import struct
 from collections import Counter
+from collections.abc import Iterable
 
+from ..fabric.inventory import made_in_namespaces, open_netns
 from ..model.routing import PATH_IDS
 
 PROBE_PORT_BASE = 0xA000  # low 8 bits zero: base + path-id carries the path-id
+PAYLOAD = b"ccemu-probe"
+UDP_HEADER = struct.Struct("!HHHH")
+IP_HEADER = struct.Struct("!BBHHHBBH4s4s")
+RECEIVE_BUFFER_BYTES = 4 << 20
+Heard = Counter  # (receiving host, sender's address, path-id) -> datagrams
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bind", required=True, help="this host's address")
-    parser.add_argument("--target", action="append", default=[], metavar="IP:PATH_ID[:COUNT]",
-                        help="send COUNT (default 1) datagrams to IP with PATH_ID; repeatable")
-    parser.add_argument("--targets-file", help="file of IP:PATH_ID[:COUNT] lines")
-    parser.add_argument("--linger", type=float, default=1.0, help="seconds to keep listening after sending")
-    args = parser.parse_args(argv)
-
-    targets = [parse_target(t) for t in args.target]
-    if args.targets_file:
-        with open(args.targets_file) as f:
-            targets += [parse_target(line) for line in f if line.strip()]
-    path_ids = sorted({0} | {pid for _, pid, _ in targets})
-    sockets = {}
-    for pid in path_ids:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind((args.bind, PROBE_PORT_BASE + pid))
-        sock.setblocking(False)
-        sockets[pid] = sock
-    selector = selectors.DefaultSelector()
-    for sock in sockets.values():
-        selector.register(sock, selectors.EVENT_READ)
-
-    heard: Counter[str] = Counter()
-    print("ready", flush=True)
-    if sys.stdin.readline().strip() != "go":
-        return 1
-    payload = b"ccemu-probe"
-    for ip, pid, count in targets:
-        for _ in range(count):
-            _send(sockets[pid], payload, (ip, PROBE_PORT_BASE))
-            _drain(selector, heard, 0)
-    deadline = time.monotonic() + args.linger
-    while (left := deadline - time.monotonic()) > 0:
-        _drain(selector, heard, left)
-    print(json.dumps(heard), flush=True)
-    return 0
+class ProbeError(RuntimeError):
+    pass
 
 
-def parse_target(text: str) -> tuple[str, int, int]:
-    parts = text.strip().split(":")
-    if len(parts) not in (2, 3):
-        raise SystemExit(f"bad target {text!r}: expected IP:PATH_ID[:COUNT]")
-    ip, pid, count = parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
-    if not 0 <= pid < PATH_IDS:
-        raise SystemExit(f"bad target {text!r}: path-id must be in 0..{PATH_IDS - 1}")
-    return ip, pid, count
+def datagram(src_ip: str, dst_ip: str, path_id: int) -> bytes:
+    """An IPv4 datagram for a raw socket (IPPROTO_RAW: the header is ours; the kernel fills in
+    the length, id and header checksum) carrying UDP from PROBE_PORT_BASE + path_id to
+    PROBE_PORT_BASE. UDP checksum 0: none, which IPv4 allows."""
+    if not 0 <= path_id < PATH_IDS:
+        raise ValueError(f"path-id {path_id} outside 0..{PATH_IDS - 1}")
+    udp = UDP_HEADER.pack(PROBE_PORT_BASE + path_id, PROBE_PORT_BASE, UDP_HEADER.size + len(PAYLOAD), 0) + PAYLOAD
+    ip = IP_HEADER.pack(0x45, 0, 0, 0, 0, 64, socket.IPPROTO_UDP, 0, socket.inet_aton(src_ip),
+                        socket.inet_aton(dst_ip))
+    return ip + udp
 
 
-def _send(sock: socket.socket, payload: bytes, address: tuple[str, int]) -> None:
-    while True:
+class Probes:
+    """The probe sockets of some hosts ({name: (pid of a process in its namespace, address)});
+    close() (or `with`) closes them."""
+
+    def __init__(self, hosts: dict[str, tuple[int, str]]):
+        self.address = {name: ip for name, (_, ip) in hosts.items()}
+        self._senders: dict[str, socket.socket] = {}
+        self._listeners: dict[int, tuple[str, socket.socket]] = {}  # listening socket's fd -> its host, it
+        self._selector = selectors.DefaultSelector()
+        fds: list[int] = []
         try:
-            sock.sendto(payload, address)
-            return
-        except BlockingIOError:
-            time.sleep(0.001)  # the shaped NIC's queue is full: let it drain
+            for pid, _ in hosts.values():
+                with open_netns(pid) as fd:
+                    if fd is None:
+                        raise ProbeError(f"host with pid {pid} is gone")
+                    fds.append(os.dup(fd))
+            made = made_in_namespaces(fds, _probe_sockets)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        for name, sockets in zip(self.address, made):
+            if sockets is not None:
+                self._senders[name] = sockets[0]
+                self._listeners[sockets[1].fileno()] = (name, sockets[1])
+        try:
+            for name, listener in self._listeners.values():
+                listener.bind((self.address[name], PROBE_PORT_BASE))
+                self._selector.register(listener, selectors.EVENT_READ)
+            if len(self._senders) < len(self.address):
+                missing = next(name for name in self.address if name not in self._senders)
+                raise ProbeError(f"cannot enter the network namespace of {missing}")
+        except OSError as exc:
+            self.close()
+            raise ProbeError(f"{name}: binding {self.address[name]}:{PROBE_PORT_BASE}: {exc.strerror}") from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, src: str, dst_ip: str, path_id: int) -> bool:
+        """One probe from host `src`; False if its NIC's queue is full (send it again later)."""
+        try:
+            self._senders[src].sendto(datagram(self.address[src], dst_ip, path_id), (dst_ip, 0))
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.ENOBUFS):
+                return False
+            raise ProbeError(f"{src}: sending to {dst_ip}: {exc.strerror}") from exc
+
+    def drain(self, heard: Heard, timeout: float = 0.0) -> int:
+        """Count every probe that has arrived (waiting up to `timeout` for the first); returns
+        how many were read."""
+        count = 0
+        for key, _ in self._selector.select(timeout):
+            sock, host = key.fileobj, self._listeners[key.fd][0]
+            while True:
+                try:
+                    _, (src, sport) = sock.recvfrom(2048)
+                except BlockingIOError:
+                    break
+                heard[(host, src, sport - PROBE_PORT_BASE)] += 1
+                count += 1
+        return count
+
+    def close(self) -> None:
+        self._selector.close()
+        for sock in self._senders.values():
+            sock.close()
+        for _, sock in self._listeners.values():
+            sock.close()
+
+    def __enter__(self) -> "Probes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def _drain(selector: selectors.BaseSelector, heard: Counter, timeout: float) -> None:
-    for key, _ in selector.select(timeout):
-        sock = key.fileobj
-        while True:
-            try:
-                _, (src, sport) = sock.recvfrom(2048)
-            except BlockingIOError:
-                break
-            heard[f"{src} {sport - PROBE_PORT_BASE}"] += 1
+def _probe_sockets() -> tuple[socket.socket, socket.socket]:
+    sender = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sender.setblocking(False)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.setblocking(False)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+    return sender, listener
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def hosts_of(net, names: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """What Probes needs of a FabricNet's hosts."""
+    return {name: (net[name].pid, net[name].IP()) for name in names}

@@ -53,7 +53,14 @@ def host_addresses(index: int) -> tuple[str, str]:
     return ip, mac
 
 
-HOST_PREFIX_LEN = 8
+# Every host has its address alone (/32) and one route to the rest of 10.0.0.0/8: through a
+# gateway that is never on the wire. Its one static ARP entry gives every packet the gateway's
+# MAC as destination; the switch a host hangs off writes the host's own MAC in at the last hop
+# (fabric/openflow.py). So a host holds one neighbour entry, not one per other host (k=16: 1023).
+HOST_PREFIX_LEN = 32
+FABRIC_PREFIX = "10.0.0.0/8"
+GATEWAY_IP = "169.254.0.1"  # link-local: no host address can be it
+GATEWAY_MAC = "02:ff:00:00:00:01"  # host MACs are 02:00:00:...
 
 
 @dataclass

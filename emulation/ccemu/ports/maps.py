@@ -18,7 +18,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netns import popns, pushns
 
-from .program import PORT_INDEX_FILE, SHAPE_FILE
+from .program import PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE
 from .tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
@@ -333,29 +333,27 @@ def drain(queues_mbytes: tuple[int, int], elapsed_ns: int, config: PortConfig) -
 
 
 class PortMaps:
-    """The port maps of every namespace of one run (keeps them open between reads)."""
+    """The port maps of one run (keeps them open between reads)."""
 
     def __init__(self, state_dir: Path):
         self.index: dict[str, dict[str, int]] = json.loads((state_dir / PORT_INDEX_FILE).read_text())
+        self.port_ids: dict[str, int] = json.loads((state_dir / PORT_IDS_FILE).read_text())
         # One full frame on the wire (bytes) and the link rate: residences in frame times.
         self.shape: dict = json.loads((state_dir / SHAPE_FILE).read_text())
         bpffs = state_dir.resolve() / "bpffs"
-        self.departures = PinnedMap(bpffs / "port_departures", PORT_DEPARTURES.size)
-        self.pfc: PinnedMap | None = None
-        self.maps: dict[str, tuple[PinnedMap, PinnedMap]] = {}
+        self._maps: list[PinnedMap] = []
         try:
-            self.pfc = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
-            for node in self.index:
-                config_map = PinnedMap(bpffs / node / "port_config", PORT_CONFIG.size)
-                try:
-                    self.maps[node] = (config_map, PinnedMap(bpffs / node / "port_state", PORT_STATE.size,
-                                                             flags=BPF_F_LOCK))
-                except OSError:
-                    config_map.close()
-                    raise
+            self.departures = self._open(bpffs / "port_departures", PORT_DEPARTURES.size)
+            self.pfc = self._open(bpffs / "port_pfc", PORT_PFC.size)
+            self.configs = self._open(bpffs / "port_config", PORT_CONFIG.size)
+            self.states = self._open(bpffs / "port_state", PORT_STATE.size, flags=BPF_F_LOCK)
         except OSError:
             self.close()
             raise
+
+    def _open(self, path: Path, value_size: int, flags: int = 0) -> PinnedMap:
+        self._maps.append(PinnedMap(path, value_size, flags))
+        return self._maps[-1]
 
     @property
     def frame_ns(self) -> float:
@@ -365,16 +363,16 @@ class PortMaps:
     def read(self) -> list[PortStats]:
         result = []
         for node, ports in self.index.items():
-            config_map, state_map = self.maps[node]
             for port, ifindex in ports.items():
-                raw_config = config_map.lookup(ifindex)
+                port_id = self.port_ids[port]
+                raw_config = self.configs.lookup(port_id)
                 if raw_config is None:
                     continue
                 config, buckets = PortConfig.unpack(raw_config)
                 # Departures first: they only grow, so a queue read after them is never low.
                 raw_departures = self.departures.lookup(config.port_id)
                 raw_arrivals = self.departures.lookup(config.peer_port_id)
-                raw_state = state_map.lookup(ifindex)
+                raw_state = self.states.lookup(port_id)
                 raw_pfc = self.pfc.lookup(config.port_id)
                 now = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
                 if raw_state is None or raw_departures is None or raw_arrivals is None:
@@ -415,12 +413,9 @@ class PortMaps:
         return ports
 
     def close(self) -> None:
-        self.departures.close()
-        if self.pfc is not None:
-            self.pfc.close()
-        for config_map, state_map in self.maps.values():
-            config_map.close()
-            state_map.close()
+        for pinned in self._maps:
+            pinned.close()
+        self._maps.clear()
 
     def __enter__(self) -> "PortMaps":
         return self

@@ -1,11 +1,11 @@
 """Deploying the port program (bpf/port.bpf.c) on a fabric.
 
-Each network namespace of a run (every host, every OVS instance) gets its own copy of the
-programs and its own maps keyed by ifindex, pinned in the run's private bpffs under
-<state>/bpffs/<node>/: ifindexes repeat across namespaces, so one map per namespace keeps
-the keys unique. What crosses namespaces (a port's departures are counted at its peer,
-often in another namespace) goes through one map keyed by port ids, numbered here for the
-whole run and pinned at <state>/bpffs/. The loader is built by `make setup` into build/bpf/.
+The programs are loaded once per run, with the run's maps, pinned in the run's private bpffs
+(<state>/bpffs/), and attached in every network namespace of the run (every host, every OVS
+instance). Ports are numbered here for the whole run; the maps are keyed by these ids, and the
+programs find a packet's port id by its ifindex: ifindexes repeat across namespaces, so the
+fabric creates every port with an ifindex of its own, ifindex_of(its id). The loader is built by
+`make setup` into build/bpf/.
 """
 
 from __future__ import annotations
@@ -21,7 +21,17 @@ from .tc import PortShape, port_program_line
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))
 PORT_INDEX_FILE = "ports.json"  # in the run's state dir: node -> port name -> ifindex
+PORT_IDS_FILE = "port_ids.json"  # in the run's state dir: port name -> its id in the run's maps
 SHAPE_FILE = "shape.json"  # in the run's state dir: the ports' link rate and frame size
+
+
+# A port's ifindex is this plus its id: above what the kernel hands out in a new namespace (it
+# counts from 1, and OVS's own devices take the next free numbers), below 2^31.
+IFINDEX_BASE = 1 << 20
+
+
+def ifindex_of(port_id: int) -> int:
+    return IFINDEX_BASE + port_id
 
 
 class PortProgramMissing(RuntimeError):
@@ -61,16 +71,21 @@ class PortProgram:
             raise PortProgramMissing(f"the port program is not built ({', '.join(missing)} missing): run `make setup`")
         return program
 
-    def load_command(self, bpffs: Path, node: str, ports: dict[str, PortIds], shape: PortShape,
-                     config_dir: Path, switch_ports: bool) -> str:
-        """Shell command that, run inside `node`'s namespace, attaches the programs to `ports`
-        (a switch's ports, or a host's NIC) and prints "attached <ifname> <ifindex>" per port."""
+    def load_command(self, bpffs: Path, ids: dict[str, PortIds], switch_ports: int) -> list[str]:
+        """The command that loads the programs for the run, its maps sized for `ids` and the
+        residences of `switch_ports`, pinned in `bpffs`."""
+        port_ids = max(ids.port_id for ids in ids.values()) + 1
+        return [str(self.loader), "load", str(self.object_file), str(bpffs), str(port_ids), str(switch_ports)]
+
+    def attach_command(self, bpffs: Path, node: str, ports: dict[str, PortIds], shape: PortShape,
+                       config_dir: Path, switch_ports: bool) -> str:
+        """Shell command that, run inside `node`'s namespace, attaches the run's programs to
+        `ports` (a switch's ports, or a host's NIC) and prints "attached <ifname> <ifindex>" per
+        port."""
         config = config_dir / f"{node}.ports"
         config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id, switch_ports) + "\n"
                                   for port, ids in ports.items()))
-        return (f"mkdir -p {shlex.quote(str(bpffs / node))} && "
-                f"{shlex.quote(str(self.loader))} {shlex.quote(str(self.object_file))} "
-                f"{shlex.quote(str(bpffs))} {shlex.quote(node)} {shlex.quote(str(config))}")
+        return f"{shlex.quote(str(self.loader))} attach {shlex.quote(str(bpffs))} {shlex.quote(str(config))}"
 
 
 def parse_attached(output: str) -> dict[str, int]:

@@ -87,7 +87,7 @@ def test_the_mirrored_limits_match_the_port_program_sources_and_the_fabric():
     sources = (BPF / "port.h").read_text() + (BPF / "port_loader.c").read_text()
     defines = dict(re.findall(r"#define (\w+) (\d+)", sources))
     for name in ("PORT_MAX_PORTS", "PORT_MAX_FABRIC_PORTS", "RESIDENCE_ENTRIES_PER_PORT", "RESIDENCE_MAX_ENTRIES",
-                 "RESIDENCE_HOST_ENTRIES"):
+                 "RESIDENCE_MIN_ENTRIES"):
         assert getattr(footprint, name) == int(defines[name]), name
     assert footprint.OPEN_FILES_LIMIT == OPEN_FILES_LIMIT
 
@@ -122,7 +122,7 @@ def test_the_estimate_takes_the_port_config_whose_full_queues_hold_the_most():
 
 def test_a_fat_tree_with_k_400_is_refused_with_its_memory_estimate_and_the_limit():
     assert refusal(WORKSTATION, topology={"kind": "fattree", "k": 400}) == (
-        "config: topology.k: a fat-tree with k=400 has 16000000 hosts and 200000 switches: needs ~85.3 TiB of "
+        "config: topology.k: a fat-tree with k=400 has 16000000 hosts and 200000 switches: needs ~84.9 TiB of "
         "memory, more than 80% of the 22.3 GiB this machine has available (and 48560000 processes and threads, "
         "kernel.pid_max leaves room for 4194304; 16040000 network namespaces, user.max_net_namespaces is 95000; "
         "32480016 open files in ccemu itself, its RLIMIT_NOFILE is 20000; 4403520016 open files in all, fs.file-max "
@@ -193,16 +193,16 @@ def test_more_ports_than_the_port_program_numbers_in_a_run_are_refused():
         "65535 in a run")
 
 
-def test_a_switch_with_more_ports_than_a_namespaces_maps_hold_is_refused():
+def test_a_switch_with_more_ports_than_the_loader_attaches_in_a_namespace_is_refused():
     assert refusal(topology={"kind": "star", "hosts": 5000}) == (
-        "config: topology.hosts: a star with 5000 hosts has a switch with 5000 ports; the port maps hold 4096 per "
-        "namespace, and a switch's ports share one")
+        "config: topology.hosts: a star with 5000 hosts has a switch with 5000 ports; the port loader attaches at "
+        "most 4096 per namespace, and a switch's ports share one")
 
 
 def test_one_ovs_instance_holding_5120_ports_is_refused_naming_fabric_ovs_instances():
     assert refusal(topology={"kind": "fattree", "k": 16}, fabric={"ovs_instances": 1}) == (
-        "config: fabric.ovs_instances: 1 OVS instance would hold 5120 ports; the port maps hold 4096 per namespace: "
-        "use more instances or 'auto'")
+        "config: fabric.ovs_instances: 1 OVS instance would hold 5120 ports; the port loader attaches at most 4096 "
+        "per namespace: use more instances or 'auto'")
     assert parse(topology={"kind": "fattree", "k": 16}).fabric.ovs_instances == "auto"
 
 
@@ -210,8 +210,8 @@ def test_auto_instances_that_still_hold_too_many_ports_name_the_topology():
     # 5 spines of 820 ports each land in one instance of 'auto' (at most 5 switches each).
     message = refusal(topology={"kind": "leafspine", "leaves": 820, "spines": 5, "hosts_per_leaf": 1})
     assert message.startswith("config: topology.leaves: a leaf-spine with 820 leaves, 5 spines and 1 hosts per leaf "
-                              "on 'auto': 165 OVS instances would hold up to 4100 ports in one; the port maps hold "
-                              "4096 per namespace")
+                              "on 'auto': 165 OVS instances would hold up to 4100 ports in one; the port loader "
+                              "attaches at most 4096 per namespace")
 
 
 def test_a_deep_credit_queue_at_a_small_credit_share_that_would_overflow_the_drain_is_refused():

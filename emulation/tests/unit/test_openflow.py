@@ -56,3 +56,14 @@ def test_only_udp_from_ccemus_path_id_ports_is_routed_by_its_source_port():
     by_path_id = [port for port in (5201, 0x9FFF, 0xA000, 0xA0FF, 0xB000, 0xBFFF, 0xC000, 60999)
                   if port & mask == value]
     assert by_path_id == [0xA000, 0xA0FF, 0xB000, 0xBFFF]
+
+
+def test_only_the_switch_a_host_hangs_off_writes_that_hosts_mac_over_the_gateways():
+    topo = fat_tree(4)
+    routing = Routing(topo)
+    rewrites = {switch: [f for f in switch_flows(topo, routing.tables[switch]) if "mod_dl_dst" in f]
+                for switch in topo.switch_names}
+    assert rewrites["e1"] == ["table=1,priority=200,ip,nw_dst=10.0.0.1,actions=mod_dl_dst:02:00:00:00:00:01,output:1",
+                              "table=1,priority=200,ip,nw_dst=10.0.0.2,actions=mod_dl_dst:02:00:00:00:00:02,output:2"]
+    assert sum(map(len, rewrites.values())) == len(topo.hosts)
+    assert all(not flows for switch, flows in rewrites.items() if not switch.startswith("e"))

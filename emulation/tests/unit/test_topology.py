@@ -4,7 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccemu.model.routing import PATH_IDS, Routing, asymmetric_paths
+import dataclasses
+
+from ccemu.model.routing import PATH_IDS, Routing, asymmetric_paths, prove_symmetric, symmetry_problems
 from ccemu.model.topology import TopologyError, dumbbell, fat_tree, leaf_spine, star
 
 ROUTINGS = {k: Routing(fat_tree(k)) for k in (4, 6, 8)}
@@ -66,6 +68,43 @@ def test_every_pair_and_path_id_of_k4_takes_the_reverse_path_back():
     assert asymmetric_paths(ROUTINGS[4]) == []
 
 
+@pytest.mark.parametrize("k", [4, 6, 8, 16])
+def test_the_structural_proof_holds_for_fat_trees_up_to_k16(k):
+    routing = ROUTINGS.get(k) or Routing(fat_tree(k))
+    assert prove_symmetric(routing) == []
+    assert symmetry_problems(routing) == ("proved from the tables' structure", [])
+
+
+@pytest.mark.parametrize("switch", ["e1", "a1", "a8"])
+def test_uplinks_in_another_order_on_one_switch_fail_the_proof_and_the_walk_finds_asymmetric_paths(switch):
+    routing = Routing(fat_tree(4))
+    tables = routing.tables[switch]
+    routing.tables[switch] = dataclasses.replace(tables, uplinks=tables.uplinks[::-1])
+    proof = prove_symmetric(routing)
+    assert proof and all(p.startswith("rule 4: edge switches reach") for p in proof)
+    assert asymmetric_paths(routing)
+    how, problems = symmetry_problems(routing)
+    assert how == "every pair and path-id walked" and problems == asymmetric_paths(routing)
+
+
+def test_a_down_route_that_does_not_retrace_the_climb_fails_rule_5():
+    routing = Routing(fat_tree(4))
+    core = routing.tables["c1"]  # its host route to e1's hosts goes to a1; send h1 and h2 to a3's pod instead
+    wrong = {h: (port if h not in ("h1", "h2") else core.host_ports["h5"]) for h, port in core.host_ports.items()}
+    routing.tables["c1"] = dataclasses.replace(core, host_ports=wrong)
+    assert any(p.startswith("rule 5: c1 routes the hosts of e1") for p in prove_symmetric(routing))
+    with pytest.raises(TopologyError, match="forwarding loop"):  # what the tables really do
+        asymmetric_paths(routing)
+
+
+def test_hosts_of_one_edge_routed_apart_fail_rule_1():
+    routing = Routing(fat_tree(4))
+    core = routing.tables["c1"]
+    split = {**core.host_ports, "h2": core.host_ports["h5"]}
+    routing.tables["c1"] = dataclasses.replace(core, host_ports=split)
+    assert "rule 1: c1 routes the hosts of e1 differently" in prove_symmetric(routing)
+
+
 @settings(max_examples=400, deadline=None)
 @given(k=st.sampled_from([4, 6, 8]), data=st.data())
 def test_reverse_path_is_the_forward_path_reversed(k, data):
@@ -93,6 +132,7 @@ def test_path_id_p_and_p_mod_n_paths_take_the_same_path(k, data):
 def test_other_topologies_route_symmetrically_over_all_shortest_paths(topo):
     routing = Routing(topo)
     assert asymmetric_paths(routing) == []
+    assert symmetry_problems(routing)[1] == []
     a, b = topo.host_names[0], topo.host_names[-1]
     assert set(routing.paths(a, b)) == all_shortest_paths(topo, a, b)
 

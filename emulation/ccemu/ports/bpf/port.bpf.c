@@ -30,23 +30,36 @@
 #define INET_ECN_ECT_1 1 /* TCD's UE (transport/wire-format.md) */
 #define READ_ONCE(x) (*(volatile typeof(x) *)&(x))
 
+/* Every map is the run's: the programs are loaded (and verified) once per run and attached in
+ * every namespace (port_loader). The loader sizes the maps for the run's ports. */
+
+/* ifindex -> port id. ifindexes repeat across namespaces, but not those of a run's ports: the
+ * fabric creates every interface with its own (ports/program.py ifindex_of), so one map serves
+ * every namespace. Others (OVS's own devices) are not in it: the programs pass their packets. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PORT_MAX_PORTS);
+	__uint(max_entries, PORT_MAX_FABRIC_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} port_ids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PORT_MAX_FABRIC_PORTS);
 	__type(key, __u32);
 	__type(value, struct port_config);
 } port_config SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, PORT_MAX_PORTS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PORT_MAX_FABRIC_PORTS);
 	__type(key, __u32);
 	__type(value, struct port_state);
 } port_state SEC(".maps");
 
-/* Arrival times of the packets inside this namespace's switches (a switch's ports all live in
- * its OVS instance's namespace). LRU: a packet that never leaves (dropped inside the switch)
- * is forgotten once newer ones need the room. The loader sizes it (hosts need none). */
+/* Arrival times of the packets inside the switches (one packet is inside one switch at a time:
+ * its egress there takes its record before the next switch's ingress makes one). LRU: a packet
+ * that never leaves (dropped inside the switch) is forgotten once newer ones need the room. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
@@ -76,7 +89,6 @@ struct {
 	__uint(max_entries, PFC_EVENTS_BYTES);
 } pfc_events SEC(".maps");
 
-/* One map for the whole run: the loaders pin it once, beside the namespaces' directories. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, PORT_MAX_FABRIC_PORTS);
@@ -89,6 +101,15 @@ struct parsed {
 	__u8 tos;
 	int is_credit;
 };
+
+/* The run's id of the port the program runs at; 0 (no port) for one it was not attached for. */
+static __always_inline __u32 port_of(struct __sk_buff *skb)
+{
+	__u32 ifindex = skb->ifindex;
+	__u32 *id = bpf_map_lookup_elem(&port_ids, &ifindex);
+
+	return id ? *id : 0;
+}
 
 static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 {
@@ -317,8 +338,8 @@ static __always_inline void pfc_release(struct __sk_buff *skb, const struct pars
 SEC("tc")
 int port_ingress(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	struct port_config *cfg = bpf_map_lookup_elem(&port_config, &ifindex);
+	__u32 id = port_of(skb);
+	struct port_config *cfg = id ? bpf_map_lookup_elem(&port_config, &id) : NULL;
 	struct port_departures *departed;
 	struct residence_arrival arrival;
 	struct residence_key key;
@@ -419,9 +440,9 @@ static __always_inline __u32 tcd_state(struct port_state *st, const struct port_
 SEC("tc")
 int port_egress(struct __sk_buff *skb)
 {
-	__u32 ifindex = skb->ifindex;
-	struct port_config *cfg = bpf_map_lookup_elem(&port_config, &ifindex);
-	struct port_state *st = bpf_map_lookup_elem(&port_state, &ifindex);
+	__u32 id = port_of(skb);
+	struct port_config *cfg = id ? bpf_map_lookup_elem(&port_config, &id) : NULL;
+	struct port_state *st = id ? bpf_map_lookup_elem(&port_state, &id) : NULL;
 	struct port_departures *departures;
 	struct port_class_stats *stats;
 	struct residence_arrival arrival = {};

@@ -22,7 +22,7 @@
 #define PORT_CLASS_CREDIT 1
 #define PORT_CLASSES 2
 #define PORT_HIST_BUCKETS 64
-#define PORT_MAX_PORTS 4096      /* per namespace */
+#define PORT_MAX_PORTS 4096      /* per namespace: the lines of one attach config */
 #define PORT_MAX_FABRIC_PORTS 65536 /* port ids of a whole run */
 /* Residence histogram: bucket 0 holds everything under 2^RESIDENCE_FIRST_LOG2 ns (~1 us); then
  * 4 buckets per doubling (each ~19 % wide) up to ~14 s, the last bucket holding the rest. */
@@ -54,7 +54,7 @@
 #define CCEMU_MAGIC 0xCCE1
 #define CCEMU_TYPE_CREDIT 2
 
-/* Per port (key: ifindex in the port's namespace; each namespace has its own maps). */
+/* Per port (key: its id in the run; the programs find it by ifindex: see port_ids). */
 struct port_config {
 	__u64 link_rate_Bps;        /* wire bytes per second of the whole port */
 	__u64 credit_rate_Bps;      /* cap of the credit class (0: no credit class) */

@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Loads port.bpf.o into the network namespace it runs in and attaches its programs at
- * egress and ingress of the ports named in CONFIG. Maps keyed by ifindex are pinned in
- * RUN_PIN_DIR/NODE (one set per namespace, since ifindexes repeat across namespaces); the
- * map keyed by port id is pinned once in RUN_PIN_DIR and shared by every namespace.
+/* Loads port.bpf.o once per run and attaches its programs in every namespace of the run.
  *
- *   port_loader OBJ RUN_PIN_DIR NODE CONFIG   CONFIG: one port a line, see parse_line()
- *   port_loader --layout                      struct sizes and field offsets, for ccemu/ports.py's mirror
+ *   port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS
+ *       loads (the kernel verifies the programs: ~0.2 s) with the maps sized for port ids
+ *       0..PORT_IDS-1 and the residences of SWITCH_PORTS switch ports; pins the maps and both
+ *       programs in PIN_DIR (the run's private bpffs).
+ *   port_loader attach PIN_DIR CONFIG
+ *       run inside a namespace: attaches the pinned programs at egress and ingress of the ports
+ *       named in CONFIG (one port a line, see parse_line()), writes each one's config, zeroes
+ *       its state and maps its ifindex (unique in the run: the fabric creates its interfaces
+ *       with ifindexes of their own) to its id. Prints "attached <ifname> <ifindex>" per port.
+ *   port_loader --layout
+ *       struct sizes and field offsets, for ccemu/ports/maps.py's mirror
  *
- * The per-namespace maps are sized for the namespace's ports (a host has one), so a fabric
- * pays for the ports it has rather than for PORT_MAX_PORTS in every namespace.
- *
- * The tc filters outlive the loader; the namespace's removal takes them away. Exits 1 with
- * one line naming the port on any error, having attached nothing more after it. */
+ * One load for the run, not one per namespace: the verifier's ~0.2 s per load made a k=8
+ * fat-tree's 144 namespaces take ~12 s of CPU. The tc filters outlive the loader; the
+ * namespace's removal takes them away, and the run's bpffs the pins. Exits 1 with one line
+ * naming the port on any error, having attached nothing more after it. */
 #include <errno.h>
 #include <net/if.h>
 #include <stddef.h>
@@ -26,24 +31,14 @@
 
 #define CONFIG_FIELDS 29
 #define MAX_LINES PORT_MAX_PORTS
-#define LOAD_ATTEMPTS 3
-/* Packets a switch namespace follows inside its switches, per port: ovs-vswitchd's receive
- * socket of a port holds thousands of full frames when it falls behind; past this the oldest
- * records are evicted and their packets count as untracked. */
+/* Packets the switches follow inside them, per switch port: ovs-vswitchd's receive socket of a
+ * port holds thousands of full frames when it falls behind; past this the oldest records are
+ * evicted and their packets count as untracked. */
 #define RESIDENCE_ENTRIES_PER_PORT 1024
-#define RESIDENCE_MAX_ENTRIES 65536
-#define RESIDENCE_HOST_ENTRIES 64 /* hosts measure no residence; an LRU map needs a few per CPU */
+#define RESIDENCE_MAX_ENTRIES 1048576
+#define RESIDENCE_MIN_ENTRIES 64 /* an LRU map needs a few per CPU */
 
-/* Maps keyed by port id (or by packet, across switches): one per run, shared by every namespace. */
-static const char *const shared_maps[] = {"port_departures", "port_pfc", "pfc_packets", "pfc_events"};
-
-static int shared(const char *map)
-{
-	for (size_t i = 0; i < sizeof(shared_maps) / sizeof(shared_maps[0]); i++)
-		if (!strcmp(map, shared_maps[i]))
-			return 1;
-	return 0;
-}
+static const char *const programs[] = {"port_egress", "port_ingress"};
 
 #define SIZE(s) printf(#s " %zu\n", sizeof(struct s))
 #define FIELD(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
@@ -185,6 +180,11 @@ static int parse_line(const char *line, char *ifname, struct port_config *cfg)
 	return 0;
 }
 
+/* The maps an attach writes. */
+struct port_maps {
+	int ids, config, state;
+};
+
 static int attach_at(int prog_fd, __u32 ifindex, enum bpf_tc_attach_point point, const char *ifname)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = point);
@@ -206,81 +206,93 @@ static int attach_at(int prog_fd, __u32 ifindex, enum bpf_tc_attach_point point,
 	return 0;
 }
 
-static int attach(int egress_fd, int ingress_fd, int config_fd, int state_fd, const char *ifname,
+static int attach(int egress_fd, int ingress_fd, const struct port_maps *maps, const char *ifname,
 		  const struct port_config *cfg)
 {
 	struct port_state zero;
-	__u32 ifindex = if_nametoindex(ifname);
+	__u32 id = cfg->port_id, ifindex = if_nametoindex(ifname);
 
 	if (!ifindex) {
 		fprintf(stderr, "port_loader: %s: no such interface in this namespace\n", ifname);
 		return -1;
 	}
 	memset(&zero, 0, sizeof(zero));
-	if (bpf_map_update_elem(config_fd, &ifindex, cfg, BPF_ANY) ||
-	    bpf_map_update_elem(state_fd, &ifindex, &zero, BPF_ANY)) {
-		fprintf(stderr, "port_loader: %s: writing its maps: %s\n", ifname, strerror(errno));
+	if (bpf_map_update_elem(maps->config, &id, cfg, BPF_ANY) || bpf_map_update_elem(maps->state, &id, &zero, BPF_ANY) ||
+	    bpf_map_update_elem(maps->ids, &ifindex, &id, BPF_NOEXIST)) {
+		fprintf(stderr, "port_loader: %s: writing its maps (port id %u, ifindex %u%s): %s\n", ifname, id, ifindex,
+			errno == EEXIST ? ", which another port of the run has" : "", strerror(errno));
 		return -1;
 	}
-	if (attach_at(ingress_fd, ifindex, BPF_TC_INGRESS, ifname) ||
-	    attach_at(egress_fd, ifindex, BPF_TC_EGRESS, ifname))
+	if (attach_at(ingress_fd, ifindex, BPF_TC_INGRESS, ifname) || attach_at(egress_fd, ifindex, BPF_TC_EGRESS, ifname))
 		return -1;
 	printf("attached %s %u\n", ifname, ifindex);
 	return 0;
 }
 
-/* Opens and loads OBJ with its maps pinned (see the top) and sized for `ports` ports, of a
- * switch namespace or not. Loaders of a run's namespaces run at once: when another one pins
- * the shared map between our look and our pin, libbpf fails with EEXIST, and the next attempt
- * finds the map and reuses it. */
-static struct bpf_object *load(const char *obj_path, const char *run_pin_dir, const char *node, int ports,
-			       int switches)
+static int pin_path(char *path, size_t size, const char *pin_dir, const char *name)
 {
-	int residence_entries = RESIDENCE_HOST_ENTRIES;
-
-	char path[4096];
-	struct bpf_object *obj;
-	struct bpf_map *map;
-	int err = 0;
-
-	for (int attempt = 0; attempt < LOAD_ATTEMPTS; attempt++) {
-		obj = bpf_object__open_file(obj_path, NULL);
-		if (!obj) {
-			fprintf(stderr, "port_loader: cannot open %s: %s\n", obj_path, strerror(errno));
-			return NULL;
-		}
-		bpf_object__for_each_map(map, obj) {
-			if (shared(bpf_map__name(map)))
-				snprintf(path, sizeof(path), "%s/%s", run_pin_dir, bpf_map__name(map));
-			else
-				snprintf(path, sizeof(path), "%s/%s/%s", run_pin_dir, node, bpf_map__name(map));
-			bpf_map__set_pin_path(map, path);
-		}
-		if (switches) {
-			residence_entries = ports * RESIDENCE_ENTRIES_PER_PORT;
-			if (residence_entries > RESIDENCE_MAX_ENTRIES)
-				residence_entries = RESIDENCE_MAX_ENTRIES;
-		}
-		if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_config"), ports) ||
-		    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_state"), ports) ||
-		    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "residence"), residence_entries)) {
-			fprintf(stderr, "port_loader: sizing the maps of %s: %s\n", obj_path, strerror(errno));
-			bpf_object__close(obj);
-			return NULL;
-		}
-		err = bpf_object__load(obj);
-		if (!err)
-			return obj;
-		bpf_object__close(obj);
-		if (err != -EEXIST)
-			break;
+	if ((size_t)snprintf(path, size, "%s/%s", pin_dir, name) >= size) {
+		fprintf(stderr, "port_loader: pin path %s/%s too long\n", pin_dir, name);
+		return -1;
 	}
-	fprintf(stderr, "port_loader: loading %s (maps pinned in %s/%s) failed: %s\n", obj_path, run_pin_dir, node,
-		strerror(-err));
-	return NULL;
+	return 0;
 }
 
-/* Reads CONFIG whole: the maps are sized by its ports before anything is loaded. */
+/* Opens OBJ, sizes its maps, loads it with every map pinned in PIN_DIR, and pins the programs. */
+static int load(const char *obj_path, const char *pin_dir, long port_ids, long switch_ports)
+{
+	long residence_entries = switch_ports * RESIDENCE_ENTRIES_PER_PORT;
+	struct bpf_object *obj;
+	struct bpf_map *map;
+	char path[4096];
+	int err, status = 1;
+
+	if (port_ids < 2 || port_ids > PORT_MAX_FABRIC_PORTS || switch_ports < 0) {
+		fprintf(stderr, "port_loader: %ld port ids, %ld switch ports: ids run 1..%d\n", port_ids, switch_ports,
+			PORT_MAX_FABRIC_PORTS - 1);
+		return 1;
+	}
+	if (residence_entries > RESIDENCE_MAX_ENTRIES)
+		residence_entries = RESIDENCE_MAX_ENTRIES;
+	if (residence_entries < RESIDENCE_MIN_ENTRIES)
+		residence_entries = RESIDENCE_MIN_ENTRIES;
+	obj = bpf_object__open_file(obj_path, NULL);
+	if (!obj) {
+		fprintf(stderr, "port_loader: cannot open %s: %s\n", obj_path, strerror(errno));
+		return 1;
+	}
+	bpf_object__for_each_map(map, obj) {
+		if (pin_path(path, sizeof(path), pin_dir, bpf_map__name(map)) || bpf_map__set_pin_path(map, path))
+			goto out;
+	}
+	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_ids"), port_ids) ||
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_config"), port_ids) ||
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_state"), port_ids) ||
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "residence"), residence_entries)) {
+		fprintf(stderr, "port_loader: sizing the maps of %s: %s\n", obj_path, strerror(errno));
+		goto out;
+	}
+	err = bpf_object__load(obj);
+	if (err) {
+		fprintf(stderr, "port_loader: loading %s (maps pinned in %s) failed: %s\n", obj_path, pin_dir,
+			strerror(-err));
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
+		struct bpf_program *prog = bpf_object__find_program_by_name(obj, programs[i]);
+
+		if (!prog || pin_path(path, sizeof(path), pin_dir, programs[i]) || bpf_program__pin(prog, path)) {
+			fprintf(stderr, "port_loader: pinning %s in %s failed: %s\n", programs[i], pin_dir, strerror(errno));
+			goto out;
+		}
+	}
+	status = 0;
+out:
+	bpf_object__close(obj);
+	return status;
+}
+
+/* Reads CONFIG whole, checking every line before anything is attached. */
 static int read_config(const char *path, char (*ifnames)[IF_NAMESIZE], struct port_config *cfgs)
 {
 	char line[512];
@@ -306,43 +318,52 @@ static int read_config(const char *path, char (*ifnames)[IF_NAMESIZE], struct po
 	return ports ? ports : -1;
 }
 
+static int open_pinned(const char *pin_dir, const char *name)
+{
+	char path[4096];
+	int fd;
+
+	if (pin_path(path, sizeof(path), pin_dir, name))
+		return -1;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		fprintf(stderr, "port_loader: opening %s: %s (was `port_loader load` run for this run?)\n", path,
+			strerror(errno));
+	return fd;
+}
+
 static char ifnames[MAX_LINES][IF_NAMESIZE];
 static struct port_config cfgs[MAX_LINES];
 
-int main(int argc, char **argv)
+static int attach_all(const char *pin_dir, const char *config_path)
 {
-	struct bpf_object *obj;
-	struct bpf_program *egress, *ingress;
-	int status = 1, ports, switches = 0;
+	struct port_maps maps;
+	int egress, ingress, ports = read_config(config_path, ifnames, cfgs);
 
-	if (argc == 2 && !strcmp(argv[1], "--layout"))
-		return print_layout();
-	if (argc != 5) {
-		fprintf(stderr, "usage: port_loader OBJ RUN_PIN_DIR NODE CONFIG | port_loader --layout\n");
-		return 2;
-	}
-	ports = read_config(argv[4], ifnames, cfgs);
 	if (ports < 0)
 		return 1;
+	egress = open_pinned(pin_dir, "port_egress");
+	ingress = open_pinned(pin_dir, "port_ingress");
+	maps.ids = open_pinned(pin_dir, "port_ids");
+	maps.config = open_pinned(pin_dir, "port_config");
+	maps.state = open_pinned(pin_dir, "port_state");
+	if (egress < 0 || ingress < 0 || maps.ids < 0 || maps.config < 0 || maps.state < 0)
+		return 1; /* the descriptors close with the process */
 	for (int i = 0; i < ports; i++)
-		switches |= cfgs[i].switch_port;
-	obj = load(argv[1], argv[2], argv[3], ports, switches);
-	if (!obj)
-		return 1;
-	egress = bpf_object__find_program_by_name(obj, "port_egress");
-	ingress = bpf_object__find_program_by_name(obj, "port_ingress");
-	if (!egress || !ingress) {
-		fprintf(stderr, "port_loader: port_egress or port_ingress missing from %s\n", argv[1]);
-		goto out;
-	}
-	for (int i = 0; i < ports; i++) {
-		if (attach(bpf_program__fd(egress), bpf_program__fd(ingress),
-			   bpf_map__fd(bpf_object__find_map_by_name(obj, "port_config")),
-			   bpf_map__fd(bpf_object__find_map_by_name(obj, "port_state")), ifnames[i], &cfgs[i]))
-			goto out;
-	}
-	status = 0;
-out:
-	bpf_object__close(obj);
-	return status;
+		if (attach(egress, ingress, &maps, ifnames[i], &cfgs[i]))
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "--layout"))
+		return print_layout();
+	if (argc == 6 && !strcmp(argv[1], "load"))
+		return load(argv[2], argv[3], strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10));
+	if (argc == 4 && !strcmp(argv[1], "attach"))
+		return attach_all(argv[2], argv[3]);
+	fprintf(stderr, "usage: port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS | port_loader attach PIN_DIR CONFIG | "
+		"port_loader --layout\n");
+	return 2;
 }

@@ -1,0 +1,1 @@
+"""Benchmarks a user runs to learn what their machine can emulate (`ccemu bench ...`)."""

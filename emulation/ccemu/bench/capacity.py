@@ -1,0 +1,259 @@
+"""Forwarding capacity of this machine's emulated fabric (`ccemu bench capacity`, `make bench`).
+
+8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, each on a path of
+its own (hosts/tcpload.py), at several link rates, OVS instance counts and placements (pinned
+to CPUs or not: fabric/placement.py). Per run: goodput / ideal per pair (ideal = link rate x
+1448/1538, TCP payload per wire frame), ovs-vswitchd CPU (fraction of one core, summed over
+instances), hypervisor steal, the idle RTT h1 -> h16 (5 switches), and switch residence: how
+long packets waited inside the switches between ports (p50 and p99 in frame times, and the
+p99 of the worst switch, which the fidelity verdict judges) and how many they lost in there.
+
+Then one table, the machine's capacity: the worst pair's ratio per rate and variant, and per
+variant the highest rate at which every pair got >= 0.95. Written to RESULTS/capacity/TIME/
+(capacity.md, capacity.json); experiments quote the latest one in their summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..fabric.placement import usable_cpus
+from ..model.config import parse_config
+
+if TYPE_CHECKING:  # the fabric's modules load when a benchmark runs, not when the CLI parses its arguments
+    from ..fabric.net import FabricNet
+
+
+GOOD = 0.95  # every pair at least this share of its ideal: the rate is within capacity
+DEFAULT_RATES = (5, 10, 15, 25, 50)
+DEFAULT_INSTANCES = ("1", "2", "auto")
+CAPACITY_DIR = "capacity"
+LATEST = "latest"  # RESULTS/capacity/latest: a link to the newest measurement
+
+
+@dataclass(frozen=True)
+class Variant:
+    instances: int | str  # a count or "auto"
+    pinned: bool
+
+    def __str__(self) -> str:
+        return f"{self.instances}{' pinned' if self.pinned else ''}"
+
+
+def cpu_ticks(pid: int) -> int:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def system_ticks() -> tuple[int, int]:
+    """(all ticks, steal ticks) summed over CPUs."""
+    values = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return sum(values), values[7]
+
+
+def idle_rtt_ms(net: FabricNet, src: str, dst: str, count: int = 20) -> float:
+    host = net[src]
+    host.cmd(f"ping -c 2 -i 0.2 {net[dst].IP()}")  # first packets take OVS's slow path
+    out = host.cmd(f"ping -c {count} -i 0.05 {net[dst].IP()}")
+    rtts = [float(part.split("=")[1]) for part in out.split() if part.startswith("time=")]
+    return statistics.median(rtts) if rtts else float("nan")
+
+
+def detach_port_programs(net: FabricNet) -> None:
+    """Take the port programs off every port (HTB then classifies everything as data)."""
+    for node_name, ports in net.port_index.items():
+        node = next(n for n in net.hosts + [i.namespace for i in net.instances] if n.name == node_name)
+        for port in ports:  # one port a command: a shell line of them all overflows Mininet's
+            node.cmd(f"tc filter del dev {port} egress; tc filter del dev {port} ingress")
+        left = [port for port in ports for hook in ("egress", "ingress")
+                if node.cmd(f"tc filter show dev {port} {hook}").strip()]
+        if left:
+            raise RuntimeError(f"port programs still attached in {node_name}: {left}")
+
+
+def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: list[str] = (),
+             port_programs: bool = True) -> dict:
+    from ..fabric.net import FabricNet
+    from ..hosts.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
+    from ..ports.maps import PortMaps
+    from ..results.fidelity import SwitchFigures
+
+    config = parse_config({"name": "capacity", "topology": {"kind": "fattree", "k": 4},
+                           "link": {"rate_mbps": rate_mbps},
+                           "fabric": {"ovs_instances": variant.instances, "pin_ovs": variant.pinned}})
+    with FabricNet(config) as net:
+        for instance in net.instances:
+            for option in ovs_options:
+                instance.vsctl("set", "Open_vSwitch", ".", f"other_config:{option}")
+        if not port_programs:
+            detach_port_programs(net)
+        rtt = idle_rtt_ms(net, "h1", "h16")
+        daemons = [d.pid for inst in net.instances for d in inst.daemons]
+        before = {}
+
+        def start_measuring():
+            before.update(ovs=sum(cpu_ticks(pid) for pid in daemons), system=system_ticks(),
+                          started=time.monotonic())
+
+        results = run_pairs(net, seconds, on_start=start_measuring)
+        wall = time.monotonic() - before["started"]
+        ovs_cpu = (sum(cpu_ticks(pid) for pid in daemons) - before["ovs"]) / os.sysconf("SC_CLK_TCK") / wall
+        total_after, steal_after = system_ticks()
+        total_before, steal_before = before["system"]
+        time.sleep(0.5)  # what is still inside a switch arrives
+        with PortMaps(net.inventory.state_dir) as maps:
+            switches = SwitchFigures.of(maps.read(), maps.frame_ns)
+        placement = str(net.placement)
+    ideal = rate_mbps * TCP_PAYLOAD_PER_WIRE_FRAME
+    return {
+        "rate_mbps": rate_mbps, "variant": str(variant), "placement": placement,
+        "ratios": [round(results[p] / ideal, 4) for p in PAIRS], "aggregate_mbps": round(sum(results.values()), 1),
+        "ovs_cpu": round(ovs_cpu, 3),
+        "steal": round((steal_after - steal_before) / max(1, total_after - total_before), 4),
+        "idle_rtt_ms": round(rtt, 3), "residence_p50_frames": round(switches.residence_frames(0.5), 3),
+        "residence_p99_frames": round(switches.residence_frames(0.99), 3),
+        "worst_switch_p99_frames": round(switches.worst_switch()[1], 3), "switch_lost_packets": switches.lost_packets,
+    }
+
+
+DETAIL_HEADER = (f"{'variant':>10} {'programs':>8} {'rate Mb/s':>9} {'min':>6} {'median':>6} {'max':>6} "
+                 f"{'aggr Mb/s':>9} {'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11} {'res p50':>7} {'res p99':>7} "
+                 f"{'worst sw':>8} {'sw lost':>7}  placement; per-pair ratios")
+
+
+def detail_line(r: dict, programs: bool = True) -> str:
+    ratios = r["ratios"]
+    return (f"{r['variant']:>10} {'on' if programs else 'off':>8} {r['rate_mbps']:>9g} {min(ratios):>6.3f} "
+            f"{statistics.median(ratios):>6.3f} {max(ratios):>6.3f} {r['aggregate_mbps']:>9.1f} {r['ovs_cpu']:>7.0%} "
+            f"{r['steal']:>6.1%} {r['idle_rtt_ms']:>11.2f} {r['residence_p50_frames']:>7.2f} "
+            f"{r['residence_p99_frames']:>7.2f} {r['worst_switch_p99_frames']:>8.2f} {r['switch_lost_packets']:>7}  "
+            f"{r['placement']}; " + " ".join(f"{x:.2f}" for x in ratios))
+
+
+def capacity_of(runs: list[dict], variant: str) -> tuple[float | None, float | None]:
+    """(highest rate at which every pair of `variant` got >= GOOD, the aggregate there); rates
+    above a failing one do not count (a lucky run past the knee is not capacity)."""
+    best = None
+    for r in sorted((r for r in runs if r["variant"] == variant), key=lambda r: r["rate_mbps"]):
+        if min(r["ratios"]) < GOOD:
+            break
+        best = r
+    return (best["rate_mbps"], best["aggregate_mbps"]) if best else (None, None)
+
+
+def capacity_table(runs: list[dict], variants: list[str]) -> str:
+    """Markdown: the worst pair's ratio per rate (rows) and variant (columns), then each
+    variant's capacity."""
+    rates = sorted({r["rate_mbps"] for r in runs})
+    by = {(r["variant"], r["rate_mbps"]): r for r in runs}
+    placements = {r["variant"]: r["placement"] for r in runs}
+    lines = ["| Mbit/s per link | " + " | ".join(f"{v} ({placements.get(v, '?')})" for v in variants) + " |",
+             "|---" * (len(variants) + 1) + "|"]
+    for rate in rates:
+        cells = [f"{min(by[(v, rate)]['ratios']):.3f}" if (v, rate) in by else "-" for v in variants]
+        lines.append(f"| {rate:g} | " + " | ".join(cells) + " |")
+    capacities = [capacity_of(runs, v) for v in variants]
+    lines.append(f"| **every pair >= {GOOD} up to** | "
+                 + " | ".join(f"**{c:g}**" if c else f"below {min(rates):g}" for c, _ in capacities) + " |")
+    lines.append("| aggregate Mbit/s there | " + " | ".join(f"{a:g}" if a else "-" for _, a in capacities) + " |")
+    return "\n".join(lines)
+
+
+def latest(results_root: Path) -> dict | None:
+    """The newest capacity measurement under `results_root`, if any (capacity.json's content)."""
+    path = results_root / CAPACITY_DIR / LATEST / "capacity.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def summary_line(measured: dict, rate_mbps: float) -> str:
+    """One line for an experiment's summary: the machine's capacity beside the run's link rate."""
+    best = measured.get("capacity_mbps")
+    where = f"`ccemu bench capacity` of {measured['when']}, {measured['variant']}"
+    if best is None:
+        return f"This machine's capacity ({where}): no rate measured kept every pair >= {GOOD}."
+    verdict = "within it" if rate_mbps <= best else "**above it**: expect the fidelity verdict to say so"
+    return (f"This machine's capacity ({where}): every pair of 8 TCP flows on a k=4 fat-tree >= {GOOD} up to "
+            f"{best:g} Mbit/s per link; this experiment runs {rate_mbps:g} Mbit/s per link, {verdict}.")
+
+
+def write(results_root: Path, runs: list[dict], variants: list[str], seconds: float) -> Path:
+    from ..hosts.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out = results_root / CAPACITY_DIR / stamp
+    out.mkdir(parents=True)
+    capacities = {v: capacity_of(runs, v) for v in variants}
+    default = next((v for v in variants if v == str(Variant("auto", True))), variants[-1])
+    doc = {"when": time.strftime("%Y-%m-%d", time.gmtime()), "cpus": usable_cpus(), "seconds": seconds,
+           "variant": default, "capacity_mbps": capacities[default][0],
+           "capacities": {v: {"rate_mbps": c, "aggregate_mbps": a} for v, (c, a) in capacities.items()},
+           "runs": runs}
+    (out / "capacity.json").write_text(json.dumps(doc, indent=1))
+    (out / "capacity.md").write_text(
+        f"# Capacity of this machine ({len(usable_cpus())} CPUs), {doc['when']}\n\n"
+        f"k=4 fat-tree, 8 cross-pod iperf3 TCP pairs on disjoint paths, {seconds:g} s each. Cells: the worst "
+        f"pair's goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}). Columns: OVS instances (placement).\n\n"
+        + capacity_table(runs, variants) + "\n\n## Every run\n\n```\n" + DETAIL_HEADER + "\n"
+        + "\n".join(detail_line(r) for r in runs) + "\n```\n")
+    link = results_root / CAPACITY_DIR / LATEST
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(stamp)
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rates", type=float, nargs="+", default=list(DEFAULT_RATES), metavar="MBPS")
+    parser.add_argument("--instances", nargs="+", default=list(DEFAULT_INSTANCES), metavar="N|auto")
+    parser.add_argument("--pinned", choices=["both", "yes", "no"], default="both",
+                        help="OVS instances pinned to CPUs, not, or each variant both ways (default)")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--results", type=Path, default=Path("results"), help="written to RESULTS/capacity/TIME")
+    parser.add_argument("--compare-port-programs", action="store_true",
+                        help="run every case twice: with the port programs and with them detached")
+    parser.add_argument("--ovs-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="set Open_vSwitch other_config:KEY=VALUE on every instance (to try tunings)")
+
+
+def variants_of(args) -> list[Variant]:
+    pinned = {"both": (False, True), "yes": (True,), "no": (False,)}[args.pinned]
+    found = []
+    for text in args.instances:
+        if text != "auto" and not (text.isdigit() and 1 <= int(text) <= 64):
+            raise SystemExit(f"ccemu bench capacity: --instances {text}: must be 'auto' or a whole number from 1 to 64")
+        found += [Variant(text if text == "auto" else int(text), pin) for pin in pinned]
+    return found
+
+
+def run(args) -> Path:
+    from ..hosts.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
+
+    variants = variants_of(args)
+    print(f"k=4 fat-tree, 8 cross-pod iperf3 TCP pairs on disjoint paths, {args.seconds:g} s each, "
+          f"{len(variants) * len(args.rates)} runs; ratio = goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}); "
+          f"OVS options: {args.ovs_option or 'none'}", flush=True)
+    print(DETAIL_HEADER, flush=True)
+    runs = []
+    for variant in variants:
+        for rate in args.rates:
+            for programs in (True, False) if args.compare_port_programs else (True,):
+                r = run_once(rate, variant, args.seconds, args.ovs_option, programs)
+                print(detail_line(r, programs), flush=True)
+                if programs:
+                    runs.append(r)
+    names = [str(v) for v in variants]
+    out = write(args.results, runs, names, args.seconds)
+    print(f"\nCapacity of this machine ({len(usable_cpus())} CPUs): the worst pair's ratio\n")
+    print(capacity_table(runs, names))
+    print(f"\nwritten to {out}/capacity.md")
+    return out
