@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..bench import capacity as bench_capacity
 from ..containers.cgroups import read_figures
 from ..containers.engine import engine_session
 from ..fabric.latency import idle_rtts
@@ -199,6 +200,7 @@ class ExperimentRunner:
         self.config = config
         self.console = console
         self.bundle = Bundle(results_root, config.name)
+        self.capacity = bench_capacity.latest(results_root)  # `ccemu bench capacity`'s, quoted in the summary
         self.blocks_seen: list[Block] = []
         self.failures: list[HostFailure] = []
         self.credit_queues = 0
@@ -552,6 +554,8 @@ class ExperimentRunner:
         }
         if self.pause_agents:
             manifest["pause_agent"] = self.pause_agents
+        if self.capacity:
+            manifest["machine_capacity"] = {key: self.capacity[key] for key in ("when", "variant", "capacity_mbps")}
         if self.collector and self.prometheus and self.metrics_server:
             manifest["monitoring"] = {
                 "seconds": round(time.monotonic() - self.started_at, 1), "scrapes": self.collector.scrapes,

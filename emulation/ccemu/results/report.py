@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from ..bench import capacity as bench_capacity
 from . import figures, papers
 from .bundle import block_label
 from .figures import Tables
@@ -72,6 +73,8 @@ def summary_markdown(directory: Path) -> str:
     lines += [f"Fidelity: **{verdict.get('status', 'unknown')}**"]
     lines += [f"- {reason}" for reason in verdict.get("reasons", [])]
     link = manifest["config"]["link"]
+    if manifest.get("machine_capacity"):
+        lines += ["", bench_capacity.summary_line(manifest["machine_capacity"], link["rate_mbps"])]
     lines += ["", f"Commit {manifest.get('git_commit')}; {link['rate_mbps']:g} Mbit/s links; "
               f"seed {manifest['config']['seed']}"
               + (f"; wall time {manifest['wall_seconds']:.0f} s" if "wall_seconds" in manifest else "") + ".", ""]

@@ -1,0 +1,48 @@
+import json
+
+from ccemu.bench import capacity
+from ccemu.fabric.placement import Placement, place
+from ccemu.model.config import parse_config
+
+
+def run(variant, rate, worst, aggregate=100.0):
+    return {"variant": variant, "rate_mbps": rate, "ratios": [worst, 0.99], "aggregate_mbps": aggregate,
+            "placement": f"{variant} placement", "ovs_cpu": 0.9, "steal": 0.0, "idle_rtt_ms": 3.0,
+            "residence_p50_frames": 0.5, "residence_p99_frames": 2.0, "worst_switch_p99_frames": 2.5,
+            "switch_lost_packets": 0}
+
+
+def test_capacity_is_the_highest_rate_before_the_first_that_fails_not_a_lucky_one_past_it():
+    runs = [run("2", 5, 0.99, 40), run("2", 10, 0.96, 75), run("2", 15, 0.80), run("2", 25, 0.97)]
+    assert capacity.capacity_of(runs, "2") == (10, 75)
+    assert capacity.capacity_of([run("1", 5, 0.5)], "1") == (None, None)
+
+
+def test_the_table_puts_variants_side_by_side_with_their_capacity_last():
+    runs = [run("1", 5, 0.99, 40), run("1", 10, 0.80), run("1 pinned", 5, 0.99, 40), run("1 pinned", 10, 0.97, 80)]
+    table = capacity.capacity_table(runs, ["1", "1 pinned"]).splitlines()
+    assert table[2] == "| 5 | 0.990 | 0.990 |"
+    assert table[3] == "| 10 | 0.800 | 0.970 |"
+    assert table[4] == "| **every pair >= 0.95 up to** | **5** | **10** |"
+    assert table[5] == "| aggregate Mbit/s there | 40 | 80 |"
+
+
+def test_an_experiment_quotes_the_latest_measurement_beside_its_own_rate(tmp_path):
+    runs = [run("auto pinned", 10, 0.97, 80), run("auto pinned", 15, 0.9)]
+    out = capacity.write(tmp_path, runs, ["auto pinned"], 10)
+    assert (tmp_path / "capacity" / "latest").resolve() == out.resolve()
+    measured = capacity.latest(tmp_path)
+    assert measured["capacity_mbps"] == 10 and json.loads((out / "capacity.json").read_text())["runs"] == runs
+    assert "up to 10 Mbit/s per link; this experiment runs 10 Mbit/s per link, within it" in \
+        capacity.summary_line(measured, 10)
+    assert "**above it**" in capacity.summary_line(measured, 25)
+    assert capacity.latest(tmp_path / "none") is None
+
+
+def test_auto_placement_pins_one_instance_per_usable_cpu_round_robin_and_false_pins_none():
+    config = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 3}})
+    assert place(config.fabric, 20, [2, 5]) == Placement((2, 5, 2))
+    assert str(place(config.fabric, 20, [2, 5])) == "3 OVS instances pinned to CPUs 2,5,2"
+    unpinned = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4},
+                             "fabric": {"ovs_instances": 3, "pin_ovs": False}})
+    assert str(place(unpinned.fabric, 20, [2, 5])) == "3 OVS instances, unpinned"
