@@ -36,12 +36,17 @@ pub(crate) struct Ctx<'a> {
     /// `now` in microseconds of the endpoint's clock (the wire carries its low 32 bits).
     pub now_us: u64,
     pub out: &'a mut VecDeque<Transmit>,
+    /// Payload buffers the shell gave back ([`crate::Endpoint::recycle`]): a packet is encoded
+    /// into one of them rather than into a new allocation. Which buffer is taken changes
+    /// nothing but where the bytes are: `encode` writes them all afresh.
+    pub spare: &'a mut Vec<Vec<u8>>,
     pub rng: &'a mut SmallRng,
 }
 
 impl Ctx<'_> {
     pub fn send(&mut self, dst: HostId, path_id: u8, ecn: Ecn, packet: &Packet) {
-        let mut payload = Vec::new();
+        let mut payload = self.spare.pop().unwrap_or_default();
+        payload.clear();
         packet.encode(&mut payload);
         self.out.push_back(Transmit { dst, path_id, ecn, kind: packet.kind(), payload });
     }

@@ -1,6 +1,7 @@
 //! Time for the shell: the experiment's shared epoch, a timerfd armed at absolute
 //! CLOCK_MONOTONIC instants (Rust's `Instant` is CLOCK_MONOTONIC on Linux, so every host of
-//! the emulation agrees on it), and how late the timer fired.
+//! the emulation agrees on it; the poller's fallback where epoll_pwait2 is refused), and how
+//! late the timer fired.
 
 use std::io;
 use std::os::fd::RawFd;

@@ -1,7 +1,7 @@
 //! `cchost`: one per emulated host, sender and receiver of every flow of the host. The shell
-//! around the sans-IO [`cchost::Endpoint`]: UDP sockets (one per path-id), a timerfd armed at
-//! the endpoint's next deadline (with 1 ns timer slack, for credit pacing), the flow schedule
-//! in, flow records and counters out. With `--delays`, arriving packets wait out their path's
+//! around the sans-IO [`cchost::Endpoint`]: UDP sockets (one per path-id), read and written in
+//! batches (recvmmsg, sendmmsg), an epoll wait that ends at the endpoint's next deadline (with
+//! 1 ns timer slack, for credit pacing), the flow schedule in, flow records and counters out. With `--delays`, arriving packets wait out their path's
 //! propagation delay in a [`DelayLine`] before the endpoint sees them (the emulator's kernel
 //! has no netem); with `--progress`, the bytes of the flows it receives are written as they
 //! grow (throughput timelines). With `--schedule-stdin`, more flows come on standard input
@@ -13,6 +13,7 @@
 
 mod clock;
 mod delays;
+mod poller;
 mod schedule;
 mod sockets;
 
@@ -25,18 +26,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cchost::{DelayLine, Ecn, Endpoint, EndpointConfig, FlowRecord, HostId, InboundFinish, Incoming};
+use cchost::{DelayLine, Ecn, Endpoint, EndpointConfig, FlowRecord, HostId, InboundFinish, Incoming, Transmit};
 use clap::Parser;
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
-use crate::clock::{Clock, Lateness, Timer};
+use crate::clock::{Clock, Lateness};
+use crate::poller::Poller;
 use crate::schedule::{parse_scheme, Schedule, ScheduleInput};
-use crate::sockets::{host_of, PathSockets, PATHS};
+use crate::sockets::{host_of, PathSockets, Receiver, PATHS};
 
-const TIMER: Token = Token(PATHS);
-const STDIN: Token = Token(PATHS + 1);
+/// The poller's tokens: a socket's is its path-id (0..PATHS), stdin's the next.
+const STDIN: u64 = PATHS as u64;
 /// Counters are rewritten, and progress lines flushed, this often.
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 /// Receive buffers kept for reuse by the delay line (a burst beyond it allocates).
@@ -248,12 +248,12 @@ impl Outputs {
 /// what it already holds added to `schedule`. A regular file or /dev/null (epoll takes
 /// neither) is read to its end at once.
 fn open_stdin(
-    poll: &Poll,
+    poller: &Poller,
     stdin: BorrowedFd,
     schedule: &mut Schedule,
 ) -> Result<(ScheduleInput<File>, Option<NonBlocking>), String> {
     let copy = File::from(stdin.try_clone_to_owned().map_err(|e| format!("stdin: {e}"))?);
-    let flags = match poll.registry().register(&mut SourceFd(&copy.as_raw_fd()), STDIN, Interest::READABLE) {
+    let flags = match poller.add(copy.as_raw_fd(), STDIN) {
         Ok(()) => Some(NonBlocking::set(stdin.as_raw_fd()).map_err(|e| format!("stdin: {e}"))?),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => None,
         Err(e) => return Err(format!("stdin: {e}")),
@@ -392,18 +392,14 @@ fn run(args: &Args) -> Result<(), String> {
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
-    let mut poll = Poll::new().map_err(|e| e.to_string())?;
+    let mut poller = Poller::new(PATHS + 1).map_err(|e| format!("epoll: {e}"))?;
     for (path, socket) in sockets.sockets.iter().enumerate() {
-        poll.registry()
-            .register(&mut SourceFd(&socket.as_raw_fd()), Token(path), Interest::READABLE)
-            .map_err(|e| e.to_string())?;
+        poller.add(socket.as_raw_fd(), path as u64).map_err(|e| format!("epoll: {e}"))?;
     }
-    let timer = Timer::new().map_err(|e| format!("timerfd: {e}"))?;
-    poll.registry().register(&mut SourceFd(&timer.fd()), TIMER, Interest::READABLE).map_err(|e| e.to_string())?;
     // Flags of stdin, made non-blocking, come back when `_stdin_flags` is dropped (at return).
     let (mut input, _stdin_flags) = match args.schedule_stdin {
         true => {
-            let (input, flags) = open_stdin(&poll, io::stdin().as_fd(), &mut schedule)?;
+            let (input, flags) = open_stdin(&poller, io::stdin().as_fd(), &mut schedule)?;
             (Some(input), flags)
         }
         false => (None, None),
@@ -411,8 +407,9 @@ fn run(args: &Args) -> Result<(), String> {
 
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let linger = Duration::from_secs_f64(args.linger);
-    let mut events = Events::with_capacity(PATHS + 2);
-    let mut buffer = vec![0u8; 65536];
+    let mut receiver = Receiver::new();
+    // What the endpoint wants sent, gathered for one batched send, then its payloads recycled.
+    let mut outgoing: Vec<Transmit> = Vec::new();
     let mut lateness = Lateness::default();
     let mut shell = ShellCounters::default();
     let mut spare: Vec<Vec<u8>> = Vec::new();
@@ -444,9 +441,11 @@ fn run(args: &Args) -> Result<(), String> {
             }
             endpoint.handle_timeout(now);
         }
-        while let Some(transmit) = endpoint.poll_transmit() {
-            if sockets.send(transmit.path_id, transmit.dst, transmit.ecn, &transmit.payload).is_err() {
-                shell.send_errors += 1;
+        outgoing.extend(std::iter::from_fn(|| endpoint.poll_transmit()));
+        if !outgoing.is_empty() {
+            shell.send_errors += sockets.send(&outgoing);
+            for transmit in outgoing.drain(..) {
+                endpoint.recycle(transmit.payload);
             }
         }
         while let Some(record) = endpoint.poll_record() {
@@ -488,30 +487,26 @@ fn run(args: &Args) -> Result<(), String> {
             continue;
         }
         armed = Some(wake);
-        timer.arm(&clock, wake).map_err(|e| format!("timerfd: {e}"))?;
-        match poll.poll(&mut events, None) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("poll: {e}")),
-        }
-        for event in events.iter() {
-            if event.token() == TIMER {
-                timer.clear();
-                continue;
-            }
-            if event.token() == STDIN {
+        poller.wait(&clock, wake).map_err(|e| format!("epoll: {e}"))?;
+        for token in poller.tokens() {
+            if token == STDIN {
                 if let Some(reader) = input.as_mut().filter(|reader| reader.is_open()) {
                     reader.read_available(&mut schedule)?;
                     if !reader.is_open() {
-                        let _ = poll.registry().deregister(&mut SourceFd(&reader.get_ref().as_raw_fd()));
+                        let _ = poller.remove(reader.get_ref().as_raw_fd());
                     }
                 }
                 continue;
             }
-            let path = event.token().0;
-            while let Ok(received) = sockets.receive(path, &mut buffer) {
+            // One batch per ready socket per wake-up (the poller is level-triggered: what is
+            // left makes the next wait return at once, after the timers due have run). A
+            // socket error (none is expected of UDP without IP_RECVERR) reads as empty.
+            let fd = sockets.sockets[token as usize].as_raw_fd();
+            let count = receiver.receive(fd).unwrap_or(0);
+            for i in 0..count {
+                let (received, payload) = receiver.get(i);
                 let Some(src) = host_of(*received.from.ip()) else { continue };
-                let (path_id, ecn, payload) = (received.from.port() as u8, received.ecn, &buffer[..received.len]);
+                let (path_id, ecn) = (received.from.port() as u8, received.ecn);
                 match &mut delay_line {
                     Some(line) => {
                         let mut copy = spare.pop().unwrap_or_default();
@@ -554,29 +549,28 @@ mod tests {
     const FLOW_1: &[u8] = b"{\"id\": 1, \"dst\": 2, \"size\": 1000, \"start\": 0}\n";
     const FLOW_2: &[u8] = b"{\"id\": 2, \"dst\": 2, \"size\": 1000, \"start\": 0}";
 
-    /// Waits until `poll` says stdin is readable (a test pipe's writer has written or closed).
-    fn wait_readable(poll: &mut Poll) {
-        let mut events = Events::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::from_secs(10))).expect("polls");
-        assert!(events.iter().any(|event| event.token() == STDIN), "stdin readable");
+    /// Waits until `poller` says stdin is readable (a test pipe's writer has written or closed).
+    fn wait_readable(poller: &mut Poller) {
+        poller.wait(&Clock::new(None), Instant::now() + Duration::from_secs(10)).expect("waits");
+        assert!(poller.tokens().any(|token| token == STDIN), "stdin readable");
     }
 
     #[test]
     fn a_pipe_on_stdin_is_read_as_poll_finds_it_readable_without_blocking_until_its_writer_closes() {
         let (reader, mut writer) = io::pipe().expect("a pipe");
-        let mut poll = Poll::new().expect("a poll");
+        let mut poller = Poller::new(4).expect("a poller");
         let mut schedule = Schedule::new(Scheme::ExpressPass);
         writer.write_all(&FLOW_1[..10]).expect("writes");
-        let (mut input, flags) = open_stdin(&poll, reader.as_fd(), &mut schedule).expect("opens");
+        let (mut input, flags) = open_stdin(&poller, reader.as_fd(), &mut schedule).expect("opens");
         assert!(flags.is_some(), "registered and non-blocking");
         assert!(schedule.is_empty() && input.is_open(), "a partial line waits");
         writer.write_all(&FLOW_1[10..]).expect("writes");
         writer.write_all(FLOW_2).expect("writes");
-        wait_readable(&mut poll);
+        wait_readable(&mut poller);
         input.read_available(&mut schedule).expect("a good line; a partial one waits, without blocking");
         assert!(schedule.len() == 1 && input.is_open());
         drop(writer);
-        wait_readable(&mut poll);
+        wait_readable(&mut poller);
         input.read_available(&mut schedule).expect("the last line, at the end");
         assert!(schedule.len() == 2 && !input.is_open(), "closed: no more flows will come");
         drop(flags);
@@ -588,9 +582,9 @@ mod tests {
         fs::write(&path, [FLOW_1, FLOW_2].concat()).expect("temporary file");
         let file = File::open(&path).expect("opens");
         fs::remove_file(&path).expect("removes the temporary file");
-        let poll = Poll::new().expect("a poll");
+        let poller = Poller::new(4).expect("a poller");
         let mut schedule = Schedule::new(Scheme::ExpressPass);
-        let (input, flags) = open_stdin(&poll, file.as_fd(), &mut schedule).expect("opens");
+        let (input, flags) = open_stdin(&poller, file.as_fd(), &mut schedule).expect("opens");
         assert!(flags.is_none() && !input.is_open() && schedule.len() == 2);
     }
 
