@@ -7,11 +7,16 @@ fat-tree, 8 cross-pod TCP pairs, the highest rate per link at which every pair g
 - 16 cores: 8 instances unpinned 100 Mbit/s; 16 unpinned only 50 (the scheduler stacks busy
   forwarding threads on one CPU and moves them about); 16 pinned one per CPU 150.
 - 2 cores: see README "Capacity of this machine" for the table this module's rule follows.
-So `pin_ovs: auto` pins: instance i runs on the i-th CPU ccemu may use, round robin when there
-are more instances than CPUs (fabrics of more than 5 switches per CPU: fewer ports per
-instance shorten every wake-up, which the idle RTT shows). Every thread of both daemons is
-pinned (threads OVS starts later inherit the main thread's CPU). Hosts are not pinned: the
-kernel runs them wherever a forwarding thread leaves room.
+- 2 cores: pinning gains nothing measurable (10 Mbit/s either way, see README), and it costs
+  the hosts: cchost's delay line then delivers late (a k=4 path's RTT 1.14-1.25 of the
+  configured, against 1.04-1.05 unpinned, tests/live/test_datacenter_time_live.py), since a
+  host's wake-up must wait for the forwarding thread that owns its CPU.
+So `pin_ovs: auto` pins from PIN_FROM_CPUS usable CPUs on (between 2 and 16 nothing was
+measured: the threshold is a choice), leaving the hosts the room the kernel finds. Pinned,
+instance i runs on the i-th CPU ccemu may use, round robin when there are more instances than
+CPUs (fabrics of more than 5 switches per CPU: fewer ports per instance shorten every wake-up,
+which the idle RTT shows). Every thread of both daemons is pinned (threads OVS starts later
+inherit the main thread's CPU). Hosts are not pinned.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model.config import FabricConfig
+
+PIN_FROM_CPUS = 8  # `pin_ovs: auto` pins on machines with at least this many usable CPUs
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,6 @@ def usable_cpus() -> list[int]:
 
 def place(fabric: FabricConfig, switches: int, cpus: Sequence[int]) -> Placement:
     instances = fabric.instance_count(switches)
-    if fabric.pin_ovs is False or not cpus:
+    if fabric.pin_ovs is False or not cpus or (fabric.pin_ovs == "auto" and len(cpus) < PIN_FROM_CPUS):
         return Placement((None,) * instances)
     return Placement(tuple(cpus[i % len(cpus)] for i in range(instances)))

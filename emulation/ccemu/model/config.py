@@ -377,7 +377,7 @@ class FabricConfig(_Section):
     )
     pin_ovs: Union[bool, Literal["auto"]] = Field(
         "auto", description="pin each OVS instance, all its threads, to one CPU (round robin over the CPUs ccemu "
-                            "may use); 'auto': pinned (fabric/placement.py says why)")
+                            "may use); 'auto': pinned on machines of 8 CPUs or more (fabric/placement.py says why)")
 
     @field_validator("ovs_instances", mode="before")
     @classmethod

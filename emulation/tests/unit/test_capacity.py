@@ -39,10 +39,17 @@ def test_an_experiment_quotes_the_latest_measurement_beside_its_own_rate(tmp_pat
     assert capacity.latest(tmp_path / "none") is None
 
 
-def test_auto_placement_pins_one_instance_per_usable_cpu_round_robin_and_false_pins_none():
-    config = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 3}})
+def test_pinned_placement_puts_one_instance_per_usable_cpu_round_robin_and_false_pins_none():
+    config = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4},
+                           "fabric": {"ovs_instances": 3, "pin_ovs": True}})
     assert place(config.fabric, 20, [2, 5]) == Placement((2, 5, 2))
     assert str(place(config.fabric, 20, [2, 5])) == "3 OVS instances pinned to CPUs 2,5,2"
     unpinned = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4},
                              "fabric": {"ovs_instances": 3, "pin_ovs": False}})
     assert str(place(unpinned.fabric, 20, [2, 5])) == "3 OVS instances, unpinned"
+
+
+def test_auto_placement_pins_only_on_machines_of_at_least_eight_cpus():
+    config = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 4}})
+    assert not place(config.fabric, 20, [0, 1]).pinned
+    assert place(config.fabric, 20, list(range(8))) == Placement((0, 1, 2, 3))
