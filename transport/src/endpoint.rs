@@ -32,6 +32,21 @@ use crate::wire::{Kind, Packet, FRAME_OVERHEAD_BYTES};
 /// between two sends of the shell, few enough that an idle host holds little (~1.5 MB).
 const SPARE_PAYLOADS: usize = 1024;
 
+/// The flows' context for one event: `now` and the endpoint's output, spare buffers and random
+/// source. A macro, not a method: it borrows those fields alone, leaving the flows' maps free.
+macro_rules! ctx {
+    ($endpoint:ident, $now:expr, $now_us:expr) => {
+        Ctx {
+            now: $now,
+            epoch: $endpoint.config.epoch,
+            now_us: $now_us,
+            out: &mut $endpoint.out,
+            spare: &mut $endpoint.spare,
+            rng: &mut $endpoint.rng,
+        }
+    };
+}
+
 enum Sending {
     Credited(CreditedSender),
     Window(WindowSender),
@@ -118,14 +133,7 @@ impl Endpoint {
         let now_us = self.micros(now);
         let config = &self.config;
         let path_id = spec.path_id.unwrap_or_else(|| flow_path_id(config.host, spec.id));
-        let mut ctx = Ctx {
-            now,
-            epoch: self.config.epoch,
-            now_us,
-            out: &mut self.out,
-            spare: &mut self.spare,
-            rng: &mut self.rng,
-        };
+        let mut ctx = ctx!(self, now, now_us);
         let id = spec.id;
         let flow = match spec.scheme.driver() {
             Driver::Receiver => Sending::Credited(CreditedSender::start(&mut ctx, spec, path_id, config)),
@@ -153,14 +161,7 @@ impl Endpoint {
         self.counters.received_packets[packet.kind() as usize] += 1;
         let now_us = self.micros(now);
         let src = incoming.src;
-        let mut ctx = Ctx {
-            now,
-            epoch: self.config.epoch,
-            now_us,
-            out: &mut self.out,
-            spare: &mut self.spare,
-            rng: &mut self.rng,
-        };
+        let mut ctx = ctx!(self, now, now_us);
         match packet {
             Packet::CreditRequest { flow, size_bytes, scheme, paths } => {
                 if let Some(done) = self.finished.get(&(src, flow)) {
@@ -294,14 +295,7 @@ impl Endpoint {
         };
         self.inbound_finishes.push_back(InboundFinish { src, id: flow, bytes, end_us: now_us });
         let done = Finished { end_us: now_us, credits_sent, path_id };
-        let mut ctx = Ctx {
-            now,
-            epoch: self.config.epoch,
-            now_us,
-            out: &mut self.out,
-            spare: &mut self.spare,
-            rng: &mut self.rng,
-        };
+        let mut ctx = ctx!(self, now, now_us);
         send_finish(&mut ctx, src, flow, &done);
         self.finished.insert((src, flow), done);
     }
@@ -321,14 +315,7 @@ impl Endpoint {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         let now_us = self.micros(now);
-        let mut ctx = Ctx {
-            now,
-            epoch: self.config.epoch,
-            now_us,
-            out: &mut self.out,
-            spare: &mut self.spare,
-            rng: &mut self.rng,
-        };
+        let mut ctx = ctx!(self, now, now_us);
         for flow in self.sending.values_mut() {
             match flow {
                 Sending::Credited(s) if s.deadline(&self.config).is_some_and(|d| d <= now) => {

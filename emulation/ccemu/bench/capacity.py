@@ -52,12 +52,6 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def system_ticks() -> tuple[int, int]:
-    """(all ticks, steal ticks) summed over CPUs."""
-    values = [int(v) for v in open("/proc/stat").readline().split()[1:]]
-    return sum(values), values[7]
-
-
 def idle_rtt_ms(net: FabricNet, src: str, dst: str, count: int = 20) -> float:
     host = net[src]
     host.cmd(f"ping -c 2 -i 0.2 {net[dst].IP()}")  # first packets take OVS's slow path
@@ -83,7 +77,7 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
     from ..fabric.net import FabricNet
     from ..hosts.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
     from ..ports.maps import PortMaps
-    from ..results.fidelity import SwitchFigures
+    from ..results.fidelity import CpuTimes, SwitchFigures
 
     config = parse_config({"name": "capacity", "topology": {"kind": "fattree", "k": 4},
                            "link": {"rate_mbps": rate_mbps},
@@ -99,14 +93,13 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
         before = {}
 
         def start_measuring():
-            before.update(ovs=sum(cpu_ticks(pid) for pid in daemons), system=system_ticks(),
+            before.update(ovs=sum(cpu_ticks(pid) for pid in daemons), system=CpuTimes.now(),
                           started=time.monotonic())
 
         results = run_pairs(net, seconds, on_start=start_measuring)
         wall = time.monotonic() - before["started"]
         ovs_cpu = (sum(cpu_ticks(pid) for pid in daemons) - before["ovs"]) / os.sysconf("SC_CLK_TCK") / wall
-        total_after, steal_after = system_ticks()
-        total_before, steal_before = before["system"]
+        steal, _ = CpuTimes.now().since(before["system"])
         time.sleep(0.5)  # what is still inside a switch arrives
         with PortMaps(net.inventory.state_dir) as maps:
             switches = SwitchFigures.of(maps.read(), maps.frame_ns)
@@ -116,7 +109,7 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
         "rate_mbps": rate_mbps, "variant": str(variant), "placement": placement,
         "ratios": [round(results[p] / ideal, 4) for p in PAIRS], "aggregate_mbps": round(sum(results.values()), 1),
         "ovs_cpu": round(ovs_cpu, 3),
-        "steal": round((steal_after - steal_before) / max(1, total_after - total_before), 4),
+        "steal": round(steal, 4),
         "idle_rtt_ms": round(rtt, 3), "residence_p50_frames": round(switches.residence_frames(0.5), 3),
         "residence_p99_frames": round(switches.residence_frames(0.99), 3),
         "worst_switch_p99_frames": round(switches.worst_switch()[1], 3), "switch_lost_packets": switches.lost_packets,

@@ -39,7 +39,7 @@ from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .placement import place, usable_cpus
-from .ovs import OvsError, OvsInstance, start_instances
+from .ovs import OvsInstance, start_instances, wait_all
 from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import (PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, ifindex_of,
                               number_ports, parse_attached)
@@ -383,9 +383,9 @@ class FabricNet(Mininet):
                     args += ["--", "add-port", switch.name, intf.name, "qos=@noop",
                              "--", "set", "Interface", intf.name, f"ofport_request={port}"]
             transactions.append(instance.start_vsctl(*args))
-        _wait_all(transactions, "creating bridges and ports")
+        wait_all(transactions, "creating bridges and ports")
         self.timings.mark("ovs bridges and ports")
-        _wait_all([
+        wait_all([
             (switch.name, switch.instance.add_flows(
                 switch.name, switch_flows(self.fabric_topo, self.routing.tables[switch.name])))
             for switch in self.switches
@@ -443,17 +443,6 @@ class FabricNet(Mininet):
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _wait_all(procs: list[tuple[str, subprocess.Popen]], what: str) -> None:
-    """Wait for commands started in parallel; raise naming every one that failed."""
-    failures = []
-    for name, proc in procs:
-        _, err = proc.communicate()
-        if proc.returncode:
-            failures.append(f"{name}: {err.strip()}")
-    if failures:
-        raise OvsError(f"{what} failed: " + "; ".join(failures))
 
 
 def _run_everywhere(scripts: dict[Node, str]) -> dict[Node, str]:

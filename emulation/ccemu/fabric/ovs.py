@@ -201,13 +201,14 @@ def start_instances(instances: list[OvsInstance], inventory: Inventory) -> None:
     at once (one inventory save per step; a k=16 fabric has dozens of instances)."""
     for instance in instances:
         instance.rundir.mkdir(parents=True)
-    _run_all([["ovsdb-tool", "create", str(i.rundir / "conf.db"), str(OVS_SCHEMA)] for i in instances])
+    _run_all([["ovsdb-tool", "create", str(i.rundir / "conf.db"), str(OVS_SCHEMA)] for i in instances],
+             "creating the OVS databases")
     with inventory.batch():
         for instance in instances:
             instance._spawn(inventory, "ovsdb-server", instance._server_argv())
     for instance in instances:
         instance._wait_ready("ovsdb-server", instance.db_socket)
-    _run_all([instance._vsctl_argv(("--no-wait", "init")) for instance in instances])
+    _run_all([instance._vsctl_argv(("--no-wait", "init")) for instance in instances], "initialising the OVS databases")
     with inventory.batch():
         for instance in instances:
             instance._spawn(inventory, "ovs-vswitchd", instance._vswitchd_argv())
@@ -254,17 +255,22 @@ def _run(argv: list[str]) -> str:
     return result.stdout
 
 
-def _run_all(argvs: list[list[str]]) -> None:
-    """_run() for each command line, all at once."""
-    try:
-        procs = [subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for argv in argvs]
-    except FileNotFoundError as exc:
-        raise OvsMissing(f"{exc.filename} not found: install Open vSwitch (`make setup`)") from None
+def wait_all(procs: list[tuple[str, subprocess.Popen]], what: str) -> None:
+    """Wait for commands started in parallel; raise naming every one that failed."""
     failures = []
-    for argv, proc in zip(argvs, procs):
+    for name, proc in procs:
         out, err = proc.communicate()
         if proc.returncode:
-            failures.append(f"{argv[0]} failed ({proc.returncode}): {err.strip() or out.strip()}")
+            failures.append(f"{name}: {(err or '').strip() or (out or '').strip()}")
     if failures:
-        raise OvsError("; ".join(failures))
+        raise OvsError(f"{what} failed: " + "; ".join(failures))
+
+
+def _run_all(argvs: list[list[str]], what: str) -> None:
+    """_run() for each command line, all at once."""
+    try:
+        procs = [(argv[0], subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True)) for argv in argvs]
+    except FileNotFoundError as exc:
+        raise OvsMissing(f"{exc.filename} not found: install Open vSwitch (`make setup`)") from None
+    wait_all(procs, what)
