@@ -347,8 +347,10 @@ class ExperimentRunner:
             if bottleneck_host:
                 link = net[bottleneck_host].defaultIntf().link
                 bottleneck_port = (link.intf2 if link.intf1.node.name == bottleneck_host else link.intf1).name
-                self.credit_queues = 1 + max(len(net.routing.path(bottleneck_host, h, 0)) for h in hosts
-                                             if h != bottleneck_host)
+            # ExpressPass's queue bound counts the credit queues of the longest credit path: toward the
+            # bottleneck host where there is one, between any two hosts otherwise.
+            ends = [bottleneck_host] if bottleneck_host else hosts
+            self.credit_queues = 1 + max(len(net.routing.path(a, h, 0)) for a in ends for h in hosts if h != a)
             self._record_hosts(spec, net)
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.

@@ -58,7 +58,7 @@ class FlowsRunner(ExperimentRunner):
         if isinstance(w, ShuffleWorkload):
             return hosts * w.tasks_per_host * (hosts - 1)
         if isinstance(w, ConvergenceWorkload):
-            return w.senders
+            return w.senders_of(spec.scheme.scheme)
         if isinstance(w, VictimWorkload):
             return len(self.victim_flows(self.config.link.rate_mbps * 1e6, random.Random(self._seed(spec))))
         return hosts
@@ -99,7 +99,8 @@ class FlowsRunner(ExperimentRunner):
             return self.victim_flows(link_bps, rng)
         senders = self.convergence_senders(live)
         rtt = max(live.base_rtt_s(src, w.receiver) for src in senders)
-        return convergence(w.receiver, senders, w.interval_rtts * rtt, link_bps / 8 * CREDITED_PAYLOAD_SHARE)
+        interval = w.interval_rtts_of(live.spec.scheme.scheme) * rtt
+        return convergence(w.receiver, senders, interval, link_bps / 8 * CREDITED_PAYLOAD_SHARE)
 
     def convergence_senders(self, live: LiveBlock) -> list[str]:
         """Senders as far from the receiver as any host (on a fat-tree: other pods), spread over
@@ -110,11 +111,14 @@ class FlowsRunner(ExperimentRunner):
         others = [h for h in live.hosts if h != w.receiver]
         farthest = max(len(live.net.routing.path(h, w.receiver, 0)) for h in others)
         far = [h for h in others if len(live.net.routing.path(h, w.receiver, 0)) == farthest]
-        if w.senders > len(far):
-            raise WorkloadNotRunnable(f"{self.config.name}: workload.senders: {w.senders} senders at the same distance "
+        scheme = live.spec.scheme.scheme
+        wanted = w.senders_of(scheme)
+        if wanted > len(far):
+            key = f"per_scheme.{scheme}.senders" if scheme in w.per_scheme else "senders"
+            raise WorkloadNotRunnable(f"{self.config.name}: workload.{key}: {wanted} senders at the same distance "
                                       f"from {w.receiver} need that many hosts (the topology has {len(far)})")
-        step = len(far) / w.senders
-        return [far[int(i * step)] for i in range(w.senders)]
+        step = len(far) / wanted
+        return [far[int(i * step)] for i in range(wanted)]
 
     def run_traffic(self, live: LiveBlock, progress: Progress, task) -> list[HostFailure]:
         spec, w = live.spec, self.workload

@@ -398,6 +398,7 @@ class FabricConfig(_Section):
         return max(1, min(wanted, switches))
 
 
+SchemeName = Literal["expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd"]
 # The port profile each scheme's hosts are written for.
 SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp",
                         "dcqcn": "dcqcn", "dcqcn+tcd": "tcd"}
@@ -409,7 +410,7 @@ CREDIT_SCHEMES = ("expresspass", "spraypass")
 class SchemeConfig(_Section):
     """One scheme of the comparison and the port profile its fabric runs."""
 
-    scheme: Literal["expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd"]
+    scheme: SchemeName
     port: PortConfig
     port_mismatch_intended: bool = Field(
         False, description="run the scheme on another scheme's port profile on purpose (e.g. expresspass hosts "
@@ -508,6 +509,13 @@ class ShuffleWorkload(_Section):
         return hosts
 
 
+class ConvergenceTiming(_Section):
+    """A scheme's own senders and interval in a convergence workload (unset: the workload's)."""
+
+    senders: int | None = Field(None, ge=1)
+    interval_rtts: float | None = Field(None, gt=0)
+
+
 class ConvergenceWorkload(_Section):
     """Senders start one by one, `interval_rtts` apart, toward one receiver (one bottleneck: its
     link) and stop in reverse order; each flow's size is what fair sharing gives it in its time.
@@ -518,6 +526,9 @@ class ConvergenceWorkload(_Section):
     senders: int = Field(4, ge=1)
     interval_rtts: float = Field(40, gt=0, description="between starts (and stops), in base RTTs of the "
                                                        "longest path")
+    per_scheme: dict[SchemeName, ConvergenceTiming] = Field(
+        {}, description="a scheme's own senders and interval_rtts (DCTCP converges in hundreds of RTTs: a join "
+                        "needs room for it to be measured, not read as never)")
     alphas: list[float] = Field([0.5, 0.0625], min_length=1,
                                 description="initial credit rate / max of the credit schemes (paper: 1/2 and 1/16)")
     timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
@@ -532,6 +543,14 @@ class ConvergenceWorkload(_Section):
 
     def busy_links(self, hosts: int) -> float:
         return 1
+
+    def senders_of(self, scheme: str) -> int:
+        own = self.per_scheme.get(scheme)
+        return own.senders if own and own.senders is not None else self.senders
+
+    def interval_rtts_of(self, scheme: str) -> float:
+        own = self.per_scheme.get(scheme)
+        return own.interval_rtts if own and own.interval_rtts is not None else self.interval_rtts
 
 
 _HOST = r"^h[1-9][0-9]*$"
@@ -895,6 +914,7 @@ def read_yaml(path: Path) -> object:
 
 
 _UNION_TAGS = {"fattree", "leafspine", "dumbbell", "star", *WORKLOAD_KINDS, *PORT_PROFILES}
+_UNION_FIELDS = {"topology", "workload", "port"}  # the tagged unions: the tag follows their name in a location
 
 
 def _as_number(value: object) -> float | None:
@@ -924,8 +944,12 @@ def _busy_links(data: dict) -> float:
 
 
 def _describe(error: dict) -> str:
-    # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k).
-    loc = [str(part) for part in error["loc"] if part not in _UNION_TAGS]
+    # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k), and
+    # only there: a key elsewhere may be named like a tag (workload.per_scheme.dctcp); and the
+    # "[key]" it adds where a mapping's key, not its value, is wrong.
+    parts = [str(part) for part in error["loc"]]
+    loc = [part for i, part in enumerate(parts)
+           if part != "[key]" and not (part in _UNION_TAGS and i > 0 and parts[i - 1] in _UNION_FIELDS)]
     original = (error.get("ctx") or {}).get("error")
     if isinstance(original, _KeyedError):  # its key path is relative to the model that raised it
         here = "".join(f"{part}." for part in loc)

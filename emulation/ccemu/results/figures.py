@@ -1,26 +1,52 @@
-"""The figures of each kind of experiment, from a bundle's tables alone: what summary.md shows
-and what the papers' claims are compared on (papers.py). Every figure is dilation-free (a
-ratio, a slowdown, packets, RTTs) or converted to datacenter time by the bundle's dilation.
+"""The figures of every kind of experiment, from a bundle's tables alone, each defined once: summary.md's
+tables and plots (report.py), a sweep's side-by-side table (merge.py) and the papers' claims
+(papers.py) all read them here, so a summary never contradicts itself. Every figure is dilation-free
+(a ratio, a slowdown, packets, RTTs) or in datacenter time (wall time / the bundle's dilation).
+
+Missing data is never a number: a figure with nothing to stand on raises NoData (the tables print
+"-", the claims say "not comparable" with its message). Flows that did not finish are left out of
+every FCT, slowdown and throughput figure, and counted beside it (Tables.unfinished); a claim that
+pools them is not comparable (papers.py).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-from ..model.dilation import DATA_WIRE_BYTES
-from .bundle import read_table
+from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
+from .bundle import block_label, read_table
 from .stats import percentile
 
 KB = 1000  # the papers' queue tables are in KB
 
 
+class NoData(Exception):
+    """The bundle holds nothing a figure can be computed from; str() says what is missing."""
+
+
+T = TypeVar("T")
+
+
+def optional(figure: Callable[[], T]) -> T | None:
+    """A figure, or None where the bundle has nothing to compute it from (tables print "-")."""
+    try:
+        return figure()
+    except NoData:
+        return None
+
+
 @dataclass
 class Tables:
-    """A bundle's tables and manifest."""
+    """A bundle's tables and manifest. A block is (scheme, n, point): n is incast's N (0 for the
+    other kinds), point the sweep's value of the other kinds ("load=0.6", "alpha=0.5"; "" for none).
+    Selections take None as "any"."""
 
     manifest: dict
     flows: list[dict]
@@ -42,7 +68,7 @@ class Tables:
 
     @property
     def dilation(self) -> float:
-        return float(self.manifest.get("datacenter", {}).get("dilation", 1.0))
+        return float((self.manifest.get("datacenter") or {}).get("dilation") or 1.0)  # null: not dilated
 
     @property
     def link_bps(self) -> float:
@@ -55,83 +81,248 @@ class Tables:
     def points(self, scheme: str | None = None) -> list[str]:
         return list(dict.fromkeys(r["point"] for r in self.rounds if scheme is None or r["scheme"] == scheme))
 
-    def flows_of(self, scheme: str, point: str | None = None) -> list[dict]:
-        return [f for f in self.flows if f["scheme"] == scheme and (point is None or f.get("point", "") == point)]
+    def ns(self, scheme: str | None = None) -> list[int]:
+        return sorted({_n(r) for r in self.rounds if scheme is None or r["scheme"] == scheme})
 
-    def unfinished(self, scheme: str, point: str | None = None) -> int:
-        """Flows of the scheme (at the point) that never finished, over its rounds."""
-        return sum(int(r["flows"]) - int(r["finished"]) for r in self.rounds
-                   if r["scheme"] == scheme and (point is None or r.get("point", "") == point))
+    def blocks(self, scheme: str | None = None) -> list[tuple[str, int, str]]:
+        """(scheme, n, point) of every block that ran, in the order they ran."""
+        return list(dict.fromkeys((r["scheme"], _n(r), r.get("point") or "") for r in self.rounds
+                                  if scheme is None or r["scheme"] == scheme))
 
-    def switch_ports(self, scheme: str, point: str | None = None) -> list[dict]:
+    def rounds_of(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
+        return [r for r in self.rounds if _in(r, scheme, point, n)]
+
+    def flows_of(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
+        """The flows that finished (a flow's row is written when it finishes)."""
+        return [f for f in self.flows if _in(f, scheme, point, n)]
+
+    def unfinished(self, scheme: str, point: str | None = None, n: int | None = None) -> int:
+        """Flows of the selection that never finished, over its rounds."""
+        return sum(int(r["flows"]) - int(r["finished"]) for r in self.rounds_of(scheme, point, n))
+
+    def missing_records(self, scheme: str, point: str | None = None, n: int | None = None) -> int:
+        """Flows the rounds count as finished whose row flows.csv lacks (a cut or edited table)."""
+        return max(0, sum(int(r["finished"]) for r in self.rounds_of(scheme, point, n))
+                   - len(self.flows_of(scheme, point, n)))
+
+    def ports_of(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
+        """Every port's row of the selection: switch ports and host NICs."""
+        return [p for p in self.ports if _in(p, scheme, point, n)]
+
+    def switch_ports(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
         """Ports of switches (not host NICs): where the papers measure queues."""
-        return [p for p in self.ports if p["scheme"] == scheme and (point is None or p.get("point", "") == point)
-                and not p["node"].startswith("h")]
+        return [p for p in self.ports if _in(p, scheme, point, n) and not p["node"].startswith("h")]
+
+    def verdict(self, scheme: str, n: int, point: str) -> str | None:
+        """The block's fidelity verdict (PASS, WARN, FAIL); None: the bundle has none for it."""
+        for block in (self.manifest.get("fidelity") or {}).get("blocks", []):
+            if (block.get("scheme"), _n(block), block.get("point") or "") == (scheme, n, point):
+                return block.get("status")
+        return None
+
+    def config_value(self, dotted: str):
+        """A value of the run's config by its dotted key ("workload.cdf"); None if unset."""
+        value = self.manifest.get("config") or {}
+        for key in dotted.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def port_buffer_bytes(self, scheme: str) -> int:
+        for s in self.manifest["config"]["schemes"]:
+            if s["scheme"] == scheme:
+                return int(s["port"]["buffer_bytes"])
+        raise NoData(f"the config has no port of {scheme}")
+
+
+def _n(row: dict) -> int:
+    value = row.get("n")
+    return int(float(value)) if value not in ("", None) else 0
+
+
+def _in(row: dict, scheme: str, point: str | None, n: int | None) -> bool:
+    return (row["scheme"] == scheme and (point is None or (row.get("point") or "") == point)
+            and (n is None or _n(row) == n))
 
 
 def load_of(point: str) -> float:
-    return float(point.split("=")[1])
+    """The load of a realistic block's point ("load=0.6")."""
+    name, _, value = point.partition("=")
+    if name != "load":
+        raise NoData(f"{point!r} is not a load")
+    return float(value)
 
 
-# Realistic -----------------------------------------------------------------------------------
+def label(scheme: str, point: str | None = None, n: int | None = None) -> str:
+    return block_label(scheme, n or 0, point or "")
+
+
+# Flows: FCTs, slowdowns, throughputs ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class FctFigures:
+    """The finished flows' FCTs (datacenter seconds) and slowdowns (dilation-free)."""
+
+    flows: int
+    mean_s: float
+    p50_s: float
+    p99_s: float
+    max_s: float
+    slowdown_mean: float | None  # None: no flow had an ideal FCT to compare with
+    slowdown_p50: float | None
+    slowdown_p99: float | None
+
+    def quantile_s(self, q: float) -> float:
+        return {50: self.p50_s, 99: self.p99_s, 100: self.max_s}[q]
+
+
+def fcts(tables: Tables, scheme: str, point: str | None = None, n: int | None = None,
+         bucket: str | None = None) -> FctFigures:
+    """FCT figures of the selection's finished flows (of one size bucket, or all)."""
+    flows = [f for f in tables.flows_of(scheme, point, n) if bucket is None or f["bucket"] == bucket]
+    if not flows:
+        raise NoData(f"no {bucket + ' ' if bucket else ''}flow of {label(scheme, point, n)} finished")
+    times = [float(f["fct"]) / tables.dilation for f in flows]
+    # An empty (or 0) slowdown: the flow had no ideal FCT to compare with.
+    slow = [float(f["slowdown"]) for f in flows if f.get("slowdown") and float(f["slowdown"]) > 0]
+    return FctFigures(len(times), statistics.fmean(times), percentile(times, 50), percentile(times, 99), max(times),
+                      statistics.fmean(slow) if slow else None, percentile(slow, 50) if slow else None,
+                      percentile(slow, 99) if slow else None)
+
+
+def slowdowns_by_bucket(tables: Tables, scheme: str, point: str) -> dict[str, FctFigures]:
+    """Size bucket -> FCT figures of its finished flows, buckets in order (empty ones left out)."""
+    present = {f["bucket"] for f in tables.flows_of(scheme, point)}
+    return {b: fcts(tables, scheme, point, bucket=b) for b in ("S", "M", "L", "XL") if b in present}
+
+
+def flow_throughputs_bps(tables: Tables, scheme: str, point: str | None = None) -> list[float]:
+    """Each finished flow's throughput in datacenter bit/s (size / FCT, the FCT in datacenter time)."""
+    rates = [int(f["size"]) * 8 / (float(f["fct"]) / tables.dilation) for f in tables.flows_of(scheme, point)
+             if float(f["fct"]) > 0]
+    if not rates:
+        raise NoData(f"no flow of {label(scheme, point)} finished")
+    return rates
+
+
+def credit_waste(tables: Tables, scheme: str, point: str | None = None, n: int | None = None) -> float:
+    """Credits that reached a sender with nothing left to send, over all credits sent (the finished
+    flows' records: ExpressPass Fig. 20's ratio, counted at the sender)."""
+    flows = tables.flows_of(scheme, point, n)
+    sent = sum(int(f["credits_sent"]) for f in flows)
+    if not sent:
+        raise NoData(f"{label(scheme, point, n)} sent no credits")
+    return sum(int(f["credits_wasted"]) for f in flows) / sent
+
+
+# Queues ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class QueueFigures:
-    max_kb: float  # largest queue any switch port reached
-    mean_kb: float  # mean queue a packet found at a switch port
-    max_packets: float
-    mean_packets: float
+    max_bytes: int  # largest data queue any of the ports reached, bytes on the wire
+    mean_bytes: float  # mean data queue a packet found on arrival, over the ports' packets
+
+    @property
+    def max_kb(self) -> float:
+        return self.max_bytes / KB
+
+    @property
+    def mean_kb(self) -> float:
+        return self.mean_bytes / KB
+
+    @property
+    def max_packets(self) -> float:
+        return self.max_bytes / DATA_WIRE_BYTES
+
+    @property
+    def mean_packets(self) -> float:
+        return self.mean_bytes / DATA_WIRE_BYTES
 
 
-def queues(tables: Tables, scheme: str, point: str | None = None) -> QueueFigures:
-    ports = tables.switch_ports(scheme, point)
-    biggest = max((int(p["max_data_queue"]) for p in ports), default=0)
+def queue_ports(tables: Tables, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
+    """The ports whose queues an experiment's figures show: the bottleneck port where the kind has
+    one (incast, convergence, victim: the port toward the hot receiver), every switch port otherwise
+    (realistic, permutation, shuffle: ExpressPass Table 3 takes every switch port)."""
+    ports = tables.switch_ports(scheme, point, n)
+    bottleneck = [p for p in ports if str(p.get("bottleneck")) == "1"]
+    return bottleneck or ports
+
+
+def queues(tables: Tables, scheme: str, point: str | None = None, n: int | None = None,
+           ports: list[dict] | None = None) -> QueueFigures:
+    """Max and mean data queues over `ports` (default: queue_ports)."""
+    ports = queue_ports(tables, scheme, point, n) if ports is None else ports
+    if not ports:
+        raise NoData(f"ports.csv has no switch port of {label(scheme, point, n)}")
+    biggest = max(int(p["max_data_queue"]) for p in ports)
     packets = sum(int(p["data_enqueued"]) for p in ports)
     mean = sum(float(p["mean_data_queue"]) * int(p["data_enqueued"]) for p in ports) / packets if packets else 0.0
-    return QueueFigures(biggest / KB, mean / KB, biggest / DATA_WIRE_BYTES, mean / DATA_WIRE_BYTES)
+    return QueueFigures(biggest, mean)
 
 
-def slowdowns_by_bucket(tables: Tables, scheme: str, point: str) -> dict[str, tuple[int, float, float]]:
-    """Bucket -> (flows, mean slowdown, p99 slowdown)."""
-    grouped: dict[str, list[float]] = defaultdict(list)
-    for f in tables.flows_of(scheme, point):
-        grouped[f["bucket"]].append(float(f["slowdown"]))
-    order = sorted(grouped, key=lambda bucket: "SMLX".index(bucket[0]))
-    return {b: (len(grouped[b]), statistics.fmean(grouped[b]), percentile(grouped[b], 99)) for b in order}
+# Incast ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IncastFigures:
+    """One scheme at one N, over its rounds."""
+
+    rounds: int
+    finished_rounds: int  # rounds whose every response arrived
+    goodput_bps: float | None  # wall: bytes of the finished rounds / their time; None: none finished
+    round_mean_s: float | None  # datacenter: a finished round's duration (the query's completion time)
+    timeouts: int
+    transmissions: int  # data packets sent, first copies and retransmissions
+
+    @property
+    def timeout_share(self) -> float | None:
+        """Timeouts among transmissions (seed 002 Table I: per transmission of a flow)."""
+        return self.timeouts / self.transmissions if self.transmissions else None
 
 
-def mean_fct_s(tables: Tables, scheme: str, point: str | None = None, bucket: str | None = None) -> float | None:
-    fcts = [float(f["fct"]) for f in tables.flows_of(scheme, point) if bucket is None or f["bucket"] == bucket]
-    return statistics.fmean(fcts) if fcts else None
+def incast(tables: Tables, scheme: str, n: int) -> IncastFigures:
+    """Goodput as the DCTCP+ paper's incast application sees it over back-to-back requests: the
+    bytes of every finished round over the time they took (a round ends with its last response;
+    an unfinished round has no end and is counted apart)."""
+    rounds = tables.rounds_of(scheme, n=n)
+    if not rounds:
+        raise NoData(f"{label(scheme, n=n)} did not run")
+    done = [r for r in rounds if int(r["finished"]) == int(r["flows"]) and float(r["duration"]) > 0]
+    seconds = sum(float(r["duration"]) for r in done)
+    flows = tables.flows_of(scheme, n=n)
+    return IncastFigures(
+        rounds=len(rounds), finished_rounds=len(done),
+        goodput_bps=sum(int(r["bytes"]) for r in done) * 8 / seconds if done else None,
+        round_mean_s=seconds / len(done) / tables.dilation if done else None,
+        timeouts=sum(int(f["timeouts"]) for f in flows),
+        transmissions=sum(math.ceil(int(f["size"]) / PAYLOAD_BYTES) + int(f["retransmits"]) for f in flows))
 
 
-def credit_waste(tables: Tables, scheme: str, point: str | None = None) -> float | None:
-    flows = tables.flows_of(scheme, point)
-    sent = sum(int(f["credits_sent"]) for f in flows)
-    return sum(int(f["credits_wasted"]) for f in flows) / sent if sent else None
+def incast_collapse_n(tables: Tables, scheme: str) -> tuple[int, int] | None:
+    """Between which two N of the run the scheme's goodput first falls below half of its best N's:
+    (the last N above, the first N below); None: at no N of the run."""
+    goodput = {}
+    for n in tables.ns(scheme):
+        g = incast(tables, scheme, n).goodput_bps
+        if g is None:
+            raise NoData(f"no round of {label(scheme, n=n)} finished")
+        goodput[n] = g
+    best = max(goodput.values())
+    ns = sorted(goodput)
+    for before, n in zip([0] + ns, ns):
+        if goodput[n] < best / 2:
+            return before, n
+    return None
 
 
-# Permutation ---------------------------------------------------------------------------------
+# Convergence -------------------------------------------------------------------------------------
 
-def flow_throughputs_bps(tables: Tables, scheme: str) -> list[float]:
-    """Each flow's throughput in datacenter bit/s (size / FCT, the FCT in datacenter time)."""
-    return [int(f["size"]) * 8 / (float(f["fct"]) / tables.dilation) for f in tables.flows_of(scheme)
-            if float(f["fct"]) > 0]
-
-
-# Shuffle -------------------------------------------------------------------------------------
-
-def fct_quantile_s(tables: Tables, scheme: str, q: float) -> float | None:
-    """FCT quantile (0-100; 100 = max) in datacenter seconds."""
-    fcts = [float(f["fct"]) / tables.dilation for f in tables.flows_of(scheme)]
-    return percentile(fcts, q) if fcts else None
-
-
-# Convergence ---------------------------------------------------------------------------------
-
-CONVERGENCE_BAND = 0.2  # every flow within +-20 % of the fair share ...
+CONVERGENCE_BAND = 0.2  # within +-20 % of the fair share ...
 CONVERGENCE_WINDOW_RTTS = 2  # ... over a window this long (fewer packets would be all noise) ...
-CONVERGENCE_HOLD_RTTS = 4  # ... for every such window that starts within this long (not a passing crossing)
+CONVERGENCE_HOLD_RTTS = 4  # ... settled: for every such window that starts within this long (not a passing crossing)
+
+
+def convergence_payload_bps(tables: Tables) -> float:
+    """What the flows share at the bottleneck (wall): the link less the credits' share."""
+    return tables.link_bps * CREDITED_PAYLOAD_SHARE
 
 
 def bytes_at(samples: list[tuple[float, int]], t: float) -> float:
@@ -153,108 +344,93 @@ def base_rtt_s(tables: Tables, scheme: str, point: str, dst: str) -> float:
 
 @dataclass(frozen=True)
 class Convergence:
-    joins: list[float | None]  # RTTs each joining flow (after the first) took to reach fair share; None: never
+    """For each flow that joins (the 2nd..Nth start), in base RTTs after its start (None: not within
+    the time it had, `room`):
+    - reached: the joining flow's throughput first at least 1 - CONVERGENCE_BAND of its fair share (the
+      papers' figures label this: "3 RTTs" where the two flows' lines meet);
+    - settled: every running flow within the band, and so for every window that starts within
+      CONVERGENCE_HOLD_RTTS after (stricter: oscillation around the share is not convergence)."""
+
+    reached: list[float | None]
+    settled: list[float | None]
+    room: list[float]  # RTTs from each join to the next change (a join or a leave) less one window
     rtt_s: float  # wall
 
-    @property
-    def median_rtts(self) -> float | None:
-        reached = [j for j in self.joins if j is not None]
-        return statistics.median(reached) if reached and len(reached) * 2 > len(self.joins) else None
+    @staticmethod
+    def median(joins: list[float | None]) -> float | None:
+        seen = [j for j in joins if j is not None]
+        return statistics.median(seen) if seen and len(seen) * 2 > len(joins) else None
 
 
-def convergence(tables: Tables, scheme: str, point: str, payload_bps: float) -> Convergence | None:
-    """For each flow that joins (the 2nd..Nth start), how many base RTTs after its start every
-    running flow's throughput, over a forward window of CONVERGENCE_WINDOW_RTTS, is first within
-    CONVERGENCE_BAND of the fair share of `payload_bps` (wall), and stays so for every window
-    that starts within the next CONVERGENCE_HOLD_RTTS."""
+def convergence(tables: Tables, scheme: str, point: str) -> Convergence:
+    """Both readings, for every join of the block, from the receiver's throughput samples."""
+    payload_bps = convergence_payload_bps(tables)
     flows = sorted(tables.flows_of(scheme, point), key=lambda f: float(f["start"]))
     samples: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for s in tables.timeline:
         if s["scheme"] == scheme and s["point"] == point:
             samples[f"{s['src']}#{s['id']}"].append((float(s["t"]), int(s["bytes"])))
-    if len(flows) < 2 or not samples:
-        return None
+    if len(flows) < 2:
+        raise NoData(f"fewer than two flows of {label(scheme, point)} finished")
+    if not samples:
+        raise NoData(f"timeline.csv has no throughput samples of {label(scheme, point)}")
     rtt = base_rtt_s(tables, scheme, point, flows[0]["dst"])
     if rtt <= 0:
-        return None
+        raise NoData(f"rtts.csv has no base RTT of {label(scheme, point)}")
     window = CONVERGENCE_WINDOW_RTTS * rtt
     first = float(flows[0]["start"])
     # Timeline samples and flow starts are both seconds after the block's epoch.
-    series = {f"{f['src']}#{f['id']}": sorted((t - first, b) for t, b in samples.get(f"{f['src']}#{f['id']}", []))
-              for f in flows}
+    keys = [f"{f['src']}#{f['id']}" for f in flows]
+    series = {key: sorted((t - first, b) for t, b in samples.get(key, [])) for key in keys}
     starts = [float(f["start"]) - first for f in flows]
     ends = [float(f["end"]) - first for f in flows]
-    joins: list[float | None] = []
+    step = rtt / 4
+    hold = round(CONVERGENCE_HOLD_RTTS * rtt / step)
+    reached, settled, room = [], [], []
     for k in range(1, len(flows)):
         join, until = starts[k], starts[k + 1] if k + 1 < len(flows) else min(ends[:k + 1])
-        step = rtt / 4
-        fair_at = [_fair(series, starts, ends, t, window, payload_bps)
-                   for t in _steps(join, until - window, step)]
-        hold = round(CONVERGENCE_HOLD_RTTS * rtt / step)
-        reached = next((i * step / rtt for i in range(len(fair_at) - hold) if all(fair_at[i:i + hold + 1])), None)
-        joins.append(reached)
-    return Convergence(joins, rtt)
+        times = _steps(join, until - window, step)
+        shares = [_shares(series, starts, ends, t, window, payload_bps) for t in times]
+        fair = [bool(s) and all(abs(x - 1) <= CONVERGENCE_BAND for x in s.values()) for s in shares]
+        reached.append(next(((t - join) / rtt for t, s in zip(times, shares)
+                             if s.get(keys[k], 0.0) >= 1 - CONVERGENCE_BAND), None))
+        settled.append(next((i * step / rtt for i in range(len(fair) - hold) if all(fair[i:i + hold + 1])), None))
+        room.append(max(0.0, (until - window - join) / rtt))
+    return Convergence(reached, settled, room, rtt)
 
 
 def _steps(start: float, stop: float, step: float) -> list[float]:
     return [start + i * step for i in range(int((stop - start) / step) + 1)] if stop >= start else []
 
 
-def _fair(series: dict[str, list[tuple[float, int]]], starts: list[float], ends: list[float], t: float,
-          window: float, payload_bps: float) -> bool:
-    """Whether every flow running through [t, t + window] got its fair share, within the band."""
+def _shares(series: dict[str, list[tuple[float, int]]], starts: list[float], ends: list[float], t: float,
+            window: float, payload_bps: float) -> dict[str, float]:
+    """Each flow running through [t, t + window]: what it delivered there / its fair share."""
     running = [key for key, s, e in zip(series, starts, ends) if s <= t and e >= t + window]
     if not running:
-        return False
+        return {}
     fair = payload_bps / 8 * window / len(running)
-    return all(abs(bytes_at(series[key], t + window) - bytes_at(series[key], t) - fair) <= CONVERGENCE_BAND * fair
-               for key in running)
+    return {key: (bytes_at(series[key], t + window) - bytes_at(series[key], t)) / fair for key in running}
 
 
-# Incast --------------------------------------------------------------------------------------
-
-def incast_goodput_fraction(tables: Tables, scheme: str, n_min: int) -> float | None:
-    """Mean goodput of the rounds with N >= n_min, as a fraction of the link rate; a round with
-    unfinished flows counts as 0 (its response never completed)."""
-    rounds = [r for r in tables.rounds if r["scheme"] == scheme and int(r["n"]) >= n_min]
-    return statistics.fmean(float(r["goodput_bps"]) for r in rounds) / tables.link_bps if rounds else None
-
-
-def incast_timeouts(tables: Tables, scheme: str, n_min: int) -> int | None:
-    flows = [f for f in tables.flows_of(scheme) if int(f["n"]) >= n_min]
-    return sum(int(f["timeouts"]) for f in flows) if flows else None
-
-
-def incast_collapse_n(tables: Tables, scheme: str) -> int | None:
-    """The smallest N whose goodput falls below half of the scheme's best N's (None: never); an
-    unfinished round counts as 0."""
-    by_n: dict[int, list[float]] = defaultdict(list)
-    for r in tables.rounds:
-        if r["scheme"] == scheme:
-            by_n[int(r["n"])].append(float(r["goodput_bps"]))
-    means = {n: statistics.fmean(v) for n, v in sorted(by_n.items())}
-    if not means:
-        return None
-    best = max(means.values())
-    return next((n for n, g in means.items() if g < best / 2), None)
-
+# Victim flows ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class VictimFigures:
-    """TCD's victim scenario (seed 004, 5.1.3), one scheme: the victims' flows (from the victim
-    senders to their receiver, whose link is never congested) and whether they were taken for
-    congested (a CE-flagged CNP came back: a packet of theirs was CE-marked on the way)."""
+    """TCD's victim scenario (seed 004, 5.1.3), one scheme: the victims' finished flows (from the
+    victim senders to their receiver, whose link is never congested) and whether they were taken
+    for congested (a CE-flagged CNP came back: a packet of theirs was CE-marked on the way)."""
 
     flows: int
     ce_marked: int  # victim flows with a CE mark
     ue_marked: int  # victim flows with a UE mark (TCD: crossed a paused, not congested, port)
     mean_slowdown: float
     p99_slowdown: float
-    mean_fct_s: float  # wall
+    mean_fct_s: float  # datacenter
 
     @property
     def ce_fraction(self) -> float:
-        return self.ce_marked / self.flows if self.flows else 0.0
+        return self.ce_marked / self.flows
 
 
 def victim_flows(tables: Tables, scheme: str) -> list[dict]:
@@ -263,13 +439,13 @@ def victim_flows(tables: Tables, scheme: str) -> list[dict]:
     return [f for f in tables.flows_of(scheme) if f["src"] in senders and f["dst"] == receiver]
 
 
-def victims(tables: Tables, scheme: str) -> VictimFigures | None:
+def victims(tables: Tables, scheme: str) -> VictimFigures:
     flows = victim_flows(tables, scheme)
     if not flows:
-        return None
+        raise NoData(f"no victim flow of {scheme} finished")
     slowdowns = [float(f["slowdown"]) for f in flows]
     return VictimFigures(
         flows=len(flows), ce_marked=sum(int(f.get("cnps_ce") or 0) > 0 for f in flows),
         ue_marked=sum(int(f.get("cnps_ue") or 0) > 0 for f in flows),
         mean_slowdown=statistics.fmean(slowdowns), p99_slowdown=percentile(slowdowns, 99),
-        mean_fct_s=statistics.fmean(float(f["fct"]) for f in flows))
+        mean_fct_s=statistics.fmean(float(f["fct"]) for f in flows) / tables.dilation)

@@ -19,17 +19,16 @@ import json
 import math
 import os
 import re
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model.dilation import DATA_WIRE_BYTES
+from . import figures
 from .bundle import block_label
 from .figures import Tables
 from .report import _save
-from .stats import percentile
 
 # points.csv: these, then one column per parameter (an empty cell: the point lacks the parameter).
 POINT_FIELDS = ["label", "bundle", "machine", "status", "reason", "wall_seconds"]
@@ -222,40 +221,27 @@ def _link_bps(tables: Tables) -> float | None:
         return None
 
 
-def _dilation(tables: Tables) -> float:
-    try:
-        return tables.dilation or 1.0
-    except (AttributeError, TypeError, ValueError):  # "datacenter": null: not dilated
-        return 1.0
-
-
 def _block_rows(point: _Point) -> list[dict]:
-    """One row per block of the point's bundle."""
+    """One row per block of the point's bundle, every figure as figures.py defines it (the bundle's own
+    summary.md shows the same numbers)."""
     tables = point.tables
     if tables is None:
         return []
-    link, dilation = _link_bps(tables), _dilation(tables)
-    # Each block's own verdict where the bundle has one: the bundle's is its worst block's.
-    verdicts = {(b.get("scheme"), _n(b), b.get("point") or ""): b.get("status", "")
-                for b in (tables.manifest.get("fidelity") or {}).get("blocks", [])}
+    link = _link_bps(tables)
     blocks = dict.fromkeys((r["scheme"], _n(r), r.get("point") or "")
                            for r in tables.rounds + tables.flows + tables.ports)
     rows = []
     for scheme, n, at in blocks:
-        # Tables' own selections are by scheme and point; an incast bundle's blocks differ in N.
-        block = replace(tables, flows=[f for f in tables.flows if _n(f) == n],
-                        rounds=[r for r in tables.rounds if _n(r) == n], ports=[p for p in tables.ports if _n(p) == n])
-        flows = block.flows_of(scheme, at)
-        rounds = [r for r in block.rounds if r["scheme"] == scheme and (r.get("point") or "") == at]
-        ports = [p for p in block.ports if p["scheme"] == scheme and (p.get("point") or "") == at]
-        switch = block.switch_ports(scheme, at)
-        goodputs = [float(r["goodput_bps"]) for r in rounds if float(r.get("duration") or 0) > 0]
-        goodput = statistics.fmean(goodputs) if goodputs else None
-        # An empty (or 0) slowdown: the flow had no ideal FCT to compare with.
-        slowdowns = [float(f["slowdown"]) for f in flows if f.get("slowdown") and float(f["slowdown"]) > 0]
-        fcts = [float(f["fct"]) for f in flows if f.get("fct")]
-        queue = max((_int(p.get("max_data_queue")) for p in switch), default=None)
-        unfinished = block.unfinished(scheme, at)
+        flows = tables.flows_of(scheme, at, n)
+        ports = tables.ports_of(scheme, at, n)
+        rounds = [r for r in tables.rounds_of(scheme, at, n)
+                  if int(r["finished"]) == int(r["flows"]) and float(r.get("duration") or 0) > 0]
+        # Goodput as figures.incast defines it: the finished rounds' bytes over their time.
+        seconds = sum(float(r["duration"]) for r in rounds)
+        goodput = sum(_int(r.get("bytes")) for r in rounds) * 8 / seconds if seconds else None
+        fct = figures.optional(lambda: figures.fcts(tables, scheme, at, n))
+        queue = figures.optional(lambda: figures.queues(tables, scheme, at, n))
+        unfinished = tables.unfinished(scheme, at, n)
         rows.append({
             "label": point.entry.label, "machine": point.entry.machine, "params": point.entry.params,
             "bundle": point.entry.bundle, "status": point.status,
@@ -263,14 +249,15 @@ def _block_rows(point: _Point) -> list[dict]:
             "flows": len(flows) + unfinished, "unfinished": unfinished,
             "goodput_mbps": goodput / 1e6 if goodput is not None else None,
             "goodput_of_link": goodput / link if goodput is not None and link else None,
-            "slowdown_p50": percentile(slowdowns, 50) if slowdowns else None,
-            "slowdown_p99": percentile(slowdowns, 99) if slowdowns else None,
-            "fct_p99_dc_ms": 1e3 * percentile(fcts, 99) / dilation if fcts else None,
-            "max_queue_bytes": queue, "max_queue_packets": queue / DATA_WIRE_BYTES if queue is not None else None,
+            "slowdown_p50": fct.slowdown_p50 if fct else None, "slowdown_p99": fct.slowdown_p99 if fct else None,
+            "fct_p99_dc_ms": 1e3 * fct.p99_s if fct else None,
+            "max_queue_bytes": queue.max_bytes if queue else None,
+            "max_queue_packets": queue.max_packets if queue else None,
             "data_drops": sum(_int(p.get("data_dropped")) for p in ports),
             "marks": sum(_int(p.get("data_marked")) + _int(p.get("credit_marked")) for p in ports),
             "timeouts": sum(_int(f.get("timeouts")) for f in flows),
-            "verdict": verdicts.get((scheme, n, at)) or point.verdict,
+            # Each block's own verdict where the bundle has one: the bundle's is its worst block's.
+            "verdict": tables.verdict(scheme, n, at) or point.verdict,
         })
     return rows
 
@@ -384,11 +371,14 @@ def _side_by_side_lines(directory: Path, rows: Sequence[dict], keys: Sequence[st
                       _link(label, r["bundle"], directory), *([_cell(_fmt(r["machine"]))] if machines else []),
                       *(_cell(_fmt(r[m])) for m in METRICS)])
     return ["## Side by side", ""] + _table(header, table) + [
-        "", "Goodput: mean over the rounds that finished, in wall Mbit/s and as a fraction of the emulated link "
-        "rate. Slowdown: FCT / the flow's ideal FCT (dilation-free); FCT p99 in datacenter milliseconds. Max "
-        f"queue: the largest data queue any switch port of the block reached, in bytes on the wire and in "
-        f"packets of {DATA_WIRE_BYTES} B. Data drops and CE marks (data and credit packets) over every port; "
-        "timeouts over every flow; verdict: the block's fidelity verdict. Each bundle links to its own summary.",
+        "", "Figures as each bundle's summary.md defines them (results/figures.py). Goodput: the bytes of the "
+        "finished rounds over their time, in wall Mbit/s and as a fraction of the emulated link rate (a round with "
+        "unfinished flows counts in the unfinished column only). Slowdown: FCT / the flow's ideal FCT "
+        "(dilation-free), and FCT p99 in datacenter milliseconds, over the finished flows. Max queue: the largest "
+        "data queue of the ports the kind's figures read (the bottleneck port where the kind has one, every switch "
+        f"port otherwise), in bytes on the wire and in packets of {DATA_WIRE_BYTES} B. Data drops and CE marks "
+        "(data and credit packets) over every port; timeouts over every finished flow; verdict: the block's "
+        "fidelity verdict. Each bundle links to its own summary.",
         ""]
 
 

@@ -1,147 +1,110 @@
-"""ccemu's figures beside the papers': the claims of workloads/reference.yaml, each computed from a
-bundle (figures.py) and judged reproduced, not reproduced, or not comparable (the run lacks
-what the figure needs: a scheme, a load, an N)."""
+"""ccemu's figures beside the papers': the claims of workloads/reference.yaml, each read from a bundle
+(readings.py) and judged by the one rule (rule.py). Every claim of an experiment appears in its
+summary.md, and every claim of the table in `make reproduce`'s REPORT.md, whether it could be
+compared or not."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..model.dilation import CREDITED_PAYLOAD_SHARE
-from . import figures
+from . import readings, rule
 from .figures import Tables
+from .readings import NotComparable
+from .rule import Figure, Judgement, Paper, Tighter
 
 REFERENCE = Path(__file__).resolve().parents[3] / "workloads" / "reference.yaml"
-REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+EXPERIMENTS = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
 
 
-class NotComparable(Exception):
-    """The bundle lacks what a figure needs; str() says what."""
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _need(value, what: str):
-    if value is None:
-        raise NotComparable(what)
-    return value
+class PaperEntry(_Strict):
+    """`paper:` of a claim: exactly one of value, range, above, below; and the unit it is in."""
+
+    unit: str
+    value: float | None = Field(None, ge=0)
+    range: tuple[float | None, float | None] | None = None  # the paper's own range; null: open end
+    above: float | None = None  # direction only: the paper's figure is above this pivot ...
+    below: float | None = None  # ... or below it
+
+    def paper(self, pivot: float | None) -> Paper:
+        if self.above is not None or self.below is not None:
+            return Paper(side="above" if self.above is not None else "below",
+                         pivot=self.above if self.above is not None else self.below)
+        low, high = self.range or (None, None)
+        return Paper(value=self.value, low=low, high=high, pivot=pivot)
 
 
-def _schemes(tables: Tables, *names: str) -> None:
-    missing = [n for n in names if n not in tables.schemes()]
-    if missing:
-        raise NotComparable(f"the run has no {', '.join(missing)}")
+class TighterEntry(_Strict):
+    """`tighter:` a criterion on ccemu's figure on top of the rule, and why."""
+
+    at_least: float | None = None
+    at_most: float | None = None
+    why: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _a_bound(self) -> "TighterEntry":
+        if self.at_least is None and self.at_most is None:
+            raise ValueError("a tighter criterion needs at_least or at_most")
+        return self
 
 
-def _at_load(tables: Tables, scheme: str, load: float) -> str:
-    """The point of `scheme` at `load` (within 0.05)."""
-    points = [p for p in tables.points(scheme) if p.startswith("load=")]
-    near = min(points, key=lambda p: abs(figures.load_of(p) - load), default=None)
-    if near is None or abs(figures.load_of(near) - load) > 0.05:
-        raise NotComparable(f"{scheme} did not run at load {load:g}")
-    return near
+class ClaimEntry(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    experiment: Literal[EXPERIMENTS]
+    claim: str
+    source: str = Field(min_length=1)
+    paper: PaperEntry
+    pivot: float | None = None  # numeric claims: the neutral value, for "same direction"
+    tighter: TighterEntry | None = None
+    # Settings of the run the paper's figure needs (dotted keys of the config): another value makes
+    # the claim not comparable. Only settings ccemu can run; what it cannot yet is in `differs`.
+    requires: dict[str, str | float | int] = {}
+    reading: dict
+
+    @field_validator("reading")
+    @classmethod
+    def _known_reading(cls, reading: dict) -> dict:
+        args = {k: v for k, v in reading.items() if k != "name"}
+        readings.check_arguments(str(reading.get("name")), args)
+        return reading
+
+    @model_validator(mode="after")
+    def _one_paper_figure(self) -> "ClaimEntry":
+        self.paper.paper(self.pivot)  # raises ValueError: not one of value / range / side
+        if self.paper.above is not None or self.paper.below is not None:
+            if self.pivot is not None or self.tighter is not None:
+                raise ValueError("a direction-only claim has no pivot or tighter criterion of its own")
+        return self
 
 
-def max_queue_growth(tables: Tables, scheme: str, low: float = 0.2, high: float = 0.6) -> float:
-    """Max switch queue at load `high` / at load `low`."""
-    _schemes(tables, scheme)
-    before = figures.queues(tables, scheme, _at_load(tables, scheme, low)).max_kb
-    return figures.queues(tables, scheme, _at_load(tables, scheme, high)).max_kb / before
+class SettingEntry(_Strict):
+    source: str
+    link_gbps: float
+    rtt_us: float
+    bdp_packets: float
+    differs: list[str] = []  # what ccemu's experiment cannot (yet) run as the paper did
 
 
-def max_queue_growth_over(tables: Tables, a: str, b: str, low: float = 0.2, high: float = 0.6) -> float:
-    return max_queue_growth(tables, a, low, high) / max_queue_growth(tables, b, low, high)
+class ReferenceTable(_Strict):
+    settings: dict[Literal[EXPERIMENTS], SettingEntry]
+    claims: list[ClaimEntry]
 
-
-def max_queue_kb(tables: Tables, scheme: str) -> float:
-    _schemes(tables, scheme)
-    return max(figures.queues(tables, scheme, p).max_kb for p in tables.points(scheme))
-
-
-def max_queue_ratio(tables: Tables, a: str, b: str) -> float:
-    return max_queue_kb(tables, a) / max_queue_kb(tables, b)
-
-
-def mean_fct_ratio(tables: Tables, a: str, b: str, load: float, bucket: str | None = None) -> float:
-    """Mean FCT of `a` / of `b` at `load`, over the flows of one size bucket or all."""
-    _schemes(tables, a, b)
-    point = _at_load(tables, a, load)
-    what = f"{bucket} flows" if bucket else "flows"
-    fa = _need(figures.mean_fct_s(tables, a, point, bucket), f"no {a} {what} at {point}")
-    fb = _need(figures.mean_fct_s(tables, b, point, bucket), f"no {b} {what} at {point}")
-    return fa / fb
-
-
-def credit_waste(tables: Tables, scheme: str) -> float:
-    _schemes(tables, scheme)
-    return _need(figures.credit_waste(tables, scheme), f"{scheme} sent no credits")
-
-
-def throughput_ratio(tables: Tables, a: str, b: str) -> float:
-    _schemes(tables, a, b)
-    ta, tb = figures.flow_throughputs_bps(tables, a), figures.flow_throughputs_bps(tables, b)
-    return (sum(ta) / len(ta)) / (sum(tb) / len(tb))
-
-
-def min_throughput_ratio(tables: Tables, a: str, b: str) -> float:
-    _schemes(tables, a, b)
-    return min(figures.flow_throughputs_bps(tables, a)) / min(figures.flow_throughputs_bps(tables, b))
-
-
-def fct_quantile_ratio(tables: Tables, a: str, b: str, q: float) -> float:
-    _schemes(tables, a, b)
-    return figures.fct_quantile_s(tables, a, q) / figures.fct_quantile_s(tables, b, q)
-
-
-def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None) -> float:
-    """RTTs the second flow took to reach the fair share with the first (the papers' figures: a
-    flow joins a running one); inf when it never did before the next flow joined."""
-    _schemes(tables, scheme)
-    point = f"alpha={alpha:g}" if alpha is not None else ""
-    if point not in tables.points(scheme):
-        raise NotComparable(f"{scheme} did not run at {point or 'its own initial rate'}")
-    seen = figures.convergence(tables, scheme, point, convergence_payload_bps(tables))
-    if seen is None:
-        raise NotComparable(f"no throughput timeline for {scheme} {point}")
-    first = seen.joins[0]
-    return math.inf if first is None else first
-
-
-def convergence_payload_bps(tables: Tables) -> float:
-    return tables.link_bps * CREDITED_PAYLOAD_SHARE
-
-
-def incast_timeouts(tables: Tables, scheme: str, n_min: int) -> float:
-    _schemes(tables, scheme)
-    return _need(figures.incast_timeouts(tables, scheme, n_min), f"no {scheme} round with N >= {n_min}")
-
-
-def incast_goodput_fraction(tables: Tables, scheme: str, n_min: int) -> float:
-    _schemes(tables, scheme)
-    return _need(figures.incast_goodput_fraction(tables, scheme, n_min), f"no {scheme} round with N >= {n_min}")
-
-
-def incast_goodput_ratio(tables: Tables, a: str, b: str, n_min: int) -> float:
-    return incast_goodput_fraction(tables, a, n_min) / incast_goodput_fraction(tables, b, n_min)
-
-
-def incast_collapse_n(tables: Tables, scheme: str) -> float:
-    _schemes(tables, scheme)
-    n = figures.incast_collapse_n(tables, scheme)
-    return math.inf if n is None else n
-
-
-def victim_ce_fraction(tables: Tables, scheme: str) -> float:
-    """Of the scheme's victim flows, the fraction taken for congested (a packet CE-marked)."""
-    _schemes(tables, scheme)
-    return _need(figures.victims(tables, scheme), f"no {scheme} victim flow finished").ce_fraction
-
-
-METRICS = {f.__name__: f for f in (
-    max_queue_growth, max_queue_growth_over, max_queue_kb, max_queue_ratio, mean_fct_ratio, credit_waste,
-    throughput_ratio, min_throughput_ratio, fct_quantile_ratio, convergence_rtts, incast_timeouts,
-    incast_goodput_fraction, incast_goodput_ratio, incast_collapse_n, victim_ce_fraction)}
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "ReferenceTable":
+        ids = [c.id for c in self.claims]
+        if twice := sorted({i for i in ids if ids.count(i) > 1}):
+            raise ValueError(f"claim ids must be unique (got {', '.join(twice)} twice)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -149,104 +112,125 @@ class Claim:
     id: str
     experiment: str
     claim: str
-    paper: float | None
-    unit: str
     source: str
-    metric: dict
-    reproduced_if: dict
-    ours_unit: str | None = None  # what ccemu's figure counts, when not the paper's unit (no ratio then)
-    requires: dict | None = None  # workload keys the paper's value is for, e.g. {"cdf": "webserver"}
+    unit: str
+    paper: Paper
+    reading: dict
+    requires: dict
+    tighter: Tighter | None = None
 
-    def criterion(self) -> str:
-        (kind, bound), = self.reproduced_if.items()
-        if kind == "within":
-            return f"{bound[0]:g} to {bound[1]:g}"
-        return f"{'>=' if kind == 'at_least' else '<='} {bound:g}"
-
-    def holds(self, value: float) -> bool:
-        (kind, bound), = self.reproduced_if.items()
-        if kind == "at_least":
-            return value >= bound
-        if kind == "at_most":
-            return value <= bound
-        return bound[0] <= value <= bound[1]
+    @property
+    def kind(self) -> str:
+        return self.paper.kind
 
 
 @dataclass(frozen=True)
 class Comparison:
     claim: Claim
-    ours: float | None
-    status: str
-    why: str = ""
+    ours: Figure | None  # None: not comparable before a figure was read
+    judgement: Judgement
 
     @property
-    def ratio(self) -> float | None:
-        """Ours / the paper's, where both are numbers."""
-        p = self.claim.paper
-        if self.ours is None or p in (None, 0) or math.isinf(self.ours) or self.claim.ours_unit:
-            return None
-        return self.ours / p
+    def verdict(self) -> str:
+        return self.judgement.verdict
+
+    @property
+    def why(self) -> str:
+        return self.judgement.why
+
+
+def _table(path: Path) -> ReferenceTable:
+    return ReferenceTable.model_validate(yaml.safe_load(path.read_text()))
 
 
 def load_claims(path: Path = REFERENCE) -> list[Claim]:
-    data = yaml.safe_load(path.read_text())
     claims = []
-    for c in data["claims"]:
-        if c["metric"]["name"] not in METRICS:
-            raise ValueError(f"{path}: claim {c['id']}: unknown metric {c['metric']['name']!r}")
-        claims.append(Claim(c["id"], c["experiment"], c["claim"], c["paper"]["value"], c["paper"]["unit"],
-                            c["source"], c["metric"], c["reproduced_if"], c.get("ours"), c.get("requires")))
+    for c in _table(path).claims:
+        tighter = None
+        if c.tighter:
+            t = c.tighter
+            tighter = Tighter(rule.Interval(-math.inf if t.at_least is None else t.at_least,
+                                            math.inf if t.at_most is None else t.at_most), t.why)
+        claims.append(Claim(c.id, c.experiment, c.claim, c.source, c.paper.unit, c.paper.paper(c.pivot),
+                            dict(c.reading), dict(c.requires), tighter))
     return claims
 
 
 def settings(path: Path = REFERENCE) -> dict[str, dict]:
-    return yaml.safe_load(path.read_text())["settings"]
+    return {name: s.model_dump() for name, s in _table(path).settings.items()}
+
+
+def _differs(claim: Claim, tables: Tables) -> str:
+    """The settings the claim requires that the run has otherwise, as the reason; "" if none."""
+    off = []
+    for key, wanted in claim.requires.items():
+        have = tables.config_value(key)
+        same = (have == wanted if isinstance(wanted, str) or isinstance(have, str) or have is None
+                else abs(float(have) - float(wanted)) <= 1e-9 * max(1.0, abs(float(wanted))))
+        if not same:
+            off.append(f"{key} {wanted} (this run: {have})")
+    return "the paper's figure is for " + ", ".join(off) if off else ""
+
+
+def compare_claim(claim: Claim, tables: Tables) -> Comparison:
+    if claim.experiment != tables.kind:
+        raise ValueError(f"claim {claim.id} is about {claim.experiment}, the bundle is {tables.kind}")
+    if why := _differs(claim, tables):
+        return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, why))
+    args = {k: v for k, v in claim.reading.items() if k != "name"}
+    try:
+        ours = readings.read(tables, claim.reading["name"], args)
+    except NotComparable as exc:
+        return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, str(exc)))
+    return Comparison(claim, ours, rule.judge(claim.paper, ours, claim.tighter))
 
 
 def compare(tables: Tables, claims: list[Claim] | None = None) -> list[Comparison]:
-    """Every claim of the bundle's kind, computed and judged."""
-    out = []
-    for claim in claims if claims is not None else load_claims():
-        if claim.experiment != tables.kind:
-            continue
-        args = {k: v for k, v in claim.metric.items() if k != "name"}
-        workload = tables.manifest["config"].get("workload") or {}
-        differs = {k: v for k, v in (claim.requires or {}).items() if workload.get(k) != v}
-        if differs:
-            out.append(Comparison(claim, None, NOT_COMPARABLE, "the paper's value is for " + ", ".join(
-                f"{k} {v} (this run: {workload.get(k)})" for k, v in differs.items())))
-            continue
-        try:
-            ours = float(METRICS[claim.metric["name"]](tables, **args))
-        except NotComparable as exc:
-            out.append(Comparison(claim, None, NOT_COMPARABLE, str(exc)))
-            continue
-        except (ArithmeticError, ValueError, TypeError) as exc:
-            # A partial bundle (an interrupted run, a scheme without finished flows or port figures).
-            out.append(Comparison(claim, None, NOT_COMPARABLE, f"the bundle lacks what it needs ({exc})"))
-            continue
-        out.append(Comparison(claim, ours, REPRODUCED if claim.holds(ours) else NOT_REPRODUCED))
-    return out
+    """Every claim of the bundle's kind, read and judged."""
+    return [compare_claim(c, tables) for c in (claims if claims is not None else load_claims())
+            if c.experiment == tables.kind]
 
 
-def _number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "never"
-    return f"{value:.3g}"
+def not_run(claims: list[Claim], why: str) -> list[Comparison]:
+    """The claims of an experiment that left no bundle: listed all the same."""
+    return [Comparison(c, None, Judgement(rule.NOT_COMPARABLE, why)) for c in claims]
+
+
+def headline(comparisons: list[Comparison]) -> str:
+    """The counts of each class, e.g. "5 reproduced, 3 same direction, ... (of 36 claims)"."""
+    tally = Counter(c.verdict for c in comparisons)
+    direction = tally[rule.DIRECTION_HOLDS] + tally[rule.DIRECTION_FAILS]
+    return (f"**{tally[rule.REPRODUCED]} reproduced, {tally[rule.SAME_DIRECTION]} same direction only, "
+            f"{tally[rule.NOT_REPRODUCED]} not reproduced, {direction} direction only "
+            f"({tally[rule.DIRECTION_HOLDS]} hold, {tally[rule.DIRECTION_FAILS]} do not), "
+            f"{tally[rule.NOT_COMPARABLE]} not comparable** (of {len(comparisons)} claims)")
+
+
+RULE_TEXT = ("One rule judges every claim: **reproduced** when ccemu's figure / the paper's lies in "
+             f"[{rule.LOW}, {rule.HIGH}] (or inside the paper's own range, where it gives one); **same direction** "
+             "when only the side of the claim's pivot agrees (1 for a ratio of two schemes, 0 for a share); "
+             "**not reproduced** otherwise; **direction only** where the paper gives no number; **not comparable**, "
+             "with the reason, when the data the figure needs is missing, partial, unfinished, from a block whose "
+             "fidelity verdict is FAIL, or from another setting than the paper's. A figure the run could only "
+             "bound is shown as one (>= x, or x to y) and judged only where every value of it agrees.")
 
 
 def markdown(comparisons: list[Comparison]) -> list[str]:
     """The table of summary.md's and REPORT.md's "beside the papers" section."""
     if not comparisons:
         return []
-    lines = ["| claim | paper | ccemu | ccemu / paper | reproduced when | verdict | source |",
+    lines = ["| claim | paper | ccemu | ccemu / paper | class | verdict | source |",
              "|---|---|---|---|---|---|---|"]
     for c in comparisons:
-        ratio = f"{c.ratio:.2f}" if c.ratio is not None else "-"
-        verdict = c.status + (f" ({c.why})" if c.why else "")
-        ours = _number(c.ours) + (f" ({c.claim.ours_unit})" if c.claim.ours_unit and c.ours is not None else "")
-        lines.append(f"| {c.claim.claim} | {_number(c.claim.paper)} {c.claim.unit} | {ours} | {ratio} | "
-                     f"{c.claim.criterion()} | **{verdict}** | {c.claim.source} |")
+        text = c.claim.claim
+        if c.claim.tighter:
+            text += f" (criterion tighter than the rule: {c.claim.tighter.interval.text()}, {c.claim.tighter.why})"
+        ours = c.ours.text() if c.ours is not None else "-"
+        verdict = f"**{c.verdict}**" + (f" ({c.why})" if c.why else "")
+        lines.append(f"| {_cell(text)} | {c.claim.paper.text()} {_cell(c.claim.unit)} | {ours} | "
+                     f"{c.judgement.ratio} | {c.claim.kind} | {_cell(verdict)} | {_cell(c.claim.source)} |")
     return lines
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import TypeVar
 
 from ..bench import capacity as bench_capacity
 from . import figures, papers
 from .bundle import block_label
 from .figures import Tables
-from .stats import BUCKETS, fct_by_bucket, histogram_cdf, histogram_mean, jain_fairness, percentile
+from .stats import BUCKETS, histogram_cdf, histogram_mean, jain_fairness
+
+T = TypeVar("T")
 
 
 def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
@@ -24,39 +27,40 @@ def _schemes(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(row["scheme"] for row in rows))
 
 
-def _ns(rows: list[dict]) -> list[int]:
-    return sorted({int(row["n"]) for row in rows})
+def _or(value: T | None, default: T) -> T:
+    return default if value is None else value
 
 
-def incast_table(flows: list[dict], rounds: list[dict], ports: list[dict]) -> list[dict]:
-    """One row per scheme and N: what the summary and the plots show."""
-    flows_by, rounds_by, ports_by = _by(flows, "scheme", "n"), _by(rounds, "scheme", "n"), _by(ports, "scheme", "n")
+def _cell(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def incast_table(tables: Tables) -> list[dict]:
+    """One row per scheme and N, in datacenter units: what the summary and the plots show."""
     table = []
-    for scheme in _schemes(rounds):
-        for n in _ns(rounds):
-            key = (scheme, str(n))
-            fcts = [float(f["fct"]) for f in flows_by.get(key, [])]
-            done = [r for r in rounds_by.get(key, []) if float(r["duration"]) > 0]
-            port_rows = ports_by.get(key, [])
-            bottleneck = [p for p in port_rows if p["bottleneck"] == "1"]
-            credits_sent = sum(int(f["credits_sent"]) for f in flows_by.get(key, []))
+    for scheme in tables.schemes():
+        for n in tables.ns(scheme):
+            seen = figures.incast(tables, scheme, n)
+            fct = figures.optional(lambda: figures.fcts(tables, scheme, n=n))
+            queue = figures.optional(lambda: figures.queues(tables, scheme, n=n))
+            ports = tables.ports_of(scheme, n=n)
             table.append({
-                "scheme": scheme, "n": n, "rounds": len(rounds_by.get(key, [])),
-                "unfinished": sum(int(r["flows"]) - int(r["finished"]) for r in rounds_by.get(key, [])),
-                "goodput_mbps": (sum(float(r["goodput_bps"]) for r in done) / len(done) / 1e6) if done else 0.0,
-                "fct_mean_ms": 1e3 * sum(fcts) / len(fcts) if fcts else 0.0,
-                "fct_p99_ms": 1e3 * percentile(fcts, 99) if fcts else 0.0,
-                "fct_max_ms": 1e3 * max(fcts) if fcts else 0.0,
-                "max_queue": max((int(p["max_data_queue"]) for p in bottleneck), default=0),
-                "mean_queue": max((float(p["mean_data_queue"]) for p in bottleneck), default=0.0),
-                "data_drops": sum(int(p["data_dropped"]) for p in port_rows),
-                "marks": sum(int(p["data_marked"]) for p in port_rows),
-                "credit_drops": sum(int(p["credit_dropped"]) for p in port_rows),
-                "credit_marks": sum(int(p["credit_marked"]) for p in port_rows),
-                "timeouts": sum(int(f["timeouts"]) for f in flows_by.get(key, [])),
-                "retransmits": sum(int(f["retransmits"]) for f in flows_by.get(key, [])),
-                "credit_waste": (sum(int(f["credits_wasted"]) for f in flows_by.get(key, [])) / credits_sent
-                                 if credits_sent else 0.0),
+                "scheme": scheme, "n": n, "rounds": seen.rounds,
+                "unfinished_rounds": seen.rounds - seen.finished_rounds,
+                "unfinished": tables.unfinished(scheme, n=n),
+                "goodput_mbps": seen.goodput_bps * tables.dilation / 1e6 if seen.goodput_bps is not None else None,
+                "goodput_of_link": seen.goodput_bps / tables.link_bps if seen.goodput_bps is not None else None,
+                "round_ms": 1e3 * seen.round_mean_s if seen.round_mean_s is not None else None,
+                "fct_mean_ms": 1e3 * fct.mean_s if fct else None, "fct_p99_ms": 1e3 * fct.p99_s if fct else None,
+                "fct_max_ms": 1e3 * fct.max_s if fct else None,
+                "max_queue": queue.max_bytes if queue else None, "mean_queue": queue.mean_bytes if queue else None,
+                "data_drops": sum(int(p["data_dropped"]) for p in ports),
+                "marks": sum(int(p["data_marked"]) for p in ports),
+                "credit_drops": sum(int(p["credit_dropped"]) for p in ports),
+                "credit_marks": sum(int(p["credit_marked"]) for p in ports),
+                "timeouts": seen.timeouts, "timeout_share": seen.timeout_share,
+                "retransmits": sum(int(f["retransmits"]) for f in tables.flows_of(scheme, n=n)),
+                "credit_waste": figures.optional(lambda: figures.credit_waste(tables, scheme, n=n)),
             })
     return table
 
@@ -96,8 +100,8 @@ def summary_markdown(directory: Path) -> str:
     beside = papers.markdown(papers.compare(tables))
     if beside:
         lines += ["## Beside the papers", "",
-                  "Each claim of workloads/reference.yaml for this experiment, computed from this bundle "
-                  "(dilation-free figures); the criterion is ccemu's, the numbers are the paper's.", ""]
+                  "Each claim of workloads/reference.yaml about this experiment, read from this bundle "
+                  "(dilation-free figures or datacenter time). " + papers.RULE_TEXT, ""]
         lines += beside + [""]
     return "\n".join(lines)
 
@@ -159,32 +163,38 @@ def _datacenter_lines(tables: Tables) -> list[str]:
 
 
 def _incast_lines(tables: Tables) -> list[str]:
-    manifest, d = tables.manifest, tables.dilation
+    manifest = tables.manifest
     lines = ["## Incast: per scheme and N", "",
-             "| scheme | N | goodput Mbit/s | FCT mean ms | p99 ms | max ms | max queue B | mean queue B | "
-             "data drops | CE marks | timeouts | retransmits | credit drops | credit CE marks | credit waste | "
-             "unfinished | goodput / link |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    table = incast_table(tables.flows, tables.rounds, tables.ports)
+             "| scheme | N | rounds (unfinished) | goodput Mbit/s | goodput / link | round ms | FCT mean ms | p99 ms | "
+             "max ms | max queue B | mean queue B | data drops | CE marks | timeouts (of transmissions) | "
+             "retransmits | credit drops | credit CE marks | credit waste | unfinished flows |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = incast_table(tables)
     for row in table:
-        lines.append(f"| {row['scheme']} | {row['n']} | {row['goodput_mbps'] * d:.2f} | {row['fct_mean_ms'] / d:.1f} | "
-                     f"{row['fct_p99_ms'] / d:.1f} | {row['fct_max_ms'] / d:.1f} | {row['max_queue']} | "
-                     f"{row['mean_queue']:.0f} | {row['data_drops']} | {row['marks']} | {row['timeouts']} | "
-                     f"{row['retransmits']} | {row['credit_drops']} | {row['credit_marks']} | "
-                     f"{row['credit_waste']:.1%} | "
-                     f"{row['unfinished']} | {row['goodput_mbps'] * 1e6 / tables.link_bps:.2f} |")
-    lines += ["", "Goodput and FCTs in datacenter units. Queues are the bottleneck port's (the switch port toward the "
-              "aggregator), exact at every enqueue, in bytes on the wire; drops and marks are summed over every port "
-              "of the fabric (CE marks: data packets marked, each counted once, by the port that marked it first; "
-              "credit CE marks: credits SprayPass's ports marked with the probability they drop credits).", ""]
+        share = _cell(row["timeout_share"], "{:.2%}")
+        lines.append(f"| {row['scheme']} | {row['n']} | {row['rounds']} ({row['unfinished_rounds']}) | "
+                     f"{_cell(row['goodput_mbps'])} | {_cell(row['goodput_of_link'])} | "
+                     f"{_cell(row['round_ms'], '{:.1f}')} | "
+                     f"{_cell(row['fct_mean_ms'], '{:.1f}')} | {_cell(row['fct_p99_ms'], '{:.1f}')} | "
+                     f"{_cell(row['fct_max_ms'], '{:.1f}')} | {_cell(row['max_queue'], '{:.0f}')} | "
+                     f"{_cell(row['mean_queue'], '{:.0f}')} | {row['data_drops']} | {row['marks']} | "
+                     f"{row['timeouts']} ({share}) | {row['retransmits']} | {row['credit_drops']} | "
+                     f"{row['credit_marks']} | {_cell(row['credit_waste'], '{:.1%}')} | {row['unfinished']} |")
+    lines += ["", "Datacenter units. Goodput: the bytes of every finished round over the time they took (a round ends "
+              "with its last response; an unfinished round has no end: it is counted in the rounds column, not in the "
+              "goodput). Round ms: a finished round's mean duration, the request's completion time. Timeouts: "
+              "retransmission timeouts, and their share of the data packets sent, first copies and retransmissions "
+              "(DCTCP+ paper, Table I). Queues are the bottleneck port's (the switch port toward the aggregator), "
+              "exact at every enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric "
+              "(CE marks: data packets marked, each counted once, by the port that marked it first; credit CE marks: "
+              "credits SprayPass's ports marked with the probability they drop credits).", ""]
     bound = manifest.get("expresspass_queue_bound_bytes")
-    if bound:
-        worst = max((r["max_queue"] for r in table if r["scheme"] == "expresspass"),
-                    default=0)
+    worst = [r["max_queue"] for r in table if r["scheme"] == "expresspass" and r["max_queue"] is not None]
+    if bound and worst:
         lines += [f"ExpressPass data queue bound: {bound} B = (credit buffer + burst) x (84 + 1538) B x "
                   f"{manifest.get('expresspass_credit_queues_on_longest_path')} credit queues on the longest "
                   f"credit path (the link rate times the largest spread of credit-path delays). "
-                  f"Largest measured: {worst} B: {'within' if worst <= bound else 'ABOVE'} the bound.", ""]
+                  f"Largest measured: {max(worst)} B: {'within' if max(worst) <= bound else 'ABOVE'} the bound.", ""]
     k = manifest.get("dctcp_k_bytes")
     if k:
         lines += [f"DCTCP marks above K = {k} B.", ""]
@@ -192,77 +202,72 @@ def _incast_lines(tables: Tables) -> list[str]:
 
 
 def _fct_by_bucket_lines(tables: Tables) -> list[str]:
-    d = tables.dilation
     lines = ["## FCT per scheme and flow size", "",
-             "| scheme | bucket | flows | mean ms | p50 ms | p99 ms | max ms |", "|---|---|---|---|---|---|---|"]
-    for scheme in _schemes(tables.flows):
-        summary = fct_by_bucket((int(f["size"]), float(f["fct"]) / d) for f in tables.flows if f["scheme"] == scheme)
-        for bucket, s in summary.items():
-            lines.append(f"| {scheme} | {bucket} | {s.flows} | {1e3 * s.mean:.1f} | {1e3 * s.p50:.1f} | "
-                         f"{1e3 * s.p99:.1f} | {1e3 * s.max:.1f} |")
+             "| scheme | bucket | flows | mean ms | p50 ms | p99 ms | max ms | unfinished flows |",
+             "|---|---|---|---|---|---|---|---|"]
+    for scheme in tables.schemes():
+        present = {f["bucket"] for f in tables.flows_of(scheme)}
+        for bucket in (name for name, _, _ in BUCKETS if name in present):
+            s = figures.fcts(tables, scheme, bucket=bucket)
+            lines.append(f"| {scheme} | {bucket} | {s.flows} | {1e3 * s.mean_s:.1f} | {1e3 * s.p50_s:.1f} | "
+                         f"{1e3 * s.p99_s:.1f} | {1e3 * s.max_s:.1f} | |")
+        lines.append(f"| {scheme} | all | {len(tables.flows_of(scheme))} | | | | | {tables.unfinished(scheme)} |")
     lines += ["", "Buckets: " + ", ".join(f"{name} {low}-{high} B" for name, low, high in BUCKETS) + "; "
-              "datacenter time.", ""]
+              "datacenter time; finished flows (the unfinished ones, whose size bucket is not recorded, are counted "
+              "per scheme).", ""]
     return lines
 
 
 def _realistic_lines(tables: Tables) -> list[str]:
-    d = tables.dilation
     lines = ["## Realistic workload: FCT slowdown per size bucket and load; switch queues", "",
              "| scheme | load | flows | unfinished | mean FCT ms | slowdown mean | p99 | S | M | L | XL | "
              "max queue KB (pkts) | mean queue KB (pkts) | data drops | credit waste |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for scheme in tables.schemes():
         for point in sorted(tables.points(scheme), key=figures.load_of):
-            flows = tables.flows_of(scheme, point)
-            slow = [float(f["slowdown"]) for f in flows]
+            fct = figures.optional(lambda: figures.fcts(tables, scheme, point))
             buckets = figures.slowdowns_by_bucket(tables, scheme, point)
-            q = figures.queues(tables, scheme, point)
-            waste = figures.credit_waste(tables, scheme, point)
-            mean_fct = figures.mean_fct_s(tables, scheme, point)
+            q = figures.optional(lambda: figures.queues(tables, scheme, point))
+            waste = figures.optional(lambda: figures.credit_waste(tables, scheme, point))
             lines.append(
-                f"| {scheme} | {figures.load_of(point):g} | {len(flows)} | "
-                f"{tables.unfinished(scheme, point)} | "
-                f"{1e3 * mean_fct / d if mean_fct else 0:.3f} | "
-                f"{sum(slow) / len(slow) if slow else 0:.2f} | {percentile(slow, 99) if slow else 0:.2f} | "
-                + " | ".join(f"{buckets[b][1]:.2f}" if b in buckets else "-" for b in ("S", "M", "L", "XL"))
-                + f" | {q.max_kb:.1f} ({q.max_packets:.1f}) | {q.mean_kb:.2f} ({q.mean_packets:.2f}) | "
+                f"| {scheme} | {figures.load_of(point):g} | {fct.flows if fct else 0} | "
+                f"{tables.unfinished(scheme, point)} | {_cell(1e3 * fct.mean_s if fct else None, '{:.3f}')} | "
+                f"{_cell(fct and fct.slowdown_mean)} | {_cell(fct and fct.slowdown_p99)} | "
+                + " | ".join(_cell(buckets[b].slowdown_mean) if b in buckets else "-" for b in ("S", "M", "L", "XL"))
+                + f" | {f'{q.max_kb:.1f} ({q.max_packets:.1f})' if q else '-'} | "
+                f"{f'{q.mean_kb:.2f} ({q.mean_packets:.2f})' if q else '-'} | "
                 f"{sum(int(p['data_dropped']) for p in tables.switch_ports(scheme, point))} | "
-                f"{f'{waste:.1%}' if waste is not None else '-'} |")
+                f"{_cell(waste, '{:.1%}')} |")
     lines += ["", "Slowdown = FCT / the flow's ideal FCT (half its pair's base RTT plus its bytes at the link rate: "
               "sent at once, alone; an FCT ends when the receiver has every byte): "
-              "dilation-free; S/M/L/XL: mean slowdown per size bucket. Queues over every switch port (not host "
-              "NICs): the largest any port reached, and the mean a packet found on arrival (ExpressPass Table 3's "
-              "figures), in KB and in full frames.", ""]
+              "dilation-free; S/M/L/XL: mean slowdown per size bucket; finished flows only (unfinished: counted "
+              "apart). Queues over every switch port (not host NICs): the largest any port reached, and the mean a "
+              "packet found on arrival (ExpressPass Table 3's figures), in KB and in full frames.", ""]
     return lines
-
-
-# Seed 004, Table 3 (CEE): victim flows marked CE, by the switches' marking.
-PAPER_VICTIMS_CE = {"dcqcn": 0.266, "dcqcn+tcd": 0.0}
 
 
 def _victim_lines(tables: Tables) -> list[str]:
     d = tables.dilation
     lines = ["## Victim flows (TCD, seed 004 Table 3): flows that cross only paused ports", "",
-             "| scheme | victim flows | unfinished | marked CE | paper | marked UE | mean FCT ms | slowdown mean | p99 "
-             "| pauses | paused ms | drops |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| scheme | victim flows | unfinished (all flows) | marked CE | marked UE | mean FCT ms | slowdown mean | "
+             "p99 | pauses | paused ms | drops |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for scheme in tables.schemes():
-        v = figures.victims(tables, scheme)
-        ports = [p for p in tables.ports if p["scheme"] == scheme]
-        paper = PAPER_VICTIMS_CE.get(scheme)
+        v = figures.optional(lambda: figures.victims(tables, scheme))
+        ports = tables.ports_of(scheme)
         pauses = sum(int(p.get("pause_events") or 0) for p in ports)
         paused = sum(float(p.get("paused_s") or 0) for p in ports)
         drops = sum(int(p["data_dropped"]) for p in ports)
         if v is None:
-            lines.append(f"| {scheme} | 0 | {tables.unfinished(scheme)} | - | - | - | - | - | - | {pauses} | "
+            lines.append(f"| {scheme} | 0 | {tables.unfinished(scheme)} | - | - | - | - | - | {pauses} | "
                          f"{paused / d * 1e3:.3f} | {drops} |")
             continue
         lines.append(f"| {scheme} | {v.flows} | {tables.unfinished(scheme)} | {v.ce_marked} ({v.ce_fraction:.1%}) | "
-                     f"{f'{paper:.1%}' if paper is not None else '-'} | {v.ue_marked} ({v.ue_marked / v.flows:.1%}) | "
-                     f"{1e3 * v.mean_fct_s / d:.3f} | {v.mean_slowdown:.2f} | {v.p99_slowdown:.2f} | {pauses} | "
-                     f"{paused / d * 1e3:.3f} | {drops} |")
+                     f"{v.ue_marked} ({v.ue_marked / v.flows:.1%}) | {1e3 * v.mean_fct_s:.3f} | "
+                     f"{v.mean_slowdown:.2f} | {v.p99_slowdown:.2f} | {pauses} | {paused / d * 1e3:.3f} | {drops} |")
     lines += ["", "Marked CE: victim flows a CE-flagged CNP came back for (a packet of theirs was CE-marked on the "
               "way: taken for congested); UE: TCD's undetermined mark. FCT in datacenter ms; slowdown = FCT / ideal "
-              "FCT. Pauses and paused time (datacenter) over every port; drops over every port (lossless: 0).", ""]
+              "FCT. Pauses and paused time (datacenter) over every port; drops over every port (lossless: 0). The "
+              "paper's shares are in the claims below.", ""]
     lines += _paused_ports_lines(tables)
     lines += _pause_agent_lines(tables)
     return lines
@@ -309,7 +314,7 @@ def _permutation_lines(tables: Tables) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     dc_link = tables.link_bps * tables.dilation
     for scheme in tables.schemes():
-        tput = figures.flow_throughputs_bps(tables, scheme)
+        tput = figures.optional(lambda: figures.flow_throughputs_bps(tables, scheme))
         unfinished = tables.unfinished(scheme)
         if not tput:
             lines.append(f"| {scheme} | 0 | - | - | - | - | - | {unfinished} |")
@@ -317,7 +322,7 @@ def _permutation_lines(tables: Tables) -> list[str]:
         mean = sum(tput) / len(tput)
         lines.append(f"| {scheme} | {len(tput)} | {mean / 1e9:.2f} | {min(tput) / 1e9:.2f} | {max(tput) / 1e9:.2f} | "
                      f"{mean / dc_link:.2f} | {jain_fairness(tput):.3f} | {unfinished} |")
-    lines += ["", "A flow's throughput is its size over its FCT, in datacenter Gbit/s.", ""]
+    lines += ["", "A finished flow's throughput is its size over its FCT, in datacenter Gbit/s.", ""]
     return lines
 
 
@@ -325,34 +330,39 @@ def _shuffle_lines(tables: Tables) -> list[str]:
     lines = ["## Shuffle: FCT quantiles", "", "| scheme | flows | p50 ms | p99 ms | max ms | unfinished |",
              "|---|---|---|---|---|---|"]
     for scheme in tables.schemes():
-        unfinished = tables.unfinished(scheme)
-        q = [figures.fct_quantile_s(tables, scheme, p) for p in (50, 99, 100)]
-        cells = " | ".join(f"{1e3 * v:.2f}" if v is not None else "-" for v in q)
-        lines.append(f"| {scheme} | {len(tables.flows_of(scheme))} | {cells} | {unfinished} |")
-    return lines + ["", "Datacenter time.", ""]
+        fct = figures.optional(lambda: figures.fcts(tables, scheme))
+        cells = " | ".join(_cell(1e3 * fct.quantile_s(q) if fct else None) for q in (50, 99, 100))
+        lines.append(f"| {scheme} | {fct.flows if fct else 0} | {cells} | {tables.unfinished(scheme)} |")
+    return lines + ["", "Datacenter time, finished flows.", ""]
+
+
+def _joins(joins: list[float | None], room: list[float]) -> str:
+    return ", ".join(f"> {r:.0f}" if j is None else f"{j:.1f}" for j, r in zip(joins, room))
 
 
 def _convergence_lines(tables: Tables) -> list[str]:
     lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
-             "| scheme | alpha | base RTT us | per joining flow (RTTs) | median |", "|---|---|---|---|---|"]
-    # The papers' figure is the first join (a flow joins a running one): papers.convergence_rtts.
-    payload = papers.convergence_payload_bps(tables)
+             "| scheme | alpha | base RTT us | reached, per joining flow (RTTs) | median | settled, per joining flow "
+             "(RTTs) | median |", "|---|---|---|---|---|---|---|"]
     for scheme in tables.schemes():
         for point in tables.points(scheme):
-            seen = figures.convergence(tables, scheme, point, payload)
+            alpha = point.split("=")[1] if point else "-"
+            seen = figures.optional(lambda: figures.convergence(tables, scheme, point))
             if seen is None:
-                lines.append(f"| {scheme} | {point or '-'} | - | no timeline | - |")
+                lines.append(f"| {scheme} | {alpha} | - | no timeline | - | - | - |")
                 continue
-            joins = ", ".join("never" if j is None else f"{j:.1f}" for j in seen.joins)
-            median = seen.median_rtts
-            lines.append(f"| {scheme} | {point.split('=')[1] if point else '-'} | "
-                         f"{tables.dilation and seen.rtt_s / tables.dilation * 1e6:.1f} | {joins} | "
-                         f"{'never' if median is None else f'{median:.1f}'} |")
-    lines += ["", f"Reached: every running flow's throughput within +-{figures.CONVERGENCE_BAND:.0%} of the fair "
-              f"share over the next {figures.CONVERGENCE_WINDOW_RTTS} base RTTs, and so for every such window that "
-              f"starts within {figures.CONVERGENCE_HOLD_RTTS} RTTs after; the time counts from the join to the first "
-              "such window (bytes sampled at the receiver by cchost --progress; "
-              "plots/throughput_timeline.png).", ""]
+            reached, settled = seen.median(seen.reached), seen.median(seen.settled)
+            lines.append(f"| {scheme} | {alpha} | {seen.rtt_s / tables.dilation * 1e6:.1f} | "
+                         f"{_joins(seen.reached, seen.room)} | {_cell(reached, '{:.1f}')} | "
+                         f"{_joins(seen.settled, seen.room)} | {_cell(settled, '{:.1f}')} |")
+    band, window = f"+-{figures.CONVERGENCE_BAND:.0%}", figures.CONVERGENCE_WINDOW_RTTS
+    lines += ["", f"Reached (the papers' figures label this, and the claims read it): the joining flow's throughput "
+              f"over the next {window} base RTTs first at least {1 - figures.CONVERGENCE_BAND:.0%} of its fair share. "
+              f"Settled (stricter): every "
+              f"running flow within {band} over {window} RTTs, and so for every such window that starts within "
+              f"{figures.CONVERGENCE_HOLD_RTTS} RTTs after. Both count from the join; \"> x\": not within the x RTTs "
+              "the flow had before the next join or leave. Bytes sampled at the receiver by cchost --progress "
+              "(plots/throughput_timeline.png).", ""]
     return lines
 
 
@@ -405,25 +415,25 @@ def plot(directory: Path) -> list[Path]:
     ax.legend()
     written.append(_save(fig, out / "fct_cdf.png"))
 
-    # Incast and convergence: the bottleneck port; the others: every switch port.
+    # The ports the kind's queue figures read (figures.queue_ports): the bottleneck's, or every switch port.
     bottleneck = any(p["bottleneck"] == "1" for p in tables.ports)
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme in _schemes(tables.ports):
         counts: list[int] = []
         bucket = 0
-        for p in tables.ports:
-            if p["scheme"] == scheme and (p["bottleneck"] == "1" if bottleneck else not p["node"].startswith("h")):
-                histogram = [int(c) for c in p["histogram"].split()]
-                counts = [a + b for a, b in zip(counts, histogram)] if counts else histogram
-                bucket = int(p["bucket_bytes"])
+        for p in figures.queue_ports(tables, scheme):
+            histogram = [int(c) for c in p["histogram"].split()]
+            counts = [a + b for a, b in zip(counts, histogram)] if counts else histogram
+            bucket = int(p["bucket_bytes"])
         points = histogram_cdf(counts, bucket)
         if points:
             ax.step([q / 1e3 for q, _ in points], [c for _, c in points], where="post",
                     label=f"{scheme} (mean {histogram_mean(counts, bucket) / 1e3:.1f} KB)")
     ax.set(xlabel=f"{'bottleneck' if bottleneck else 'switch port'} data queue at enqueue (KB)", ylabel="CDF",
-           title="Queue length")
+           title="Queue length" if tables.ports else "Queue length: ports.csv holds no port")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if tables.ports:
+        ax.legend()
     written.append(_save(fig, out / "queue_cdf.png"))
     kind_plots = {"incast": _plot_incast, "realistic": _plot_realistic, "permutation": _plot_permutation,
                   "convergence": _plot_convergence}.get(tables.kind)
@@ -433,21 +443,21 @@ def plot(directory: Path) -> list[Path]:
 
 
 def _plot_incast(tables: Tables, out: Path, plt) -> list[Path]:
-    d = tables.dilation
-    table = incast_table(tables.flows, tables.rounds, tables.ports)
+    table = incast_table(tables)
+    nan = float("nan")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for color, scheme in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], _schemes(tables.rounds)):
+    for color, scheme in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], tables.schemes()):
         rows = [r for r in table if r["scheme"] == scheme]
         ns = [r["n"] for r in rows]
-        left.plot(ns, [r["goodput_mbps"] * d for r in rows], marker="o", color=color, label=scheme)
-        right.plot(ns, [r["fct_p99_ms"] / d for r in rows], marker="o", color=color, label=f"{scheme} p99")
-        right.plot(ns, [r["fct_mean_ms"] / d for r in rows], marker="x", linestyle="--", color=color,
+        left.plot(ns, [_or(r["goodput_mbps"], nan) for r in rows], marker="o", color=color, label=scheme)
+        right.plot(ns, [_or(r["fct_p99_ms"], nan) for r in rows], marker="o", color=color, label=f"{scheme} p99")
+        right.plot(ns, [_or(r["fct_mean_ms"], nan) for r in rows], marker="x", linestyle="--", color=color,
                    label=f"{scheme} mean")
     left.set(ylabel="goodput (Mbit/s)", title="Incast goodput", ylim=(0, None))
     right.set(ylabel="FCT (ms)", title="Incast FCT", ylim=(0, None))
     for ax in (left, right):
         ax.set(xlabel="incast flows N", xscale="log")
-        ax.set_xticks(_ns(tables.rounds), [str(n) for n in _ns(tables.rounds)])
+        ax.set_xticks(tables.ns(), [str(n) for n in tables.ns()])
         ax.minorticks_off()
         ax.grid(alpha=0.3)
         ax.legend()
@@ -455,13 +465,14 @@ def _plot_incast(tables: Tables, out: Path, plt) -> list[Path]:
 
 
 def _plot_realistic(tables: Tables, out: Path, plt) -> list[Path]:
-    buckets = ("S", "M", "L", "XL")
+    buckets, nan = ("S", "M", "L", "XL"), float("nan")
     fig, axes = plt.subplots(1, len(tables.points()) or 1, figsize=(4 * max(1, len(tables.points())), 3.6),
                              sharey=True, squeeze=False)
     for ax, point in zip(axes[0], sorted(tables.points(), key=figures.load_of)):
         for scheme in tables.schemes():
             by = figures.slowdowns_by_bucket(tables, scheme, point)
-            ax.plot(buckets, [by[b][1] if b in by else float("nan") for b in buckets], marker="o", label=scheme)
+            ax.plot(buckets, [_or(by[b].slowdown_mean, nan) if b in by else nan for b in buckets], marker="o",
+                    label=scheme)
         ax.set(title=f"load {figures.load_of(point):g}", xlabel="flow size bucket", yscale="log")
         ax.grid(alpha=0.3)
     axes[0][0].set(ylabel="mean FCT slowdown")
@@ -472,8 +483,9 @@ def _plot_realistic(tables: Tables, out: Path, plt) -> list[Path]:
     for scheme in tables.schemes():
         points = sorted(tables.points(scheme), key=figures.load_of)
         loads = [figures.load_of(p) for p in points]
-        left.plot(loads, [figures.queues(tables, scheme, p).max_kb for p in points], marker="o", label=scheme)
-        right.plot(loads, [figures.queues(tables, scheme, p).mean_kb for p in points], marker="o", label=scheme)
+        seen = [figures.optional(lambda p=p: figures.queues(tables, scheme, p)) for p in points]
+        left.plot(loads, [q.max_kb if q else nan for q in seen], marker="o", label=scheme)
+        right.plot(loads, [q.mean_kb if q else nan for q in seen], marker="o", label=scheme)
     left.set(xlabel="load", ylabel="max switch queue (KB)", title="Max queue vs load", ylim=(0, None))
     right.set(xlabel="load", ylabel="mean queue at arrival (KB)", title="Mean queue vs load", ylim=(0, None))
     for ax in (left, right):
@@ -499,7 +511,8 @@ def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
     blocks = [(s, p) for s in tables.schemes() for p in tables.points(s)]
     if not blocks or not tables.timeline:
         return []
-    fig, axes = plt.subplots(len(blocks), 1, figsize=(8, 2.4 * len(blocks)), sharex=True, squeeze=False)
+    # Each block on its own time axis: DCTCP's flows join hundreds of RTTs apart, the credit schemes' tens.
+    fig, axes = plt.subplots(len(blocks), 1, figsize=(8, 2.4 * len(blocks)), squeeze=False)
     d = tables.dilation
     for ax, (scheme, point) in zip(axes[:, 0], blocks):
         series: dict[str, list[tuple[float, int]]] = defaultdict(list)
@@ -519,7 +532,7 @@ def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
             ax.plot([(t - first) / d * 1e3 for t in ts], rates, label=name, linewidth=1)
         ax.set(ylabel="Gbit/s", title=f"{scheme} {point}".strip())
         ax.grid(alpha=0.3)
-    axes[-1, 0].set(xlabel="time since the first flow started (ms, datacenter)")
+    axes[-1, 0].set(xlabel="time since the block's first flow started (ms, datacenter)")
     axes[0, 0].legend(fontsize="small", ncol=4)
     return [_save(fig, out / "throughput_timeline.png")]
 

@@ -1,14 +1,12 @@
-"""`make reproduce`'s report: every experiment's bundle, and a line per paper claim (reproduced,
-not reproduced, not comparable) with the numbers, in results/reproduce/TIME/REPORT.md with the
-bundles' plots beside it."""
+"""`make reproduce`'s report: every experiment's bundle, and a line for every claim of
+workloads/reference.yaml (judged by the one rule, or not comparable with the reason, whether its
+experiment ran or not), in results/reproduce/TIME/REPORT.md with the bundles' plots beside it."""
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,20 +24,38 @@ class Run:
     error: str = ""
 
 
+def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Comparison]:
+    """Every claim, in reference.yaml's order: from its experiment's bundle, or not comparable with why."""
+    by_run = {run.name: run for run in runs}
+    tables = {name: Tables.read(run.bundle) for name, run in by_run.items()
+              if run.bundle is not None and (run.bundle / "manifest.json").exists()}
+    out = []
+    for claim in claims:
+        run = by_run.get(claim.experiment)
+        if run is None:
+            out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction")
+        elif claim.experiment not in tables:
+            out += papers.not_run([claim], f"{claim.experiment} left no bundle ({run.error or 'no manifest'})")
+        elif tables[claim.experiment].kind != claim.experiment:
+            out += papers.not_run([claim], f"{run.bundle} is a {tables[claim.experiment].kind} bundle")
+        else:
+            out.append(papers.compare_claim(claim, tables[claim.experiment]))
+    return out
+
+
 def write_report(directory: Path, runs: list[Run], started: str) -> Path:
     plots = directory / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     total = sum(r.seconds for r in runs)
+    settings = papers.settings()
     lines = [f"# ccemu reproduction: {started}", "",
-             f"{len(runs)} experiments in {total / 60:.1f} minutes of wall time. Each line of the claims table "
-             "compares a figure computed from ccemu's bundle with the paper's (workloads/reference.yaml: the "
-             "source, the value, and when ccemu counts it as reproduced).", "",
+             f"{len(runs)} experiments in {total / 60:.1f} minutes of wall time. Each claim of "
+             "workloads/reference.yaml is listed, with the paper's figure (its source line in ../shared/seeds/), "
+             "ccemu's, their ratio, the claim's class and the verdict.", "",
              "## Experiments", "",
              "| experiment | dilation | link (datacenter / emulated) | base RTT us (paper) | BDP pkts (paper) | "
              "wall time | verdict | unfinished flows | bundle |",
              "|---|---|---|---|---|---|---|---|---|"]
-    comparisons: list[papers.Comparison] = []
-    settings = papers.settings()
     commit = ""
     for run in runs:
         if run.bundle is None or not (run.bundle / "manifest.json").exists():
@@ -49,7 +65,6 @@ def write_report(directory: Path, runs: list[Run], started: str) -> Path:
         manifest, dc = tables.manifest, tables.manifest.get("datacenter", {})
         commit = commit or manifest.get("git_commit", "")
         setting = settings.get(tables.kind, {})
-        comparisons += papers.compare(tables)
         for plot in sorted((run.bundle / "plots").glob("*.png")):
             shutil.copy(plot, plots / f"{run.name}-{plot.name}")
         status = manifest["fidelity"]["status"] + (" (interrupted)" if manifest.get("interrupted") else "")
@@ -59,24 +74,28 @@ def write_report(directory: Path, runs: list[Run], started: str) -> Path:
             f"({setting.get('rtt_us', '-')}) | {dc.get('bdp_packets_max_rtt', 0):.1f} "
             f"({setting.get('bdp_packets', '-')}) | {run.seconds:.0f} s | {status} | "
             f"{manifest.get('unfinished_flows', 0)} | {run.bundle} |")
-    tally = Counter(c.status for c in comparisons)
-    lines += ["", f"Commit {commit}.", "", "## Claims", "",
-              f"**{tally[papers.REPRODUCED]} reproduced, {tally[papers.NOT_REPRODUCED]} not reproduced, "
-              f"{tally[papers.NOT_COMPARABLE]} not comparable** (of {len(comparisons)}).", ""]
+    comparisons = _comparisons(runs, papers.load_claims())
+    lines += ["", f"Commit {commit}.", "", "## Claims", "", papers.headline(comparisons) + ".", "",
+              papers.RULE_TEXT, ""]
     for name in dict.fromkeys(c.claim.experiment for c in comparisons):
-        lines += [f"### {name}", ""] + papers.markdown([c for c in comparisons if c.claim.experiment == name]) + [""]
+        lines += [f"### {name}", ""]
+        differs = settings.get(name, {}).get("differs", [])
+        if differs:
+            lines += ["Where ccemu's set-up differs from the paper's:", ""] + [f"- {d}" for d in differs] + [""]
+        lines += papers.markdown([c for c in comparisons if c.claim.experiment == name]) + [""]
     lines += ["## Fidelity", "", "What the verdicts said (WARN and FAIL reasons, per block) is in each bundle's "
               "summary.md; a WARN means the emulation was near the edge of what this machine keeps faithful "
-              "(DESIGN.md), not that the figure is wrong.", "",
+              "(DESIGN.md), not that the figure is wrong; a claim that reads a FAIL block is not comparable.", "",
               "Plots of every experiment are in plots/ (experiment-plot.png).", ""]
     report = directory / "REPORT.md"
     report.write_text("\n".join(lines))
     (directory / "reproduction.json").write_text(json.dumps({
         "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": total,
+        "commit": commit,
         "runs": [{"name": r.name, "bundle": str(r.bundle) if r.bundle else None, "seconds": round(r.seconds, 1),
                   "error": r.error} for r in runs],
-        "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "status": c.status,
-                    "ours": c.ours if c.ours is None or math.isfinite(c.ours) else "never",
-                    "paper": c.claim.paper, "why": c.why} for c in comparisons],
-    }, indent=2, default=str) + "\n")
+        "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "class": c.claim.kind, "verdict": c.verdict,
+                    "paper": c.claim.paper.text(), "ours": c.ours.text() if c.ours is not None else None,
+                    "ratio": c.judgement.ratio, "why": c.why, "source": c.claim.source} for c in comparisons],
+    }, indent=2) + "\n")
     return report

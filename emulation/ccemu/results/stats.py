@@ -4,8 +4,7 @@ distributions from the port programs' exact histograms."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 # The papers' buckets (../shared/reference/README.md): S < 10 KB, M 10-100 KB, L 100 KB-1 MB, XL > 1 MB.
 BUCKETS = (("S", 0, 10_000), ("M", 10_000, 100_000), ("L", 100_000, 1_000_000), ("XL", 1_000_000, math.inf))
@@ -30,27 +29,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-@dataclass(frozen=True)
-class FctSummary:
-    flows: int
-    mean: float
-    p50: float
-    p99: float
-    max: float
-
-    @classmethod
-    def of(cls, fcts: Sequence[float]) -> "FctSummary":
-        return cls(len(fcts), sum(fcts) / len(fcts), percentile(fcts, 50), percentile(fcts, 99), max(fcts))
-
-
-def fct_by_bucket(flows: Iterable[tuple[int, float]]) -> dict[str, FctSummary]:
-    """(size, fct) pairs -> summary per size bucket, buckets in order, empty ones left out."""
-    grouped: dict[str, list[float]] = {name: [] for name, _, _ in BUCKETS}
-    for size, fct in flows:
-        grouped[size_bucket(size)].append(fct)
-    return {name: FctSummary.of(fcts) for name, fcts in grouped.items() if fcts}
 
 
 def histogram_cdf(counts: Sequence[int], bucket_bytes: int) -> list[tuple[float, float]]:

@@ -38,47 +38,79 @@ def run(tmp_path, name, text, timeout=900):
     return bundle, Tables.read(bundle)
 
 
-@pytest.mark.root
-def test_cchost_sees_the_configured_base_rtt_on_every_path_length_within_10_percent(tmp_path):
-    """h1 sends one-packet DCTCP flows (100 bytes: 0.5 % of the shortest RTT on the wire) to a host
-    under its ToR, in its pod and in another pod, nine each on one path, 0.2 s apart. An FCT ends
-    when the receiver has the byte: one way. The first flow of a path also pays OVS's slow path
-    (its datapath flows are new), so the median of the later eight is compared (of four, one run in
-    a fresh clone's CI read 1.12 on the 4-link path: two late samples of a shared machine)."""
-    config = parse_config({
-        "name": "rtt", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 2},
-        "datacenter": {"link_gbps": 10, "link_delay_us": 4, "host_delay_us": 1, "dilation": 1000},
-        "schemes": [{"scheme": "dctcp"}], "workload": {"kind": "permutation", "size_bytes": 100}})
+RTT_CONFIG = {
+    "name": "rtt", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 2},
+    "datacenter": {"link_gbps": 10, "link_delay_us": 4, "host_delay_us": 1, "dilation": 1000},
+    "schemes": [{"scheme": "dctcp"}], "workload": {"kind": "permutation", "size_bytes": 100}}
+
+
+def one_way_times(tmp_path, flows: dict[str, list[ScheduledFlow]]) -> tuple[list[dict], dict, dict]:
+    """Runs one-packet DCTCP flows (100 bytes: 0.5 % of the shortest RTT on the wire) on a k=4
+    fat-tree at 10 Gbit/s / 1000 with the delay line: `flows` by sender. An FCT ends when the
+    receiver has the byte: one way. Returns (the senders' records with their host, the RTT each
+    pair stands for in wall seconds, the receivers' counters)."""
+    config = parse_config(RTT_CONFIG)
     runner = runner_for(config, tmp_path / "results", Console(quiet=True), monitoring=False)
     (spec,) = runner.blocks()
     workdir = tmp_path / "work"
     workdir.mkdir()
-    receivers = {"h2": 2, "h3": 4, "h16": 6}  # host: links on the path
+    last = max(f.start for fs in flows.values() for f in fs)
     with FabricNet(config.for_scheme(spec.scheme)) as net:
-        live = LiveBlock(spec, config.for_scheme(spec.scheme), net, workdir, time.monotonic_ns(),
-                         sorted((h.name for h in net.hosts), key=host_number))
+        hosts = sorted((h.name for h in net.hosts), key=host_number)
+        live = LiveBlock(spec, config.for_scheme(spec.scheme), net, workdir, time.monotonic_ns(), hosts)
         runner._add_missing_delay(live)
         live.epoch = time.monotonic_ns()
-        flows = [ScheduledFlow(id=i * 10 + k, dst=host_number(dst), size=100, start=0.5 + 0.2 * k, path_id=0)
-                 for i, dst in enumerate(receivers) for k in range(9)]
-        procs = [runner.start_cchost(live, dst, duration_s=10) for dst in receivers]
-        sender = runner.start_cchost(live, "h1", schedule=write_schedule(workdir / "h1.flows", flows),
-                                     exit_when_done=True)
+        receivers = {f"h{f.dst}" for fs in flows.values() for f in fs} - set(flows)
+        procs = [runner.start_cchost(live, host, duration_s=last + 5) for host in receivers]
+        procs += [runner.start_cchost(live, src, schedule=write_schedule(workdir / f"{src}.flows", fs),
+                                      duration_s=last + 5) for src, fs in flows.items()]
         try:
-            assert sender.wait(timeout=30) == 0
+            assert all(p.wait(timeout=last + 30) == 0 for p in procs)
         finally:
-            stop_all([sender, *procs])
-        counters = json.loads((workdir / "h2.counters").read_text())
-    records = read_records(workdir / "h1.records")
-    assert len(records) == 27 and counters["delayed_packets"] >= 9
+            stop_all(procs)
+        counters = {h: json.loads((workdir / f"{h}.counters").read_text()) for h in receivers | set(flows)}
+    records = [dict(r, src_host=src) for src in flows for r in read_records(workdir / f"{src}.records")]
+    assert len(records) == sum(len(fs) for fs in flows.values())
     targets = {(r["src"], r["dst"]): r["target_ms"] / 1e3 for r in runner.bundle.rtts}
-    for i, (dst, links) in enumerate(receivers.items()):
-        target = targets[("h1", dst)]
-        assert target == pytest.approx(1000 * 2 * (links * 4 + 2 * 1) * 1e-6)  # the datacenter's RTT, dilated
-        one_way = statistics.median(r["fct"] for r in records if r["id"] // 10 == i and r["id"] % 10)
-        print(f"h1 -> {dst} ({links} links): configured RTT {target * 1e3:.1f} ms, cchost's 2 x one way "
-              f"{2 * one_way * 1e3:.2f} ms ({2 * one_way / target:.3f})")
-        assert 2 * one_way / target == pytest.approx(1.0, rel=0.10)
+    return records, targets, counters
+
+
+def warm_median_one_way(records: list[dict], src: str, dst: int) -> float:
+    """The median one-way time of the pair's flows but its first (which also pays OVS's slow path:
+    its datapath flows are new)."""
+    fcts = [r["fct"] for r in sorted(records, key=lambda r: r["start"]) if r["src_host"] == src and r["dst"] == dst]
+    return statistics.median(fcts[1:])
+
+
+@pytest.mark.root
+def test_cchost_sees_the_configured_base_rtt_between_every_pair_within_10_percent(tmp_path):
+    """Every ordered pair of the 16 hosts, five flows each: in each 0.1 s slot every host sends one
+    flow and receives one (host i to host i + j, j = 1..15 in turn), the senders 6 ms apart so that
+    no packet waits behind another and the 16 cchosts do not all wake at once on two CPUs (sent at
+    once, the five farthest pairs read 1.14-1.22); the median of each pair's later four is compared
+    (runs here: every pair within 0.94-1.06, 2026-11-26)."""
+    hosts = [f"h{i}" for i in range(1, 17)]
+    flows: dict[str, list[ScheduledFlow]] = {h: [] for h in hosts}
+    for repeat in range(5):
+        for shift in range(1, 16):
+            slot = repeat * 15 + shift - 1
+            for i, src in enumerate(hosts):
+                dst = hosts[(i + shift) % 16]
+                flows[src].append(ScheduledFlow(id=slot + 1, dst=host_number(dst), size=100,
+                                                start=round(0.5 + 0.1 * slot + 0.006 * i, 6), path_id=0))
+    records, targets, counters = one_way_times(tmp_path, flows)
+    assert all(c["delayed_packets"] >= 5 * 15 for c in counters.values())  # every flow's packet was held
+    for dst, links in {"h2": 2, "h3": 4, "h16": 6}.items():  # under h1's ToR, in its pod, in another pod
+        assert targets[("h1", dst)] == pytest.approx(1000 * 2 * (links * 4 + 2 * 1) * 1e-6)  # dilated
+    ratios = {}
+    for src in hosts:
+        for dst in hosts:
+            if src != dst:
+                target = targets.get((src, dst)) or targets[(dst, src)]
+                ratios[src, dst] = 2 * warm_median_one_way(records, src, host_number(dst)) / target
+    worst = sorted(ratios.items(), key=lambda item: abs(item[1] - 1))[-5:]
+    print("2 x one way / configured RTT, the five farthest pairs:", [(f"{s}->{d}", round(r, 3)) for (s, d), r in worst])
+    assert all(r == pytest.approx(1.0, rel=0.10) for r in ratios.values()), worst
 
 
 @pytest.mark.root
@@ -96,7 +128,10 @@ transport: {{alpha: 0.0625, rto_min_ms: 4, control_timeout_ms: 1, persistent_con
              for p in ("load=0.2", "load=0.8")}
     print("max switch queue, packets:", {k: round(v, 1) for k, v in peaks.items()})
     # Table 3: ExpressPass's max queue does not grow with load. Its queues here are a few packets,
-    # where one packet more is a large ratio: at most 2x, or 10 packets.
+    # where one packet more is a large ratio: at most 2x, or 10 packets. Without the floor the
+    # target is met in some runs only (0.2 -> 0.8: 5.0 -> 5.1, 4.1 -> 10.6, 4.0 -> 9.1 packets;
+    # 2026-11-26), so it cannot be a strict xfail; the paper's own figure is judged in every
+    # reproduction (workloads/reference.yaml, xp-maxq-load-indep).
     assert peaks["expresspass", "load=0.8"] <= 2 * max(peaks["expresspass", "load=0.2"], 10)
     # ... and DCTCP's is several times larger at every load (on Web Server it is near the buffer
     # at every load, in the paper's Table 3 as here, so it has no room to grow).
@@ -124,11 +159,12 @@ schemes:
 workload: {kind: incast, aggregator: h1, total_bytes: 1000000, flows: [64], rounds: 2, round_timeout_s: 60}
 transport: {alpha: 0.5, rto_min_ms: 10, control_timeout_ms: 1}
 """)
-    goodput = {s: figures.incast_goodput_fraction(tables, s, 64) for s in ("expresspass", "dctcp")}
-    timeouts = {s: figures.incast_timeouts(tables, s, 64) for s in goodput}
-    print("goodput / link:", goodput, "timeouts:", timeouts)
-    assert timeouts["dctcp"] > 0 and timeouts["expresspass"] == 0
-    assert goodput["dctcp"] < goodput["expresspass"]
+    seen = {s: figures.incast(tables, s, 64) for s in ("expresspass", "dctcp")}
+    print({s: (f.goodput_bps, f.finished_rounds, f.timeouts) for s, f in seen.items()})
+    assert seen["dctcp"].timeouts > 0 and seen["expresspass"].timeouts == 0
+    assert seen["expresspass"].finished_rounds == 2
+    # DCTCP's finished rounds (if any: a round still waiting on a timeout has no goodput) were slower.
+    assert seen["dctcp"].goodput_bps is None or seen["dctcp"].goodput_bps < seen["expresspass"].goodput_bps
 
 
 @pytest.mark.root
@@ -142,12 +178,14 @@ schemes: [{{scheme: expresspass, port: {{profile: expresspass, buffer_bytes: 384
 workload: {{kind: convergence, receiver: h1, senders: 2, interval_rtts: 60, alphas: [0.5], timeout_s: 30}}
 transport: {{control_timeout_ms: 1}}
 """)
-    seen = figures.convergence(tables, "expresspass", "alpha=0.5", papers.convergence_payload_bps(tables))
-    print("RTTs to the fair share after the join:", seen.joins)
+    seen = figures.convergence(tables, "expresspass", "alpha=0.5")
+    print("RTTs to the fair share after the join: reached", seen.reached, "settled", seen.settled)
     assert seen.rtt_s == pytest.approx(0.052, rel=0.01)  # 52 us x 1000
-    # Reached before the interval ended (runs here took 6.75, 9, 17.5 and 24.5 RTTs: the paper's 3
-    # is not met, see workloads/reference.yaml's claim and the reproduction report).
-    assert seen.joins[0] is not None
+    # Reached before the interval ended. The paper's 3 RTTs (within [2.4, 3.75] by the one rule) is
+    # missed, but not reliably enough for a strict xfail: the joining flow reached its share after
+    # 23, 20 and 2 RTTs in three runs here (settled after 23, 20 and 11.5; 2026-11-26); the claim is
+    # judged in every reproduction (workloads/reference.yaml, xp-conv-a12).
+    assert seen.reached[0] is not None
     with open(bundle / "timeline.csv") as source:
         samples = list(csv.DictReader(source))
     assert {s["src"] for s in samples} == {f["src"] for f in tables.flows}
@@ -156,5 +194,5 @@ transport: {{control_timeout_ms: 1}}
     # by what its ramp to the fair share cost (its RTTs to get there, at less than half the link).
     second = max(tables.flows, key=lambda f: float(f["start"]))
     took = (float(second["end"]) - float(second["start"])) / (60 * seen.rtt_s)
-    assert 1 / 1.2 <= took <= 1 / 0.8 + seen.joins[0] / 60, took
+    assert 1 / 1.2 <= took <= 1 / 0.8 + seen.reached[0] / 60, took
     assert "| expresspass | 0.5 | 52.0 |" in (bundle / "summary.md").read_text()

@@ -53,6 +53,10 @@ def config(**sections):
      "config: workload.aggregator: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),
     (config(workload={"kind": "incst"}), "config: workload.kind: must be one of 'incast', 'realistic'"),
+    (config(workload={"kind": "convergence", "per_scheme": {"tcp": {"senders": 2}}}),
+     "config: workload.per_scheme.tcp: input should be 'expresspass', 'spraypass', 'dctcp'"),
+    (config(workload={"kind": "convergence", "per_scheme": {"dctcp": {"interval_rtts": 0}}}),
+     "config: workload.per_scheme.dctcp.interval_rtts: input should be greater than 0 (got 0)"),
     (config(workload={"kind": "realistic", "cdf": "search", "loads": [0.5, 1.5]}),
      "config: workload.loads: every load must be in (0, 1] (got 1.5)"),
     (config(hosts={"kind": "vm"}), "config: hosts.kind: input should be 'namespace' or 'docker' (got 'vm')"),
@@ -260,3 +264,13 @@ def test_hosts_are_namespaces_by_default_and_per_host_limits_override_every_host
     assert (hosts.limits("h2").cpus, hosts.limits("h2").memory_mb) == (0.05, 64)
     assert (hosts.limits("h3").cpus, hosts.limits("h3").memory_mb) == (0.5, 64)
     assert parse_config(config(hosts={"kind": "docker"})).hosts.limits("h1").cpus is None
+
+
+def test_a_convergence_scheme_takes_its_own_senders_and_interval_where_given():
+    workload = parse_config(config(workload={"kind": "convergence", "senders": 4, "interval_rtts": 40,
+                                             "per_scheme": {"dctcp": {"senders": 2, "interval_rtts": 600},
+                                                            "dctcp+": {"interval_rtts": 100}}}),
+                            kernel=NO_NETEM).workload
+    assert (workload.senders_of("dctcp"), workload.interval_rtts_of("dctcp")) == (2, 600)
+    assert (workload.senders_of("dctcp+"), workload.interval_rtts_of("dctcp+")) == (4, 100)
+    assert (workload.senders_of("expresspass"), workload.interval_rtts_of("expresspass")) == (4, 40)

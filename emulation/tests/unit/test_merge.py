@@ -33,13 +33,13 @@ def bundle(directory, n, schemes=("dctcp",), k=32000, slowdowns=(1.0, 2.0, 3.0, 
               "timeouts": 2 if i == 0 else 0}
              for s in schemes for i, fct in enumerate((0.1, 0.2, 0.3, 0.4, 0.5))]
     rounds = [{"scheme": s, "n": n, "round": r, "flows": 4, "finished": 3 if r == 3 else 4, "duration": duration,
-               "goodput_bps": goodput}
+               "bytes": round(goodput * duration / 8), "goodput_bps": goodput}
               for s in schemes for r, duration, goodput in ((1, 0.5, 8e6), (2, 0.5, 6e6), (3, 0, 0))]
     ports = [row for s in schemes for row in (
         {"scheme": s, "n": n, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1, "data_dropped": 2,
-         "data_marked": 3, "credit_marked": 1, "max_data_queue": 15380},
+         "data_marked": 3, "credit_marked": 1, "max_data_queue": 15380, "data_enqueued": 20, "mean_data_queue": 3000},
         {"scheme": s, "n": n, "node": "h1", "port": "h1-eth0", "bottleneck": 0, "data_dropped": 1,
-         "data_marked": 0, "credit_marked": 0, "max_data_queue": 99999})]
+         "data_marked": 0, "credit_marked": 0, "max_data_queue": 99999, "data_enqueued": 20, "mean_data_queue": 0})]
     write(directory / "flows.csv", FLOW_FIELDS, flows)
     write(directory / "rounds.csv", ROUND_FIELDS, rounds)
     write(directory / "ports.csv", PORT_FIELDS, ports)

@@ -3,8 +3,9 @@
 import csv
 import json
 
-from ccemu.results.report import incast_table, report
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
+from ccemu.results.figures import Tables
+from ccemu.results.report import incast_table, report
 
 
 def write(path, fields, rows):
@@ -23,7 +24,8 @@ def bundle(tmp_path, schemes=("expresspass", "dctcp")):
     rounds = [{"scheme": s, "n": 2, "round": 1, "flows": 2, "finished": 2, "bytes": 100_000, "duration": 0.4,
                "goodput_bps": 2_000_000, "unfinished": ""} for s in schemes]
     ports = [{"scheme": s, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1, "data_dropped": drops,
-              "max_data_queue": queue, "mean_data_queue": queue // 2, "bucket_bytes": 1000, "histogram": "1 1 2"}
+              "max_data_queue": queue, "mean_data_queue": queue // 2, "data_enqueued": 4, "bucket_bytes": 1000,
+              "histogram": "1 1 2"}
              for s, drops, queue in zip(schemes, (0, 5, 7, 9), (3000, 9000, 4000, 6000))]
     write(tmp_path / "flows.csv", FLOW_FIELDS, flows)
     write(tmp_path / "rounds.csv", ROUND_FIELDS, rounds)
@@ -36,9 +38,8 @@ def bundle(tmp_path, schemes=("expresspass", "dctcp")):
 
 
 def test_the_incast_table_puts_each_scheme_and_n_in_one_row(tmp_path):
-    from ccemu.results.bundle import read_table
     directory = bundle(tmp_path)
-    rows = incast_table(*(read_table(directory, name) for name in ("flows", "rounds", "ports")))
+    rows = incast_table(Tables.read(directory))
     by_scheme = {r["scheme"]: r for r in rows}
     assert by_scheme["expresspass"]["goodput_mbps"] == 2.0
     assert by_scheme["expresspass"]["fct_mean_ms"] == 200.0
@@ -51,7 +52,7 @@ def test_report_writes_the_summary_and_three_plots_from_the_tables_alone(tmp_pat
     directory = bundle(tmp_path)
     summary = report(directory).read_text()
     assert "Fidelity: **WARN**" in summary and "- WARN: steal" in summary
-    assert "| expresspass | 2 | 2.00 | 200.0 |" in summary
+    assert "| expresspass | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 |" in summary
     assert "Largest measured: 3000 B: within the bound" in summary
     assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
                                                                        "queue_cdf.png"]
@@ -63,8 +64,8 @@ def test_the_report_has_a_row_and_a_plot_line_for_every_scheme_including_dctcp_p
     directory = bundle(tmp_path, schemes)
     summary = report(directory).read_text()
     for scheme in schemes:
-        assert f"| {scheme} | 2 | 2.00 | 200.0 |" in summary
+        assert f"| {scheme} | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 |" in summary
         assert f"| {scheme} | M | 2 |" in summary
-    assert "| dctcp+ | 2 | 2.00 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 9 |" in summary
+    assert "| dctcp+ | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 9 |" in summary
     assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
                                                                        "queue_cdf.png"]

@@ -35,7 +35,8 @@ def write_bundle(directory: Path, *, unfinished=0, drops=None, max_queue=None, c
         flows += [{"scheme": scheme, "n": 2, "round": 1, "id": i, "size": 500_000, "fct": 0.5, "credits_sent": 0}
                   for i in range(finished)]
         rounds.append({"scheme": scheme, "n": 2, "round": 1, "flows": 2, "finished": finished,
-                       "duration": 1.0, "goodput_bps": 8e6, "unfinished": "h3#2" if finished < 2 else ""})
+                       "duration": 1.0, "bytes": 1_000_000, "goodput_bps": 8e6,
+                       "unfinished": "h3#2" if finished < 2 else ""})
         histogram = [0] * 64
         histogram[(dctcp_queue if scheme == "dctcp" else 1000) // 1000] = 100
         ports.append({"scheme": scheme, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1,
@@ -43,12 +44,14 @@ def write_bundle(directory: Path, *, unfinished=0, drops=None, max_queue=None, c
                       "data_marked": dctcp_marks if scheme == "dctcp" else 0,
                       "credit_marked": credit_marks if scheme == "spraypass" else 0,
                       "max_data_queue": max_queue.get(scheme, 10_000 if scheme in credit_schemes else 40_000),
-                      "mean_data_queue": dctcp_queue, "bucket_bytes": 1000, "histogram": " ".join(map(str, histogram))})
+                      "mean_data_queue": dctcp_queue, "data_enqueued": 100, "bucket_bytes": 1000,
+                      "histogram": " ".join(map(str, histogram))})
     rows("flows", FLOW_FIELDS, flows)
     rows("rounds", ROUND_FIELDS, rounds)
     rows("ports", PORT_FIELDS, ports)
     (directory / "manifest.json").write_text(json.dumps({
-        "unfinished_flows": unfinished, "host_failures": list(host_failures), "expresspass_queue_bound_bytes": 97_320,
+        "kind": "incast", "config": {"link": {"rate_mbps": 10}}, "unfinished_flows": unfinished,
+        "host_failures": list(host_failures), "expresspass_queue_bound_bytes": 97_320,
         "dctcp_k_bytes": K, "fidelity": {"status": verdict, "reasons": []}}))
     return directory
 

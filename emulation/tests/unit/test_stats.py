@@ -1,7 +1,6 @@
 import pytest
 
-from ccemu.results.stats import (FctSummary, fct_by_bucket, histogram_cdf, histogram_mean, jain_fairness, percentile,
-                         size_bucket)
+from ccemu.results.stats import histogram_cdf, histogram_mean, jain_fairness, percentile, size_bucket
 
 
 def test_sizes_fall_in_the_papers_buckets():
@@ -15,14 +14,6 @@ def test_percentiles_interpolate_between_ranks_like_numpy():
     assert percentile(values, 99) == pytest.approx(9.91)
     assert percentile(values, 0) == 1 and percentile(values, 100) == 10
     assert percentile([42], 99) == 42
-
-
-def test_fct_summary_per_bucket_on_known_data():
-    flows = [(5_000, t) for t in (1.0, 2.0, 3.0, 4.0)] + [(50_000, 10.0), (2_000_000, 7.0), (3_000_000, 9.0)]
-    summary = fct_by_bucket(flows)
-    assert list(summary) == ["S", "M", "XL"]
-    assert summary["S"] == FctSummary(flows=4, mean=2.5, p50=2.5, p99=pytest.approx(3.97), max=4.0)
-    assert summary["XL"].p50 == 8.0 and summary["M"].flows == 1
 
 
 def test_queue_histograms_give_their_cdf_and_mean():
