@@ -255,8 +255,9 @@ def queues(tables: Tables, scheme: str, point: str | None = None, n: int | None 
         raise NoData(f"ports.csv has no switch port of {label(scheme, point, n)}")
     biggest = max(int(p["max_data_queue"]) for p in ports)
     packets = sum(int(p["data_enqueued"]) for p in ports)
-    mean = sum(float(p["mean_data_queue"]) * int(p["data_enqueued"]) for p in ports) / packets if packets else 0.0
-    return QueueFigures(biggest, mean)
+    if not packets:
+        raise NoData(f"no data packet reached a switch port of {label(scheme, point, n)}")
+    return QueueFigures(biggest, sum(float(p["mean_data_queue"]) * int(p["data_enqueued"]) for p in ports) / packets)
 
 
 # Incast ------------------------------------------------------------------------------------------
@@ -278,20 +279,30 @@ class IncastFigures:
         return self.timeouts / self.transmissions if self.transmissions else None
 
 
+def finished_rounds(rounds: list[dict]) -> list[dict]:
+    """The rounds whose every flow finished (an unfinished one has no end)."""
+    return [r for r in rounds if int(r["finished"]) == int(r["flows"]) and float(r.get("duration") or 0) > 0]
+
+
+def goodput_bps(rounds: list[dict]) -> float | None:
+    """Goodput as an application doing back-to-back requests sees it (the DCTCP+ paper's incast): the
+    bytes of the finished rounds over the time they took, wall; None: none finished."""
+    done = finished_rounds(rounds)
+    seconds = sum(float(r["duration"]) for r in done)
+    return sum(int(r["bytes"]) for r in done) * 8 / seconds if done else None
+
+
 def incast(tables: Tables, scheme: str, n: int) -> IncastFigures:
-    """Goodput as the DCTCP+ paper's incast application sees it over back-to-back requests: the
-    bytes of every finished round over the time they took (a round ends with its last response;
-    an unfinished round has no end and is counted apart)."""
+    """One scheme at one N: goodput (goodput_bps), a round's duration, timeouts among transmissions;
+    unfinished rounds counted apart."""
     rounds = tables.rounds_of(scheme, n=n)
     if not rounds:
         raise NoData(f"{label(scheme, n=n)} did not run")
-    done = [r for r in rounds if int(r["finished"]) == int(r["flows"]) and float(r["duration"]) > 0]
-    seconds = sum(float(r["duration"]) for r in done)
+    done = finished_rounds(rounds)
     flows = tables.flows_of(scheme, n=n)
     return IncastFigures(
-        rounds=len(rounds), finished_rounds=len(done),
-        goodput_bps=sum(int(r["bytes"]) for r in done) * 8 / seconds if done else None,
-        round_mean_s=seconds / len(done) / tables.dilation if done else None,
+        rounds=len(rounds), finished_rounds=len(done), goodput_bps=goodput_bps(rounds),
+        round_mean_s=sum(float(r["duration"]) for r in done) / len(done) / tables.dilation if done else None,
         timeouts=sum(int(f["timeouts"]) for f in flows),
         transmissions=sum(math.ceil(int(f["size"]) / PAYLOAD_BYTES) + int(f["retransmits"]) for f in flows))
 
@@ -347,13 +358,14 @@ class Convergence:
     """For each flow that joins (the 2nd..Nth start), in base RTTs after its start (None: not within
     the time it had, `room`):
     - reached: the joining flow's throughput first at least 1 - CONVERGENCE_BAND of its fair share (the
-      papers' figures label this: "3 RTTs" where the two flows' lines meet);
+      papers' figures label this: "3 RTTs" where the two flows' lines meet), over a window of
+      CONVERGENCE_WINDOW_RTTS, read at the window's middle;
     - settled: every running flow within the band, and so for every window that starts within
       CONVERGENCE_HOLD_RTTS after (stricter: oscillation around the share is not convergence)."""
 
     reached: list[float | None]
     settled: list[float | None]
-    room: list[float]  # RTTs from each join to the next change (a join or a leave) less one window
+    room: list[float]  # RTTs from each join to the last window middle before the next change (a join or a leave)
     rtt_s: float  # wall
 
     @staticmethod
@@ -381,7 +393,9 @@ def convergence(tables: Tables, scheme: str, point: str) -> Convergence:
     first = float(flows[0]["start"])
     # Timeline samples and flow starts are both seconds after the block's epoch.
     keys = [f"{f['src']}#{f['id']}" for f in flows]
-    series = {key: sorted((t - first, b) for t, b in samples.get(key, [])) for key in keys}
+    if unsampled := [key for key in keys if key not in samples]:
+        raise NoData(f"timeline.csv has no samples of {label(scheme, point)}'s flow {unsampled[0]}")
+    series = {key: sorted((t - first, b) for t, b in samples[key]) for key in keys}
     starts = [float(f["start"]) - first for f in flows]
     ends = [float(f["end"]) - first for f in flows]
     step = rtt / 4
@@ -392,10 +406,12 @@ def convergence(tables: Tables, scheme: str, point: str) -> Convergence:
         times = _steps(join, until - window, step)
         shares = [_shares(series, starts, ends, t, window, payload_bps) for t in times]
         fair = [bool(s) and all(abs(x - 1) <= CONVERGENCE_BAND for x in s.values()) for s in shares]
-        reached.append(next(((t - join) / rtt for t, s in zip(times, shares)
+        # A window's throughput stands for its middle: the time read is that of the window's middle.
+        reached.append(next(((t + window / 2 - join) / rtt for t, s in zip(times, shares)
                              if s.get(keys[k], 0.0) >= 1 - CONVERGENCE_BAND), None))
-        settled.append(next((i * step / rtt for i in range(len(fair) - hold) if all(fair[i:i + hold + 1])), None))
-        room.append(max(0.0, (until - window - join) / rtt))
+        settled.append(next(((times[i] + window / 2 - join) / rtt for i in range(len(fair) - hold)
+                             if all(fair[i:i + hold + 1])), None))
+        room.append(max(0.0, (until - window / 2 - join) / rtt))
     return Convergence(reached, settled, room, rtt)
 
 
@@ -443,9 +459,11 @@ def victims(tables: Tables, scheme: str) -> VictimFigures:
     flows = victim_flows(tables, scheme)
     if not flows:
         raise NoData(f"no victim flow of {scheme} finished")
+    if any(f.get("cnps_ce") in (None, "") for f in flows):
+        raise NoData(f"flows.csv has no CNP counts for {scheme}'s victim flows (a bundle from before they were kept)")
     slowdowns = [float(f["slowdown"]) for f in flows]
     return VictimFigures(
-        flows=len(flows), ce_marked=sum(int(f.get("cnps_ce") or 0) > 0 for f in flows),
+        flows=len(flows), ce_marked=sum(int(f["cnps_ce"]) > 0 for f in flows),
         ue_marked=sum(int(f.get("cnps_ue") or 0) > 0 for f in flows),
         mean_slowdown=statistics.fmean(slowdowns), p99_slowdown=percentile(slowdowns, 99),
         mean_fct_s=statistics.fmean(float(f["fct"]) for f in flows) / tables.dilation)

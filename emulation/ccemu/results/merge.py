@@ -234,11 +234,7 @@ def _block_rows(point: _Point) -> list[dict]:
     for scheme, n, at in blocks:
         flows = tables.flows_of(scheme, at, n)
         ports = tables.ports_of(scheme, at, n)
-        rounds = [r for r in tables.rounds_of(scheme, at, n)
-                  if int(r["finished"]) == int(r["flows"]) and float(r.get("duration") or 0) > 0]
-        # Goodput as figures.incast defines it: the finished rounds' bytes over their time.
-        seconds = sum(float(r["duration"]) for r in rounds)
-        goodput = sum(_int(r.get("bytes")) for r in rounds) * 8 / seconds if seconds else None
+        goodput = figures.goodput_bps(tables.rounds_of(scheme, at, n))
         fct = figures.optional(lambda: figures.fcts(tables, scheme, at, n))
         queue = figures.optional(lambda: figures.queues(tables, scheme, at, n))
         unfinished = tables.unfinished(scheme, at, n)

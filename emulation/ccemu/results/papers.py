@@ -9,11 +9,13 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+import typing
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..model.config import ExperimentConfig
 from . import readings, rule
 from .figures import Tables
 from .readings import NotComparable
@@ -71,6 +73,14 @@ class ClaimEntry(_Strict):
     requires: dict[str, str | float | int] = {}
     reading: dict
 
+    @field_validator("requires")
+    @classmethod
+    def _config_keys(cls, requires: dict) -> dict:
+        for key in requires:
+            if not _is_config_key(key):
+                raise ValueError(f"requires: {key!r} is not a key of an experiment file")
+        return requires
+
     @field_validator("reading")
     @classmethod
     def _known_reading(cls, reading: dict) -> dict:
@@ -85,6 +95,25 @@ class ClaimEntry(_Strict):
             if self.pivot is not None or self.tighter is not None:
                 raise ValueError("a direction-only claim has no pivot or tighter criterion of its own")
         return self
+
+
+def _is_config_key(dotted: str) -> bool:
+    """Whether `dotted` ("transport.rto_min_ms") names a field of the experiment file's schema (any
+    member of a union: workload.cdf is the realistic workload's)."""
+    models: list[type[BaseModel]] = [ExperimentConfig]
+    for part in dotted.split("."):
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if not fields:
+            return False
+        models = [t for f in fields for t in _models_in(f.annotation)]
+    return True
+
+
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, unions and Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
 
 
 class SettingEntry(_Strict):
@@ -182,6 +211,8 @@ def compare_claim(claim: Claim, tables: Tables) -> Comparison:
         ours = readings.read(tables, claim.reading["name"], args)
     except NotComparable as exc:
         return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, str(exc)))
+    except (KeyError, ValueError, TypeError, ArithmeticError) as exc:  # a hand-edited or truncated table
+        return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, f"the bundle's tables are malformed ({exc!r})"))
     return Comparison(claim, ours, rule.judge(claim.paper, ours, claim.tighter))
 
 

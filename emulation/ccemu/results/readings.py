@@ -2,9 +2,9 @@
 blocks it needs, each checked before a number is taken, and the figure, from figures.py.
 
 Missing data never passes: a reading raises NotComparable, with the reason, when a block it needs is
-absent, has a FAIL fidelity verdict (or none), has flows that did not finish or flow records missing
-(where it pools flows), or has no switch-port rows (where it reads queues). Figures the run can only
-bound come back as intervals (rule.Figure), never as infinity.
+absent or did not run to its end (rounds missing, flows unfinished or their rows missing), has a
+FAIL fidelity verdict (or none), or has no switch-port rows (where it reads queues). Figures the run
+can only bound come back as intervals (rule.Figure), never as infinity.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .figures import NoData, Tables
 from .rule import Figure
 
 LOAD_TOLERANCE = 0.05  # a block at load 0.58 stands for the paper's 0.6
+Block = tuple[str, int, str]  # (scheme, n, point)
 
 
 class NotComparable(Exception):
@@ -25,10 +26,12 @@ class NotComparable(Exception):
 
 
 def checked(tables: Tables, scheme: str, *, points: list[str] | None = None, n: int | None = None,
-            n_min: int | None = None, n_max: int | None = None, pools_flows: bool = True,
-            needs_ports: bool = False) -> list[tuple[str, int, str]]:
+            n_min: int | None = None, n_max: int | None = None, needs_ports: bool = False) -> list[Block]:
     """The blocks of `scheme` a reading needs (at `points`, or at N in [n_min, n_max], or all), after
-    every check; raises NotComparable with the first problems found."""
+    every check: each block ran to its end (every flow finished and has its row, every round of the
+    config ran), is not FAIL, has switch-port rows where the reading reads queues; an incast reading
+    over a range of N has every N of the config's grid in it. Raises NotComparable with the first
+    problems found."""
     if scheme not in tables.schemes():
         raise NotComparable(f"the run has no {scheme}")
     blocks = [(s, bn, p) for s, bn, p in tables.blocks(scheme)
@@ -37,6 +40,12 @@ def checked(tables: Tables, scheme: str, *, points: list[str] | None = None, n: 
     if not blocks:
         raise NotComparable(f"{scheme} did not run at {_wanted(points, n, n_min, n_max)}")
     problems = []
+    if tables.kind == "incast":
+        grid = [g for g in tables.config_value("workload.flows") or []
+                if (n is None or g == n) and (n_min is None or g >= n_min) and (n_max is None or g <= n_max)]
+        if absent := sorted(set(grid) - {bn for _, bn, _ in blocks}):
+            problems.append(f"{scheme} did not run N = {', '.join(map(str, absent))} of the config's grid")
+    rounds = tables.config_value("workload.rounds") if tables.kind == "incast" else 1
     for s, bn, p in blocks:
         name = figures.label(s, p, bn)
         verdict = tables.verdict(s, bn, p)
@@ -44,11 +53,12 @@ def checked(tables: Tables, scheme: str, *, points: list[str] | None = None, n: 
             problems.append(f"{name} has no fidelity verdict")
         elif verdict == "FAIL":
             problems.append(f"{name}'s fidelity verdict is FAIL")
-        if pools_flows:
-            if unfinished := tables.unfinished(s, p, bn):
-                problems.append(f"{unfinished} flows of {name} did not finish")
-            if missing := tables.missing_records(s, p, bn):
-                problems.append(f"{missing} finished flows of {name} have no row in flows.csv")
+        if rounds and (ran := len(tables.rounds_of(s, p, bn))) < rounds:
+            problems.append(f"{name} ran {ran} of its {rounds} rounds")
+        if unfinished := tables.unfinished(s, p, bn):
+            problems.append(f"{unfinished} flows of {name} did not finish")
+        if missing := tables.missing_records(s, p, bn):
+            problems.append(f"{missing} finished flows of {name} have no row in flows.csv")
         if needs_ports and not tables.switch_ports(s, p, bn):
             problems.append(f"ports.csv has no switch port of {name}")
     if problems:
@@ -100,13 +110,12 @@ def incast_timeout_share(tables: Tables, scheme: str, n: int | None = None, n_mi
 
 
 def _incast_goodput_bps(tables: Tables, scheme: str, n_min: int | None, n_max: int | None) -> float:
-    """Goodput over every round with N in [n_min, n_max]: their bytes over their time."""
+    """Goodput (figures.goodput_bps) over every round with N in [n_min, n_max]."""
     blocks = checked(tables, scheme, n_min=n_min, n_max=n_max)
-    rounds = [r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)]
-    seconds = sum(float(r["duration"]) for r in rounds)
-    if not seconds:
-        raise NotComparable(f"the rounds of {scheme} took no time")
-    return sum(int(r["bytes"]) for r in rounds) * 8 / seconds
+    goodput = figures.goodput_bps([r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)])
+    if not goodput:
+        raise NotComparable(f"no round of {scheme} delivered a byte")
+    return goodput
 
 
 def incast_goodput_fraction(tables: Tables, scheme: str, n_min: int | None = None,
@@ -122,7 +131,7 @@ def incast_goodput_ratio(tables: Tables, a: str, b: str, n_min: int | None = Non
 def incast_round_ms(tables: Tables, scheme: str, n_min: int) -> Figure:
     """A round's mean completion time (the query's: its last response in), datacenter ms."""
     blocks = checked(tables, scheme, n_min=n_min)
-    rounds = [r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)]
+    rounds = figures.finished_rounds([r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)])
     return Figure.of(1e3 * sum(float(r["duration"]) for r in rounds) / len(rounds) / tables.dilation)
 
 
@@ -143,7 +152,7 @@ def incast_collapse_n(tables: Tables, scheme: str) -> Figure:
 # Realistic (seed 000 Table 3, Fig. 19-20; seed 003 Fig. 12, Table III) ---------------------------
 
 def _queues(tables: Tables, scheme: str, point: str) -> figures.QueueFigures:
-    checked(tables, scheme, points=[point], pools_flows=False, needs_ports=True)
+    checked(tables, scheme, points=[point], needs_ports=True)
     return figures.queues(tables, scheme, point, ports=tables.switch_ports(scheme, point))
 
 
@@ -185,9 +194,9 @@ def queue_bound_fraction(tables: Tables, scheme: str) -> Figure:
     bound = tables.manifest.get("expresspass_queue_bound_bytes")
     if not bound:
         raise NotComparable("the manifest has no ExpressPass queue bound (a bundle from before it was recorded)")
-    blocks = checked(tables, scheme, pools_flows=False, needs_ports=True)
-    return Figure.of(max(int(p["max_data_queue"]) for _, bn, pt in blocks
-                         for p in tables.switch_ports(scheme, pt, bn)) / bound)
+    blocks = checked(tables, scheme, needs_ports=True)
+    ports = [p for _, bn, pt in blocks for p in tables.switch_ports(scheme, pt, bn)]
+    return Figure.of(figures.queues(tables, scheme, ports=ports).max_bytes / bound)
 
 
 def _fcts(tables: Tables, scheme: str, point: str | None, bucket: str | None = None) -> figures.FctFigures:
@@ -261,7 +270,10 @@ def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None) ->
 
 
 def convergence_ratio(tables: Tables, a: str, b: str, alpha: float | None = None) -> Figure:
-    return convergence_rtts(tables, a, alpha) / convergence_rtts(tables, b, alpha)
+    of_b = convergence_rtts(tables, b, alpha)
+    if not of_b.low > 0:
+        raise NotComparable(f"{b}'s joining flow had its share at once: no ratio")
+    return convergence_rtts(tables, a, alpha) / of_b
 
 
 # Victim flows (seed 004 Table 3, Fig. 15a) -------------------------------------------------------

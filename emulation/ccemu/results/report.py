@@ -11,7 +11,7 @@ from ..bench import capacity as bench_capacity
 from . import figures, papers
 from .bundle import block_label
 from .figures import Tables
-from .stats import BUCKETS, histogram_cdf, histogram_mean, jain_fairness
+from .stats import BUCKETS, histogram_cdf, jain_fairness
 
 T = TypeVar("T")
 
@@ -426,9 +426,10 @@ def plot(directory: Path) -> list[Path]:
             counts = [a + b for a, b in zip(counts, histogram)] if counts else histogram
             bucket = int(p["bucket_bytes"])
         points = histogram_cdf(counts, bucket)
+        queue = figures.optional(lambda: figures.queues(tables, scheme))  # the tables' mean, every block
         if points:
             ax.step([q / 1e3 for q, _ in points], [c for _, c in points], where="post",
-                    label=f"{scheme} (mean {histogram_mean(counts, bucket) / 1e3:.1f} KB)")
+                    label=f"{scheme} (mean {queue.mean_kb:.1f} KB)" if queue else scheme)
     ax.set(xlabel=f"{'bottleneck' if bottleneck else 'switch port'} data queue at enqueue (KB)", ylabel="CDF",
            title="Queue length" if tables.ports else "Queue length: ports.csv holds no port")
     ax.grid(alpha=0.3)

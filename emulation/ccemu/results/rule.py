@@ -192,13 +192,13 @@ def judge(paper: Paper, figure: Figure, tighter: Tighter | None = None) -> Judge
 
 
 def _judge_direction(paper: Paper, figure: Figure) -> Judgement:
-    side = _side(figure, paper.pivot)
-    if side == paper.side:
+    if _side(figure, paper.pivot) == paper.side:
         return Judgement(DIRECTION_HOLDS)
-    if side is None and figure.low < paper.pivot < figure.high:
-        return Judgement(NOT_COMPARABLE, f"ccemu's figure is only known to be {figure.text()}, on both sides of "
-                                         f"{_number(paper.pivot)}")
-    return Judgement(DIRECTION_FAILS, f"{figure.text()} is not {paper.side} {_number(paper.pivot)}")
+    # Fails only where no value of the figure is on the paper's side (a figure at the pivot is on neither).
+    if (figure.high <= paper.pivot) if paper.side == "above" else (figure.low >= paper.pivot):
+        return Judgement(DIRECTION_FAILS, f"{figure.text()} is not {paper.side} {_number(paper.pivot)}")
+    return Judgement(NOT_COMPARABLE, f"ccemu's figure is only known to be {figure.text()}, on both sides of "
+                                     f"{_number(paper.pivot)}")
 
 
 def _side(figure: Figure, pivot: float | None) -> str | None:

