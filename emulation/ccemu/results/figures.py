@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
 from .bundle import block_label, read_table
-from .stats import percentile
+from .stats import BUCKETS, percentile
 
 KB = 1000  # the papers' queue tables are in KB
 
@@ -192,7 +192,7 @@ def fcts(tables: Tables, scheme: str, point: str | None = None, n: int | None = 
 def slowdowns_by_bucket(tables: Tables, scheme: str, point: str) -> dict[str, FctFigures]:
     """Size bucket -> FCT figures of its finished flows, buckets in order (empty ones left out)."""
     present = {f["bucket"] for f in tables.flows_of(scheme, point)}
-    return {b: fcts(tables, scheme, point, bucket=b) for b in ("S", "M", "L", "XL") if b in present}
+    return {b: fcts(tables, scheme, point, bucket=b) for b, _, _ in BUCKETS if b in present}
 
 
 def flow_throughputs_bps(tables: Tables, scheme: str, point: str | None = None) -> list[float]:
@@ -292,17 +292,23 @@ def goodput_bps(rounds: list[dict]) -> float | None:
     return sum(int(r["bytes"]) for r in done) * 8 / seconds if done else None
 
 
+def round_mean_s(tables: Tables, rounds: list[dict]) -> float | None:
+    """A finished round's mean duration, datacenter seconds (the query's completion time); None: none
+    finished."""
+    done = finished_rounds(rounds)
+    return sum(float(r["duration"]) for r in done) / len(done) / tables.dilation if done else None
+
+
 def incast(tables: Tables, scheme: str, n: int) -> IncastFigures:
     """One scheme at one N: goodput (goodput_bps), a round's duration, timeouts among transmissions;
     unfinished rounds counted apart."""
     rounds = tables.rounds_of(scheme, n=n)
     if not rounds:
         raise NoData(f"{label(scheme, n=n)} did not run")
-    done = finished_rounds(rounds)
     flows = tables.flows_of(scheme, n=n)
     return IncastFigures(
-        rounds=len(rounds), finished_rounds=len(done), goodput_bps=goodput_bps(rounds),
-        round_mean_s=sum(float(r["duration"]) for r in done) / len(done) / tables.dilation if done else None,
+        rounds=len(rounds), finished_rounds=len(finished_rounds(rounds)), goodput_bps=goodput_bps(rounds),
+        round_mean_s=round_mean_s(tables, rounds),
         timeouts=sum(int(f["timeouts"]) for f in flows),
         transmissions=sum(math.ceil(int(f["size"]) / PAYLOAD_BYTES) + int(f["retransmits"]) for f in flows))
 

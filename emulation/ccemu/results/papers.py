@@ -15,14 +15,14 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..model.config import ExperimentConfig
+from ..model.config import WORKLOAD_KINDS, ExperimentConfig
 from . import readings, rule
 from .figures import Tables
 from .readings import NotComparable
 from .rule import Figure, Judgement, Paper, Tighter
 
 REFERENCE = Path(__file__).resolve().parents[3] / "workloads" / "reference.yaml"
-EXPERIMENTS = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
+EXPERIMENTS = WORKLOAD_KINDS  # a claim is about one kind of experiment
 
 
 class _Strict(BaseModel):
@@ -205,15 +205,19 @@ def compare_claim(claim: Claim, tables: Tables) -> Comparison:
     if claim.experiment != tables.kind:
         raise ValueError(f"claim {claim.id} is about {claim.experiment}, the bundle is {tables.kind}")
     if why := _differs(claim, tables):
-        return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, why))
+        return _not_comparable(claim, why)
     args = {k: v for k, v in claim.reading.items() if k != "name"}
     try:
         ours = readings.read(tables, claim.reading["name"], args)
     except NotComparable as exc:
-        return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, str(exc)))
+        return _not_comparable(claim, str(exc))
     except (KeyError, ValueError, TypeError, ArithmeticError) as exc:  # a hand-edited or truncated table
-        return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, f"the bundle's tables are malformed ({exc!r})"))
+        return _not_comparable(claim, f"the bundle's tables are malformed ({exc!r})")
     return Comparison(claim, ours, rule.judge(claim.paper, ours, claim.tighter))
+
+
+def _not_comparable(claim: Claim, why: str) -> Comparison:
+    return Comparison(claim, None, Judgement(rule.NOT_COMPARABLE, why))
 
 
 def compare(tables: Tables, claims: list[Claim] | None = None) -> list[Comparison]:
@@ -224,7 +228,7 @@ def compare(tables: Tables, claims: list[Claim] | None = None) -> list[Compariso
 
 def not_run(claims: list[Claim], why: str) -> list[Comparison]:
     """The claims of an experiment that left no bundle: listed all the same."""
-    return [Comparison(c, None, Judgement(rule.NOT_COMPARABLE, why)) for c in claims]
+    return [_not_comparable(c, why) for c in claims]
 
 
 def headline(comparisons: list[Comparison]) -> str:

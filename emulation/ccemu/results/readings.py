@@ -10,7 +10,6 @@ can only bound come back as intervals (rule.Figure), never as infinity.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 
 from . import figures
@@ -68,7 +67,7 @@ def checked(tables: Tables, scheme: str, *, points: list[str] | None = None, n: 
 
 def _wanted(points, n, n_min, n_max) -> str:
     if points is not None:
-        return " or ".join(points)
+        return " or ".join(p or "its one point (no sweep value)" for p in points)
     if n is not None:
         return f"N = {n}"
     return " and ".join(part for part in (f"N >= {n_min}" if n_min is not None else "",
@@ -131,18 +130,15 @@ def incast_goodput_ratio(tables: Tables, a: str, b: str, n_min: int | None = Non
 def incast_round_ms(tables: Tables, scheme: str, n_min: int) -> Figure:
     """A round's mean completion time (the query's: its last response in), datacenter ms."""
     blocks = checked(tables, scheme, n_min=n_min)
-    rounds = figures.finished_rounds([r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)])
-    return Figure.of(1e3 * sum(float(r["duration"]) for r in rounds) / len(rounds) / tables.dilation)
+    return Figure.of(1e3 * figures.round_mean_s(tables, [r for _, bn, _ in blocks
+                                                         for r in tables.rounds_of(scheme, n=bn)]))
 
 
 def incast_collapse_n(tables: Tables, scheme: str) -> Figure:
     """The N at which goodput first falls below half of the scheme's best N's: between the last N of
     the run above it (exclusive) and the first below; at least the largest N if it never does."""
     checked(tables, scheme)
-    try:
-        between = figures.incast_collapse_n(tables, scheme)
-    except NoData as exc:
-        raise NotComparable(str(exc)) from exc
+    between = figures.incast_collapse_n(tables, scheme)
     if between is None:
         return Figure.at_least(max(tables.ns(scheme)) + 1)
     before, n = between
@@ -201,10 +197,7 @@ def queue_bound_fraction(tables: Tables, scheme: str) -> Figure:
 
 def _fcts(tables: Tables, scheme: str, point: str | None, bucket: str | None = None) -> figures.FctFigures:
     checked(tables, scheme, points=None if point is None else [point])
-    try:
-        return figures.fcts(tables, scheme, point, bucket=bucket)
-    except NoData as exc:
-        raise NotComparable(str(exc)) from exc
+    return figures.fcts(tables, scheme, point, bucket=bucket)
 
 
 def mean_fct_ratio(tables: Tables, a: str, b: str, load: float, bucket: str | None = None) -> Figure:
@@ -226,20 +219,14 @@ def credit_waste(tables: Tables, scheme: str, load: float) -> Figure:
     """Credits wasted / sent at `load` (ExpressPass Fig. 20 is at load 0.6)."""
     point = at_load(tables, scheme, load)
     checked(tables, scheme, points=[point])
-    try:
-        return Figure.of(figures.credit_waste(tables, scheme, point))
-    except NoData as exc:
-        raise NotComparable(str(exc)) from exc
+    return Figure.of(figures.credit_waste(tables, scheme, point))
 
 
 # Permutation (seed 003 Fig. 8) ------------------------------------------------------------------
 
 def _throughputs(tables: Tables, scheme: str) -> list[float]:
     checked(tables, scheme)
-    try:
-        return figures.flow_throughputs_bps(tables, scheme)
-    except NoData as exc:
-        raise NotComparable(str(exc)) from exc
+    return figures.flow_throughputs_bps(tables, scheme)
 
 
 def throughput_ratio(tables: Tables, a: str, b: str) -> Figure:
@@ -258,13 +245,8 @@ def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None) ->
     figures: a flow joins a running one; their label is where the two meet); at least the room it
     had if it did not within it."""
     point = f"alpha={alpha:g}" if alpha is not None else ""
-    if scheme in tables.schemes() and point not in tables.points(scheme):
-        raise NotComparable(f"{scheme} did not run at {point or 'its own initial rate'}")
     checked(tables, scheme, points=[point])
-    try:
-        seen = figures.convergence(tables, scheme, point)
-    except NoData as exc:
-        raise NotComparable(str(exc)) from exc
+    seen = figures.convergence(tables, scheme, point)
     first = seen.reached[0]
     return Figure.at_least(seen.room[0]) if first is None else Figure.of(first)
 
@@ -280,10 +262,7 @@ def convergence_ratio(tables: Tables, a: str, b: str, alpha: float | None = None
 
 def _victims(tables: Tables, scheme: str) -> figures.VictimFigures:
     checked(tables, scheme)
-    try:
-        return figures.victims(tables, scheme)
-    except NoData as exc:
-        raise NotComparable(str(exc)) from exc
+    return figures.victims(tables, scheme)
 
 
 def victim_ce_fraction(tables: Tables, scheme: str) -> Figure:
@@ -314,11 +293,9 @@ def check_arguments(name: str, args: dict) -> None:
 
 
 def read(tables: Tables, name: str, args: dict) -> Figure:
-    """The figure of one reading; raises NotComparable."""
+    """The figure of one reading (a NaN one is the rule's to refuse); raises NotComparable, also where a
+    figure of figures.py has no data (NoData)."""
     try:
-        figure = READINGS[name](tables, **args)
+        return READINGS[name](tables, **args)
     except NoData as exc:
         raise NotComparable(str(exc)) from exc
-    if math.isnan(figure.low) or math.isnan(figure.high):
-        raise NotComparable("the figure is NaN")
-    return figure
