@@ -188,7 +188,49 @@ def test_ccemu_clean_removes_everything_a_sigkilled_orchestrator_left(tmp_path):
         remove_if_left(state, state_dir)
 
 
-def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_a_run_that_reused_its_inodes(
+class NamespacesReusingInodes:
+    """Processes each in a new network namespace, started one at a time until the kernel hands one
+    of them an inode number of `freed` (namespaces that are gone). The kernel gives the lowest free
+    number, and frees a gone namespace's only after its deferred cleanup has run: so a namespace
+    that gets a lower number than the highest of `freed` fills a gap the next run would have taken
+    first, and is kept; one above them means they are not free yet, and is let go."""
+
+    def __init__(self, freed: set[int], timeout_s: float):
+        self.held: list[subprocess.Popen] = []
+        self.reusing: dict[int, subprocess.Popen] = {}
+        deadline = time.monotonic() + timeout_s
+        while not self.reusing and time.monotonic() < deadline:
+            probe = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+            own = os.stat("/proc/self/ns/net").st_ino
+            assert wait_until(lambda: _netns_inode_or_none(probe.pid) not in (None, own), 10)
+            inode = os.stat(f"/proc/{probe.pid}/ns/net").st_ino
+            if inode in freed:
+                self.reusing[inode] = probe
+            elif inode < max(freed):
+                self.held.append(probe)
+            else:
+                probe.kill()
+                probe.wait()
+                time.sleep(0.2)
+        self.held += self.reusing.values()
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.held)
+
+    def stop(self) -> None:
+        for probe in self.held:
+            probe.kill()
+            probe.wait()
+
+
+def _netns_inode_or_none(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except FileNotFoundError:
+        return None
+
+
+def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_in_namespaces_that_reused_its_inodes(
         tmp_path):
     interfaces_before = root_interfaces()
     up, env, killed_dir, killed = start_ccemu_up(
@@ -196,6 +238,7 @@ def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_
     # Like a cchost, a process in a host that outlives the host's shell keeps its namespace.
     holder = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "exec", "--run", killed["run_id"], "h1", "sleep",
                                "600"], env=env)
+    reusing = None
     try:
         # Inside the run's namespaces: every shell and OVS daemon it recorded, and the holder.
         assert wait_until(lambda: len(Inventory.of_state(killed, tmp_path).processes_inside()) ==
@@ -204,28 +247,30 @@ def test_ccemu_clean_after_a_sigkill_removes_that_runs_leftovers_and_nothing_of_
         up.send_signal(signal.SIGKILL)
         up.wait()
     try:
-        # The other hosts' shells die with the orchestrator, and their namespaces with them: the
-        # kernel hands those inode numbers to the next namespaces it creates, once its deferred
-        # namespace cleanup has run (give it a second after the last shell is gone).
+        # The other hosts' shells die with the orchestrator, and their namespaces with them. What
+        # makes inodes unsafe: the kernel hands a freed namespace's number to the next one. Arranged
+        # here rather than hoped for (a CI run's second fabric once got none of them: the kernel's
+        # deferred cleanup had not run yet, or an earlier test's namespaces had freed lower numbers).
         shells = [ProcessRecord(**p) for p in killed["processes"] if p["what"].startswith(SHELL_OF)]
         assert wait_until(lambda: not any(shell.alive() for shell in shells), 10)
-        time.sleep(1)
+        holder_inode = os.stat(f"/proc/{holder.pid}/ns/net").st_ino
+        freed = {ns["inode"] for ns in killed["namespaces"]} - {holder_inode}
+        reusing = NamespacesReusingInodes(freed, timeout_s=60)
+        assert reusing.reusing, "the kernel handed none of the killed run's inode numbers out again within 60 s"
         second = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path / "state")
         with second:
-            reused = ({ns["inode"] for ns in killed["namespaces"]} &
-                      {n.inode for n in second.inventory.namespaces})
-            # What makes inodes unsafe: the kernel hands a freed namespace's number to the next one.
-            assert reused, "the second run got none of the first run's inode numbers: this test proves less"
-
             clean = ccemu(env, "clean")
 
             assert clean.returncode == 0, clean.stdout + clean.stderr
             assert "killed-" in clean.stdout and f"{second.run_id}: still running" in clean.stdout
             assert leftovers(killed) == []
             assert holder.wait(timeout=10) == -signal.SIGKILL
+            assert reusing.alive(), "ccemu clean killed a process in a namespace that only reused an inode number"
             assert all(p.alive() for p in second.inventory.processes)
             assert check_reachability(second).problems == []
     finally:
+        if reusing is not None:
+            reusing.stop()
         remove_if_left(killed, killed_dir)  # when an assertion stopped the test before `ccemu clean`
     assert root_interfaces() == interfaces_before
 
