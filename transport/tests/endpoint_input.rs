@@ -74,12 +74,15 @@ fn a_nack_for_packets_never_sent_lifts_the_early_stop_for_the_rest_of_the_flow()
     let spec =
         FlowSpec { id: 7, dst: 2, size_bytes: 10 * 1450, scheme: Scheme::ExpressPass, path_id: Some(0), paths: None };
     sender.start_flow(now, spec);
-    let later = now + Duration::from_micros(50);
+    // The first credit 50 us after the request (the sender's RTT), then one every 10 us: an
+    // RTT's worth of credits covers what is left once 6 of the 10 packets are sent.
+    let mut later = now + Duration::from_micros(50);
     let mut credits = 0;
     while sender.counters().sent_packets[Kind::CreditStop as usize] == 0 {
         deliver(&mut sender, later, 2, &Packet::Credit { flow: 7, credit_seq: credits, sent_us: 0 });
         while sender.poll_transmit().is_some() {}
         credits += 1;
+        later += Duration::from_micros(10);
     }
     assert!(credits < 10, "the stop was early");
     deliver(&mut sender, later, 2, &Packet::Nack { flow: 7, missing: (credits..10).collect() });
@@ -91,6 +94,7 @@ fn a_nack_for_packets_never_sent_lifts_the_early_stop_for_the_rest_of_the_flow()
         assert_eq!(sender.counters().sent_packets[stop], 1, "stopped early again before credit {seq}");
         deliver(&mut sender, later, 2, &Packet::Credit { flow: 7, credit_seq: 100 + seq, sent_us: 0 });
         while sender.poll_transmit().is_some() {}
+        later += Duration::from_micros(10);
     }
     assert_eq!(sender.counters().sent_packets[stop], 2);
 }

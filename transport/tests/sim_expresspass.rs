@@ -283,3 +283,46 @@ fn with_timers_late_by_up_to_four_credit_gaps_a_flow_keeps_95_percent_of_the_ide
         }
     }
 }
+
+/// Flows of 1 to 40 packets, each alone on an idle network, at the realistic workload's
+/// alpha = w_init = 1/16: a flow shorter than 40 packets starts at alpha x packets / 40 of the
+/// maximum rate, so its second credit leaves one slow initial gap after the first (415 us for
+/// 2 packets at 10 Gbit/s, ~18 RTTs here). The sender must not stop the credits before that
+/// credit has come (the reference checks for an early stop only once a whole RTT of credits
+/// has arrived, never at the first credit): a 2-packet flow then takes one initial gap longer
+/// than a 1-packet flow, and no packet waits for the receiver's loss recovery. (Before the
+/// fix, FCT by packets 1..8 was 32, 929, 343, 290, 327, 230, 216, 206 us: the 2- and 5-packet
+/// flows waited for recovery.)
+const PACKETS_MAX: u64 = 40;
+
+#[test]
+fn a_short_flow_waits_one_slow_initial_credit_gap_and_never_for_loss_recovery() {
+    let sixteenth = |mut c: cchost::EndpointConfig| {
+        c.expresspass.alpha = 1.0 / 16.0;
+        c.expresspass.w_init = 1.0 / 16.0;
+        c
+    };
+    let (mut fct, mut nacks) = (Vec::new(), Vec::new());
+    for packets in 1..=PACKETS_MAX {
+        let mut net = Network::new(SimConfig::expresspass(2, LINK, PROPAGATION, DATA_BUFFER), sixteenth);
+        net.start_flow(Duration::ZERO, 1, flow(1, 2, packets * MSS as u64));
+        net.run_to_completion(Duration::from_secs(1));
+        assert_eq!(net.records.len(), 1, "{packets} packets: the flow did not finish");
+        fct.push(net.records[0].fct());
+        nacks.push(net.host(2).counters().sent_packets[Kind::Nack as usize]);
+    }
+    let micros: Vec<u128> = fct.iter().map(|d| d.as_micros()).collect();
+    println!(
+        "ExpressPass at alpha 1/16, by packets 1..{PACKETS_MAX}: FCT {micros:?} us, nacks {nacks:?}, base RTT {:?}",
+        base_rtt()
+    );
+    assert!(nacks.iter().all(|&n| n == 0), "the receiver's loss recovery ran: nacks {nacks:?}");
+    let max_rate = LINK / 8.0 * 84.0 / (84.0 + 1538.0);
+    let initial_gap = |packets: f64| Duration::from_secs_f64(84.0 / (max_rate / 16.0 * packets / 40.0));
+    for packets in 2..=PACKETS_MAX {
+        // One initial gap (jittered by up to 10 %) after the 1-packet flow's FCT, and the
+        // credits after the first feedback step, far faster, for the rest.
+        let bound = fct[0] + initial_gap(packets as f64).mul_f64(1.1) + (packets as u32 - 2) * initial_gap(40.0);
+        assert!(fct[packets as usize - 1] <= bound, "{packets} packets: {:?} > {bound:?}", fct[packets as usize - 1]);
+    }
+}

@@ -122,7 +122,8 @@ class HostFailure:
         cost = {"sender": "its flows never finished; the round ended soon after",
                 "aggregator": "no flow to it could finish; the round ended, and the block's later rounds were not run",
                 "host": "its flows, and flows to it, never finished; the block ended soon after"}[self.role]
-        return f"round {self.round}: {self}: {cost}"
+        when = f"round {self.round}" if self.round else "the warm-up before round 1"
+        return f"{when}: {self}: {cost}"
 
 
 @dataclass

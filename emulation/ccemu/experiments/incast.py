@@ -18,8 +18,9 @@ from rich.progress import Progress
 
 from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ..model.config import ExperimentConfig, IncastWorkload
+from ..model.dilation import DATA_WIRE_BYTES, PAYLOAD_BYTES
 from ..model.routing import PATH_IDS, Routing
-from ..model.workloads import incast_round
+from ..model.workloads import Flow, incast_connections, incast_round
 from .base import (AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock,
                    WorkloadNotRunnable, stop_all)
 
@@ -29,10 +30,29 @@ def incast_schedule(routing: Routing, hosts: list[str], workload: IncastWorkload
     """One incast round's flows as (sender, scheduled flow), each with the number of
     equal-cost paths between its hosts (what SprayPass receivers spray credits over; at most
     PATH_IDS, all a path-id can name)."""
-    return [(flow.src, ScheduledFlow(id=i, dst=host_number(flow.dst), size=flow.size, start=start,
-                                     paths=min(routing.n_paths(flow.src, flow.dst), PATH_IDS)))
+    return [scheduled(routing, flow, i, start)
             for i, flow in enumerate(incast_round(hosts, workload.aggregator, n, workload.total_bytes, rng),
                                      start=first_id)]
+
+
+def scheduled(routing: Routing, flow: Flow, flow_id: int, start: float) -> tuple[str, ScheduledFlow]:
+    return flow.src, ScheduledFlow(id=flow_id, dst=host_number(flow.dst), size=flow.size, start=start,
+                                   paths=min(routing.n_paths(flow.src, flow.dst), PATH_IDS))
+
+
+def warm_up_schedule(routing: Routing, hosts: list[str], aggregator: str, n: int, link_bps: float,
+                     rtt_s, start: float, first_id: int) -> list[tuple[str, ScheduledFlow]]:
+    """The connections a block of N keeps, opened before its first round: every sender sends as
+    many one-packet responses as it carries in a round, all at once, and the next sender starts
+    once those have crossed the aggregator's link and been acknowledged (`rtt_s(sender)`, wall
+    seconds), so that the warm-up is no incast itself."""
+    per_sender = incast_connections(hosts, aggregator, n)
+    flows: list[tuple[str, ScheduledFlow]] = []
+    for sender in (h for h in hosts if h != aggregator):
+        flows += [scheduled(routing, Flow(sender, aggregator, PAYLOAD_BYTES), first_id + len(flows) + i, start)
+                  for i in range(per_sender)]
+        start += per_sender * DATA_WIRE_BYTES * 8 / link_bps + 2 * rtt_s(sender)
+    return flows
 
 
 class IncastRunner(ExperimentRunner):
@@ -67,6 +87,9 @@ class IncastRunner(ExperimentRunner):
                 if host != aggregator:
                     procs[host] = self.start_cchost(live, host, stdin=subprocess.PIPE, duration_s=24 * 3600,
                                                     extra=("--schedule-stdin",))
+            if self.workload.warm_up and self.config.transport.persistent_connections:
+                progress.update(task, description=f"{spec.label:24} warm-up")
+                failures += self._warm_up(live, procs)
             for round_number in range(1, rounds + 1):
                 progress.update(task, description=f"{spec.label:24} round {round_number}")
                 if self.collector:
@@ -85,6 +108,44 @@ class IncastRunner(ExperimentRunner):
             stop_all(procs.values())
         return failures
 
+    def _warm_up(self, live: LiveBlock, procs: dict[str, subprocess.Popen]) -> list[HostFailure]:
+        """Opens the block's connections (warm_up_schedule) and waits for them; their flows stay
+        out of the bundle's flows and rounds (round 0 in the collector's and the failures' terms)."""
+        spec, aggregator = live.spec, self.workload.aggregator
+        if self.collector:
+            self.collector.set_round(0)
+        began = time.monotonic()
+        flows = warm_up_schedule(live.net.routing, live.hosts, aggregator, spec.n, self.config.link.rate_mbps * 1e6,
+                                 lambda sender: live.base_rtt_s(sender, aggregator), live.now_s() + START_DELAY_S,
+                                 first_id=self.workload.rounds * spec.n + 1)
+        self._send(live, procs, flows, "warm-up", dead=set())
+        failures, records = self._watch_round(live, procs, 0, {src for src, _ in flows},
+                                              {(src, flow.id) for src, flow in flows}, dead=set())
+        missing = len(flows) - len(records)
+        if missing:
+            self.console.print(f"[red]{spec.label} warm-up: {missing} of {len(flows)} connections not opened within "
+                               f"{self.workload.round_timeout_s} s; round 1 opens them[/red]")
+        else:
+            self.console.print(f"{spec.label} warm-up: {len(flows)} connections opened in "
+                               f"{time.monotonic() - began:.1f} s")
+        return failures
+
+    def _send(self, live: LiveBlock, procs: dict[str, subprocess.Popen], flows: list[tuple[str, ScheduledFlow]],
+              name: str, dead: set[str]) -> None:
+        """Each sender's flows down its cchost's standard input (and into the bundle's NAME-SENDER.flows)."""
+        by_sender: dict[str, list[ScheduledFlow]] = defaultdict(list)
+        for src, flow in flows:
+            by_sender[src].append(flow)
+        for src, src_flows in by_sender.items():
+            write_schedule(live.workdir / f"{name}-{src}.flows", src_flows)  # kept for the bundle
+            if src in dead:
+                continue
+            try:
+                procs[src].stdin.write("".join(flow.line() + "\n" for flow in src_flows).encode())
+                procs[src].stdin.flush()
+            except BrokenPipeError:
+                pass  # it died: _watch_round names it
+
     def _run_round(self, live: LiveBlock, round_number: int, procs: dict[str, subprocess.Popen],
                    failed_before: list[HostFailure]) -> list[HostFailure]:
         """One round; returns the cchosts that failed in it. Every cchost counts from the block's
@@ -96,21 +157,10 @@ class IncastRunner(ExperimentRunner):
         # Flow ids stay unique for the block (a cchost refuses an id it was given before).
         first_id = (round_number - 1) * n + 1
         flows = incast_schedule(live.net.routing, live.hosts, self.workload, n, rng, start, first_id)
-        by_sender: dict[str, list[ScheduledFlow]] = defaultdict(list)
-        for src, flow in flows:
-            by_sender[src].append(flow)
         dead = {f.host for f in failed_before}
-        for src, src_flows in by_sender.items():
-            write_schedule(live.workdir / f"round{round_number}-{src}.flows", src_flows)  # kept for the bundle
-            if src in dead:
-                continue
-            try:
-                procs[src].stdin.write("".join(flow.line() + "\n" for flow in src_flows).encode())
-                procs[src].stdin.flush()
-            except BrokenPipeError:
-                pass  # it died: _watch_round names it
+        self._send(live, procs, flows, f"round{round_number}", dead)
         ids = {(src, flow.id) for src, flow in flows}
-        failures, records = self._watch_round(live, procs, round_number, set(by_sender), ids, dead)
+        failures, records = self._watch_round(live, procs, round_number, {src for src, _ in flows}, ids, dead)
         self.bundle.flows += [self.flow_row(live, record, round_number) for record in records]
         finished = {(r["src_host"], r["id"]) for r in records}
         unfinished = [f"{src}#{flow.id}" for src, flow in flows if (src, flow.id) not in finished]

@@ -311,7 +311,7 @@ class FabricNet(Mininet):
         for spec in self.fabric_topo.hosts:
             host = self[spec.name]
             intf = host.defaultIntf()
-            nic = dataclasses.replace(shape, rate_mbps=self.config.link.host_rate_mbps(spec.name))
+            nic = shape.of_nic(self.config, spec.name)
             intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN
             ip_batch = [f"link set {intf.name} up", "link set lo up",
                         f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}",

@@ -38,6 +38,13 @@ def incast_round(hosts: list[str], aggregator: str, flows: int, total_bytes: int
     return [Flow(senders[i % len(senders)], aggregator, size) for i in range(flows)]
 
 
+def incast_connections(hosts: list[str], aggregator: str, flows: int) -> int:
+    """The most responses one sender carries in a round of `flows` (incast_round deals them
+    over the senders in a shuffled order): the connections each keeps open to the aggregator."""
+    senders = len([h for h in hosts if h != aggregator])
+    return -(-flows // senders) if senders else 0
+
+
 class FlowSizeCdf:
     """A flow-size distribution from `size_bytes cumulative_probability` points, sampled by
     inverse transform with linear interpolation between points (as ns-2's EmpiricalRandomVariable)."""

@@ -95,6 +95,12 @@ class PortShape:
             shape = dataclasses.replace(shape, tcd_max_on_s=max_on)
         return shape
 
+    def of_nic(self, config: ExperimentConfig, host: str) -> "PortShape":
+        """`host`'s NIC: this port at the host's own rate (link.host_shares) and with the NIC's
+        buffer (port.host_buffer_bytes)."""
+        return dataclasses.replace(self, rate_mbps=config.link.host_rate_mbps(host),
+                                   buffer_bytes=config.port.host_nic_buffer_bytes)
+
     @property
     def queued_memory_bytes(self) -> int:
         """Kernel memory a full port can hold: each queued packet is charged its skb

@@ -188,6 +188,7 @@ def _incast_lines(tables: Tables) -> list[str]:
               "exact at every enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric "
               "(CE marks: data packets marked, each counted once, by the port that marked it first; credit CE marks: "
               "credits SprayPass's ports marked with the probability they drop credits).", ""]
+    lines += _incast_rounds_lines(tables)
     bound = manifest.get("expresspass_queue_bound_bytes")
     worst = [r["max_queue"] for r in table if r["scheme"] == "expresspass" and r["max_queue"] is not None]
     if bound and worst:
@@ -198,6 +199,29 @@ def _incast_lines(tables: Tables) -> list[str]:
     k = manifest.get("dctcp_k_bytes")
     if k:
         lines += [f"DCTCP marks above K = {k} B.", ""]
+    return lines
+
+
+def _incast_rounds_lines(tables: Tables) -> list[str]:
+    """Goodput round by round, so that a reader sees whether the rounds settle (the paper averages
+    1000 requests)."""
+    rounds = max((int(r["round"]) for r in tables.rounds), default=0)
+    lines = ["### Goodput per round, share of the link", "",
+             "| scheme | N | " + " | ".join(f"round {i}" for i in range(1, rounds + 1)) + " |",
+             "|---|---|" + "---|" * rounds]
+    for scheme in tables.schemes():
+        for n in tables.ns(scheme):
+            by_round = {int(r["round"]): r for r in tables.rounds_of(scheme, n=n)}
+            cells = []
+            for i in range(1, rounds + 1):
+                goodput = figures.goodput_bps([by_round[i]]) if i in by_round else None
+                cells.append("-" if i not in by_round else "unfinished" if goodput is None
+                             else f"{goodput / tables.link_bps:.2f}")
+            lines.append(f"| {scheme} | {n} | " + " | ".join(cells) + " |")
+    warm = tables.config_value("workload.warm_up") and tables.config_value("transport.persistent_connections")
+    lines += ["", "Each block opened its connections before round 1 (workload.warm_up: a one-packet response per "
+              "connection, not counted)." if warm else "Round 1 opened the connections (workload.warm_up off, or no "
+              "persistent connections): a loss there waits the initial RTO.", ""]
     return lines
 
 

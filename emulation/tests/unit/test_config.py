@@ -37,6 +37,11 @@ def config(**sections):
                                       "'spraypass', 'dcqcn', 'tcd' (got 'red')"),
     (config(port={"profile": "dctcp", "ecn_threshold_bytes": 200000}),
      "config: port.ecn_threshold_bytes: must be below port.buffer_bytes (150000) (got 200000)"),
+    (config(port={"profile": "dctcp", "ecn_threshold_bytes": 100000, "buffer_bytes": 384500,
+                  "host_buffer_bytes": 50000}),
+     "config: port.host_buffer_bytes: must be above port.ecn_threshold_bytes (100000) (got 50000)"),
+    (config(port={"host_buffer_bytes": 1000}), "config: port.host_buffer_bytes: must hold at least one full frame, "
+                                               "1514 bytes at MTU 1500 (got 1000)"),
     (config(port={"profile": "expresspass", "credit_buffer_credits": 0}),
      "config: port.credit_buffer_credits: input should be greater than or equal to 1 (got 0)"),
     (config(port={"profile": "expresspass", "credit_share": 0.9}), "config: port.credit_share: input should be less"),

@@ -69,3 +69,21 @@ def test_the_report_has_a_row_and_a_plot_line_for_every_scheme_including_dctcp_p
     assert "| dctcp+ | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 9 |" in summary
     assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
                                                                        "queue_cdf.png"]
+
+
+def test_the_incast_summary_shows_each_rounds_goodput_and_says_whether_the_connections_were_opened_before(tmp_path):
+    directory = bundle(tmp_path, ("dctcp",))
+    with open(directory / "rounds.csv", "a", newline="") as out:  # round 2 finished at twice the goodput, 3 did not
+        writer = csv.DictWriter(out, fieldnames=ROUND_FIELDS, restval=0)
+        writer.writerow({"scheme": "dctcp", "n": 2, "round": 2, "flows": 2, "finished": 2, "bytes": 100_000,
+                         "duration": 0.2, "goodput_bps": 4_000_000, "unfinished": ""})
+        writer.writerow({"scheme": "dctcp", "n": 2, "round": 3, "flows": 2, "finished": 1, "bytes": 50_000,
+                         "duration": 0, "goodput_bps": 0, "unfinished": "h3#6"})
+    summary = report(directory).read_text()
+    assert "| scheme | N | round 1 | round 2 | round 3 |" in summary
+    assert "| dctcp | 2 | 0.20 | 0.40 | unfinished |" in summary  # of the 10 Mbit/s link
+    assert "Round 1 opened the connections" in summary
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["config"] |= {"workload": {"warm_up": True}, "transport": {"persistent_connections": True}}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert "Each block opened its connections before round 1" in report(directory).read_text()

@@ -11,7 +11,7 @@ from ccemu.model.config import IncastWorkload, parse_config
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.routing import Routing
 from ccemu.experiments.base import transport_args
-from ccemu.experiments.incast import incast_schedule
+from ccemu.experiments.incast import incast_schedule, warm_up_schedule
 from ccemu.model.topology import fat_tree, leaf_spine
 
 NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
@@ -41,6 +41,26 @@ def test_incast_flows_on_a_k4_fat_tree_carry_1_path_under_one_edge_2_within_a_po
     by_sender = {src: flow for src, flow in flows}
     lines = write_schedule(tmp_path / "h3.flows", [by_sender["h3"]]).read_text().splitlines()
     assert [json.loads(line)["paths"] for line in lines] == [2]
+
+
+def test_the_warm_up_opens_as_many_one_packet_connections_per_sender_as_a_round_gives_it_one_sender_after_another():
+    topo = fat_tree(4)
+    rtt = {f"h{i}": 0.001 * i for i in range(2, 17)}  # wall seconds
+    flows = warm_up_schedule(Routing(topo), topo.host_names, "h1", 40, 10e6, rtt.__getitem__, start=0.5,
+                             first_id=121)
+    workload = IncastWorkload(kind="incast", aggregator="h1", flows=[40])
+    round_senders = [src for src, _ in incast_schedule(Routing(topo), topo.host_names, workload, 40, random.Random(3),
+                                                       start=0, first_id=1)]
+    per_sender = {src: sum(1 for s, _ in flows if s == src) for src in rtt}
+    assert set(per_sender.values()) == {3} == {max(round_senders.count(src) for src in rtt)}  # 40 over 15: 2 or 3
+    assert [flow.id for _, flow in flows] == list(range(121, 121 + 45))
+    assert {(flow.size, flow.dst) for _, flow in flows} == {(1450, 1)}
+    starts = {src: flow.start for src, flow in flows}
+    # Each sender once the previous one's 3 frames crossed a 10 Mbit/s link and two of its RTTs passed.
+    order = sorted(starts, key=starts.get)
+    assert starts[order[0]] == 0.5
+    for before, after in zip(order, order[1:]):
+        assert starts[after] - starts[before] == pytest.approx(3 * 1538 * 8 / 10e6 + 2 * rtt[before])
 
 
 def test_incast_flows_on_a_leaf_spine_carry_one_path_per_spine_across_leaves():

@@ -87,6 +87,19 @@ def test_dctcp_threshold_reaches_the_port_program():
     assert port_program_line("x", shape, 1, 2, switch_port=False).split()[5] == "20000"
 
 
+def test_a_hosts_nic_takes_its_own_buffer_and_share_of_the_rate_and_the_switch_ports_keep_theirs():
+    port = {"profile": "dctcp", "ecn_threshold_bytes": 100000, "buffer_bytes": 384500}
+    config = parse_config({"name": "t", "topology": {"kind": "star", "hosts": 2}, "link": {"rate_mbps": 20,
+                           "host_shares": {"h2": 0.5}}, "port": {**port, "host_buffer_bytes": 1538000}},
+                          kernel=NO_NETEM)
+    switch_port = PortShape.of(config)
+    assert (switch_port.buffer_bytes, switch_port.rate_mbps) == (384500, 20)
+    assert (switch_port.of_nic(config, "h1").buffer_bytes, switch_port.of_nic(config, "h2").rate_mbps) == (1538000, 10)
+    assert port_program_line("x", switch_port.of_nic(config, "h1"), 1, 2, switch_port=False).split()[4] == "1538000"
+    unset = parse_config({"name": "t", "topology": {"kind": "star"}, "port": port}, kernel=NO_NETEM)
+    assert PortShape.of(unset).of_nic(unset, "h1").buffer_bytes == 384500
+
+
 def test_fractional_rates_are_not_rounded_to_whole_megabits():
     lines = port_qdiscs("x", PortShape(rate_mbps=0.5, buffer_bytes=3000, mtu=1500))
     assert "rate 500000bit" in lines[1]
