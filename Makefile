@@ -123,7 +123,7 @@ sweep: setup
 
 # Every experiment of the seeds, then results/reproduce/TIME/REPORT.md beside the papers' numbers.
 reproduce: setup
-	$(CCEMU) reproduce $(if $(HOSTS),--hosts $(HOSTS))
+	$(CCEMU) reproduce $(if $(HOSTS),--hosts $(HOSTS)) $(if $(PROFILE),--profile $(PROFILE))
 
 test: setup test-packages
 	$(CARGO) fmt --manifest-path transport/Cargo.toml --check

@@ -123,11 +123,11 @@ class IncastRunner(ExperimentRunner):
                                               {(src, flow.id) for src, flow in flows}, dead=set())
         missing = len(flows) - len(records)
         if missing:
-            self.console.print(f"[red]{spec.label} warm-up: {missing} of {len(flows)} connections not opened within "
-                               f"{self.workload.round_timeout_s} s; round 1 opens them[/red]")
-        else:
-            self.console.print(f"{spec.label} warm-up: {len(flows)} connections opened in "
-                               f"{time.monotonic() - began:.1f} s")
+            self.console.print(f"[red]{spec.label} warm-up: {missing} of {len(flows)} one-packet responses not done "
+                               f"within {self.workload.round_timeout_s} s; round 1 opens those connections[/red]")
+        else:  # (credit schemes keep no state between flows: for them it is only an exchange)
+            self.console.print(f"{spec.label} warm-up: {len(flows)} one-packet responses, the connections a round "
+                               f"uses, in {time.monotonic() - began:.1f} s")
         return failures
 
     def _send(self, live: LiveBlock, procs: dict[str, subprocess.Popen], flows: list[tuple[str, ScheduledFlow]],

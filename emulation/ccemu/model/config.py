@@ -460,6 +460,9 @@ class IncastWorkload(_Section):
     total_bytes: int = Field(1_000_000, ge=1, description="bytes per round, all responses together")
     flows: list[int] = Field([4, 8, 16, 32], min_length=1, description="N values swept")
     rounds: int = Field(3, ge=1, description="rounds per N")
+    settle_rounds: int = Field(0, ge=0, description="the first rounds of each N, shown round by round but left out "
+                                                    "of goodput, round time and timeouts (the paper averages 1000 "
+                                                    "requests: its figures are the steady state's)")
     round_timeout_s: float = Field(30.0, gt=0, description="a round not done by then is reported and ended")
     warm_up: bool = Field(True, description="before round 1, every sender opens the connections it carries in a "
                                             "round (a one-packet response each, the senders one after another), "
@@ -473,6 +476,13 @@ class IncastWorkload(_Section):
         if any(n < 1 for n in flows):
             raise ValueError(f"every N must be >= 1 (got {flows})")
         return flows
+
+    @model_validator(mode="after")
+    def _rounds_left_after_settling(self) -> "IncastWorkload":
+        if self.settle_rounds >= self.rounds:
+            raise _KeyedError(("settle_rounds",), f"must be below workload.rounds ({self.rounds}): the rounds after "
+                                                  f"it are the ones counted (got {self.settle_rounds})")
+        return self
 
     def busy_links(self, hosts: int) -> float:
         """Every response crosses the aggregator's link: the fabric carries one link's rate."""

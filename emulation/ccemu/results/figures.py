@@ -279,6 +279,13 @@ class IncastFigures:
         return self.timeouts / self.transmissions if self.transmissions else None
 
 
+def settled(tables: Tables, rows: list[dict]) -> list[dict]:
+    """The rounds (or their flows) after the config's workload.settle_rounds: what the incast figures
+    count."""
+    first = 1 + int(tables.config_value("workload.settle_rounds") or 0)
+    return [r for r in rows if int(r["round"]) >= first]
+
+
 def finished_rounds(rounds: list[dict]) -> list[dict]:
     """The rounds whose every flow finished (an unfinished one has no end)."""
     return [r for r in rounds if int(r["finished"]) == int(r["flows"]) and float(r.get("duration") or 0) > 0]
@@ -300,14 +307,14 @@ def round_mean_s(tables: Tables, rounds: list[dict]) -> float | None:
 
 
 def incast(tables: Tables, scheme: str, n: int) -> IncastFigures:
-    """One scheme at one N: goodput (goodput_bps), a round's duration, timeouts among transmissions;
-    unfinished rounds counted apart."""
-    rounds = tables.rounds_of(scheme, n=n)
-    if not rounds:
+    """One scheme at one N: goodput (goodput_bps), a round's duration, timeouts among transmissions,
+    over the settled rounds (`settled`); every round counted, the unfinished ones apart."""
+    every = tables.rounds_of(scheme, n=n)
+    if not every:
         raise NoData(f"{label(scheme, n=n)} did not run")
-    flows = tables.flows_of(scheme, n=n)
+    rounds, flows = settled(tables, every), settled(tables, tables.flows_of(scheme, n=n))
     return IncastFigures(
-        rounds=len(rounds), finished_rounds=len(finished_rounds(rounds)), goodput_bps=goodput_bps(rounds),
+        rounds=len(every), finished_rounds=len(finished_rounds(every)), goodput_bps=goodput_bps(rounds),
         round_mean_s=round_mean_s(tables, rounds),
         timeouts=sum(int(f["timeouts"]) for f in flows),
         transmissions=sum(math.ceil(int(f["size"]) / PAYLOAD_BYTES) + int(f["retransmits"]) for f in flows))

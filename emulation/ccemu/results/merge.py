@@ -234,7 +234,7 @@ def _block_rows(point: _Point) -> list[dict]:
     for scheme, n, at in blocks:
         flows = tables.flows_of(scheme, at, n)
         ports = tables.ports_of(scheme, at, n)
-        goodput = figures.goodput_bps(tables.rounds_of(scheme, at, n))
+        goodput = figures.goodput_bps(figures.settled(tables, tables.rounds_of(scheme, at, n)))
         fct = figures.optional(lambda: figures.fcts(tables, scheme, at, n))
         queue = figures.optional(lambda: figures.queues(tables, scheme, at, n))
         unfinished = tables.unfinished(scheme, at, n)

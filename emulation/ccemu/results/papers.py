@@ -158,6 +158,7 @@ class Comparison:
     claim: Claim
     ours: Figure | None  # None: not comparable before a figure was read
     judgement: Judgement
+    run: str = ""  # the experiment file it was read from, where a reproduction ran several of its kind
 
     @property
     def verdict(self) -> str:
@@ -189,7 +190,7 @@ def settings(path: Path = REFERENCE) -> dict[str, dict]:
     return {name: s.model_dump() for name, s in _table(path).settings.items()}
 
 
-def _differs(claim: Claim, tables: Tables) -> str:
+def settings_differ(claim: Claim, tables: Tables) -> str:
     """The settings the claim requires that the run has otherwise, as the reason; "" if none."""
     off = []
     for key, wanted in claim.requires.items():
@@ -204,7 +205,7 @@ def _differs(claim: Claim, tables: Tables) -> str:
 def compare_claim(claim: Claim, tables: Tables) -> Comparison:
     if claim.experiment != tables.kind:
         raise ValueError(f"claim {claim.id} is about {claim.experiment}, the bundle is {tables.kind}")
-    if why := _differs(claim, tables):
+    if why := settings_differ(claim, tables):
         return _not_comparable(claim, why)
     args = {k: v for k, v in claim.reading.items() if k != "name"}
     try:
@@ -260,7 +261,7 @@ def markdown(comparisons: list[Comparison]) -> list[str]:
         text = c.claim.claim
         if c.claim.tighter:
             text += f" (criterion tighter than the rule: {c.claim.tighter.interval.text()}, {c.claim.tighter.why})"
-        ours = c.ours.text() if c.ours is not None else "-"
+        ours = (c.ours.text() if c.ours is not None else "-") + (f" (run: {c.run})" if c.run else "")
         verdict = f"**{c.verdict}**" + (f" ({c.why})" if c.why else "")
         lines.append(f"| {_cell(text)} | {c.claim.paper.text()} {_cell(c.claim.unit)} | {ours} | "
                      f"{c.judgement.ratio} | {c.claim.kind} | {_cell(verdict)} | {_cell(c.claim.source)} |")

@@ -109,9 +109,8 @@ def incast_timeout_share(tables: Tables, scheme: str, n: int | None = None, n_mi
 
 
 def _incast_goodput_bps(tables: Tables, scheme: str, n_min: int | None, n_max: int | None) -> float:
-    """Goodput (figures.goodput_bps) over every round with N in [n_min, n_max]."""
-    blocks = checked(tables, scheme, n_min=n_min, n_max=n_max)
-    goodput = figures.goodput_bps([r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)])
+    """Goodput (figures.goodput_bps) over every settled round with N in [n_min, n_max]."""
+    goodput = figures.goodput_bps(_settled_rounds(tables, scheme, checked(tables, scheme, n_min=n_min, n_max=n_max)))
     if not goodput:
         raise NotComparable(f"no round of {scheme} delivered a byte")
     return goodput
@@ -128,10 +127,13 @@ def incast_goodput_ratio(tables: Tables, a: str, b: str, n_min: int | None = Non
 
 
 def incast_round_ms(tables: Tables, scheme: str, n_min: int) -> Figure:
-    """A round's mean completion time (the query's: its last response in), datacenter ms."""
-    blocks = checked(tables, scheme, n_min=n_min)
-    return Figure.of(1e3 * figures.round_mean_s(tables, [r for _, bn, _ in blocks
-                                                         for r in tables.rounds_of(scheme, n=bn)]))
+    """A settled round's mean completion time (the query's: its last response in), datacenter ms."""
+    return Figure.of(1e3 * figures.round_mean_s(tables, _settled_rounds(tables, scheme,
+                                                                        checked(tables, scheme, n_min=n_min))))
+
+
+def _settled_rounds(tables: Tables, scheme: str, blocks: list[tuple[str, int, str]]) -> list[dict]:
+    return figures.settled(tables, [r for _, bn, _ in blocks for r in tables.rounds_of(scheme, n=bn)])
 
 
 def incast_collapse_n(tables: Tables, scheme: str) -> Figure:

@@ -219,10 +219,14 @@ def _incast_rounds_lines(tables: Tables) -> list[str]:
                              else f"{goodput / tables.link_bps:.2f}")
             lines.append(f"| {scheme} | {n} | " + " | ".join(cells) + " |")
     warm = tables.config_value("workload.warm_up") and tables.config_value("transport.persistent_connections")
+    settle = int(tables.config_value("workload.settle_rounds") or 0)
     lines += ["", "Each block opened its connections before round 1 (workload.warm_up: a one-packet response per "
               "connection, not counted)." if warm else "Round 1 opened the connections (workload.warm_up off, or no "
-              "persistent connections): a loss there waits the initial RTO.", ""]
-    return lines
+              "persistent connections): a loss there waits the initial RTO."]
+    if settle:
+        lines += [f"The first {settle} round(s) of each N settle (workload.settle_rounds) and are shown here only: "
+                  f"goodput, round ms and timeouts above, and the claims, count rounds {settle + 1} to {rounds}."]
+    return lines + [""]
 
 
 def _fct_by_bucket_lines(tables: Tables) -> list[str]:

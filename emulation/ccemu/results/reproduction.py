@@ -4,6 +4,7 @@ experiment ran or not), in results/reproduce/TIME/REPORT.md with the bundles' pl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from . import papers
 from .figures import Tables
+from .rule import NOT_COMPARABLE
 
 
 @dataclass(frozen=True)
@@ -25,31 +27,40 @@ class Run:
 
 
 def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Comparison]:
-    """Every claim, in reference.yaml's order: from its experiment's bundle, or not comparable with why."""
-    by_run = {run.name: run for run in runs}
-    tables = {name: Tables.read(run.bundle) for name, run in by_run.items()
+    """Every claim, in reference.yaml's order, from a bundle of its experiment's kind, or not
+    comparable with why. Where several runs are of its kind (a profile that runs an experiment at
+    more than one of the papers' settings), it is read from the first run, in the reproduction's
+    order, whose settings are the figure's (`requires`) and whose data it finds; the report names
+    that run. Never the run with the best verdict: the order is fixed before any run."""
+    tables = {run.name: Tables.read(run.bundle) for run in runs
               if run.bundle is not None and (run.bundle / "manifest.json").exists()}
+    several = {kind for kind in {t.kind for t in tables.values()}
+               if sum(t.kind == kind for t in tables.values()) > 1}
     out = []
     for claim in claims:
-        run = by_run.get(claim.experiment)
-        if run is None:
-            out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction")
-        elif claim.experiment not in tables:
-            out += papers.not_run([claim], f"{claim.experiment} left no bundle ({run.error or 'no manifest'})")
-        elif tables[claim.experiment].kind != claim.experiment:
-            out += papers.not_run([claim], f"{run.bundle} is a {tables[claim.experiment].kind} bundle")
-        else:
-            out.append(papers.compare_claim(claim, tables[claim.experiment]))
+        of_kind = [name for name, t in tables.items() if t.kind == claim.experiment]
+        if not of_kind:
+            run = next((r for r in runs if r.name == claim.experiment), None)
+            out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction" if run is None
+                                  else f"{claim.experiment} left no bundle ({run.error or 'no manifest'})")
+            continue
+        readings = [(name, papers.compare_claim(claim, tables[name])) for name in of_kind]
+        at_its_settings = [(n, c) for n, c in readings if not papers.settings_differ(claim, tables[n])]
+        name, comparison = next(((n, c) for n, c in at_its_settings if c.verdict != NOT_COMPARABLE),
+                                (at_its_settings or readings)[0])
+        out.append(dataclasses.replace(comparison, run=name) if claim.experiment in several else comparison)
     return out
 
 
-def write_report(directory: Path, runs: list[Run], started: str) -> Path:
+def write_report(directory: Path, runs: list[Run], started: str, profile: str = "") -> Path:
+    """`profile`: the named set of experiments that ran (cli.PROFILES), "" for a list given by name."""
     plots = directory / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     total = sum(r.seconds for r in runs)
     settings = papers.settings()
     lines = [f"# ccemu reproduction: {started}", "",
-             f"{len(runs)} experiments in {total / 60:.1f} minutes of wall time. Each claim of "
+             f"{len(runs)} experiments" + (f" (profile {profile})" if profile else "") +
+             f" in {total / 60:.1f} minutes of wall time. Each claim of "
              "workloads/reference.yaml is listed, with the paper's figure (its source line in ../shared/seeds/), "
              "ccemu's, their ratio, the claim's class and the verdict.", "",
              "## Experiments", "",
@@ -91,10 +102,12 @@ def write_report(directory: Path, runs: list[Run], started: str) -> Path:
     report.write_text("\n".join(lines))
     (directory / "reproduction.json").write_text(json.dumps({
         "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": total,
+        "profile": profile,
         "commit": commit,
         "runs": [{"name": r.name, "bundle": str(r.bundle) if r.bundle else None, "seconds": round(r.seconds, 1),
                   "error": r.error} for r in runs],
-        "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "class": c.claim.kind, "verdict": c.verdict,
+        "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "run": c.run or None, "class": c.claim.kind,
+                    "verdict": c.verdict,
                     "paper": c.claim.paper.text(), "ours": c.ours.text() if c.ours is not None else None,
                     "ratio": c.judgement.ratio, "why": c.why, "source": c.claim.source} for c in comparisons],
     }, indent=2) + "\n")

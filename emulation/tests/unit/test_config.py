@@ -57,6 +57,9 @@ def config(**sections):
     (config(workload={"kind": "incast", "aggregator": "h17"}),
      "config: workload.aggregator: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),
+    (config(workload={"kind": "incast", "rounds": 2, "settle_rounds": 2}),
+     "config: workload.settle_rounds: must be below workload.rounds (2): the rounds after it are the ones counted "
+     "(got 2)"),
     (config(workload={"kind": "incst"}), "config: workload.kind: must be one of 'incast', 'realistic'"),
     (config(workload={"kind": "convergence", "per_scheme": {"tcp": {"senders": 2}}}),
      "config: workload.per_scheme.tcp: input should be 'expresspass', 'spraypass', 'dctcp'"),

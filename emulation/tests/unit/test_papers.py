@@ -36,7 +36,7 @@ def round_row(scheme, point="", n=0, flows=0, finished=None, duration=1.0, size=
 
 
 def flow(scheme, fct, src="h2", point="", n=0, size=1000, dst="h1", start=0.0, **extra):
-    return {"scheme": scheme, "point": point, "n": n, "src": src, "dst": dst, "id": 1, "size": size,
+    return {"scheme": scheme, "point": point, "n": n, "round": 1, "src": src, "dst": dst, "id": 1, "size": size,
             "bucket": "S" if size < 10_000 else "M" if size < 100_000 else "L", "start": start, "end": start + fct,
             "fct": fct, "slowdown": 2.0, "timeouts": 0, "retransmits": 0, "credits_sent": 0, "credits_wasted": 0,
             **extra}
@@ -211,6 +211,25 @@ def test_an_incast_reading_over_a_range_of_n_needs_every_n_and_every_round_of_th
     t.manifest["config"]["workload"].update(flows=[8, 20], rounds=2)
     assert by_id(papers.compare(t))["plus-equals-dctcp-low-n"].why == \
         "dctcp+ N=8 ran 1 of its 2 rounds; dctcp+ N=20 ran 1 of its 2 rounds"
+
+
+def test_incast_figures_count_the_rounds_after_the_settling_ones_and_every_round_must_have_run():
+    t = incast_tables({256: 0.1}, scheme="dctcp+", rto_min_ms=200, timeouts=3)  # round 1: 0.1 of the link, 3 timeouts
+    t.rounds += [dict(t.rounds[0], round=r, duration=1e6 * 8 / (0.7 * 10e6)) for r in (2, 3)]  # then 0.7
+    t.flows += [dict(f, round=r, timeouts=0) for r in (2, 3) for f in t.flows]
+    t.manifest["config"]["workload"].update(flows=[256], rounds=3)
+    whole = 256 * (1_000_000 // 256) / 1_000_000  # of the 1 MB a round's durations were set for
+    assert readings.incast_goodput_fraction(t, "dctcp+", n_min=200).low == \
+        pytest.approx(whole * 3 / (1 / 0.1 + 2 / 0.7))
+    t.manifest["config"]["workload"]["settle_rounds"] = 1
+    assert readings.incast_goodput_fraction(t, "dctcp+", n_min=200).low == pytest.approx(whole * 0.7)
+    assert readings.incast_timeout_share(t, "dctcp+", n_min=200) == Figure.of(0.0)
+    assert readings.incast_round_ms(t, "dctcp+", n_min=200).low == pytest.approx(1e3 * 8 / 7 / 200)
+    assert by_id(papers.compare(t))["plus-goodput"].verdict == rule.REPRODUCED
+    seen = figures.incast(t, "dctcp+", 256)
+    assert (seen.rounds, seen.finished_rounds, seen.timeouts) == (3, 3, 0)  # every round shown, the settled counted
+    t.rounds = [r for r in t.rounds if r["round"] != 3]
+    assert by_id(papers.compare(t))["plus-goodput"].why == "dctcp+ N=256 ran 2 of its 3 rounds"
 
 
 def test_incast_collapse_lies_between_the_last_n_above_half_the_best_and_the_first_below():
@@ -412,3 +431,30 @@ def test_every_claim_appears_in_the_reproduction_report_whether_its_experiment_r
 def test_ratios_of_bounded_figures_keep_their_bounds():
     assert Figure.at_least(10) / Figure.of(2) == Figure(5, math.inf)
     assert Figure.of(6) / Figure(2, 3) == Figure(2, 3)
+
+
+def test_a_claim_reads_the_first_run_of_its_kind_at_the_figures_settings_that_has_its_data_and_the_report_names_it(
+        tmp_path):
+    # The default incast at 10 ms, then two at 200 ms: the first without N >= 200, the second with it alone.
+    at_10 = write_bundle(tmp_path / "incast", incast_tables({8: 0.9, 20: 0.9, 40: 0.5}, rto_min_ms=10))
+    at_200 = incast_tables({8: 0.9, 20: 0.9, 40: 0.5, 60: 0.1}, rto_min_ms=200, timeouts=2)
+    at_200.manifest["config"]["workload"].update(flows=[8, 20, 40, 60], rounds=1)
+    at_200 = write_bundle(tmp_path / "incast-rto200", at_200)
+    dense = incast_tables({256: 0.7}, scheme="dctcp+", rto_min_ms=200)
+    dense.manifest["config"]["workload"].update(flows=[256], rounds=1)
+    dense = write_bundle(tmp_path / "incast-rto200-n256", dense)
+    runs = [Run("incast", at_10, 1.0), Run("incast-rto200", at_200, 1.0), Run("incast-rto200-n256", dense, 1.0)]
+    report = write_report(tmp_path / "reproduce", runs, "now", profile="full").read_text()
+    by = {c["id"]: c for c in json.loads((tmp_path / "reproduce" / "reproduction.json").read_text())["claims"]}
+    assert by["dctcp-timeouts-n40"]["run"] == "incast-rto200" and by["dctcp-timeouts-n40"]["ours"] is not None
+    assert by["dctcp-collapse-n"]["run"] == "incast-rto200"
+    assert by["plus-goodput"]["run"] == "incast-rto200-n256"
+    assert by["plus-goodput"]["verdict"] == rule.REPRODUCED  # 0.7 of the link: 700 Mbit/s, inside 600-900
+    assert by["shuffle-p99"]["run"] is None  # one run of its kind (none here): no run named
+    assert "4 experiments" not in report and "3 experiments (profile full)" in report
+    assert "(run: incast-rto200-n256)" in claim_line(report, "DCTCP+ keeps 600-900")
+    # Only runs at another setting: the claim is judged against the first, not comparable with why.
+    runs = [Run("incast", at_10, 1.0)]
+    write_report(tmp_path / "only-default", runs, "now")
+    by = {c["id"]: c for c in json.loads((tmp_path / "only-default" / "reproduction.json").read_text())["claims"]}
+    assert by["plus-goodput"]["why"] == "the paper's figure is for transport.rto_min_ms 200 (this run: 10)"
