@@ -13,6 +13,7 @@ import random
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from rich.progress import Progress
 
@@ -41,7 +42,7 @@ def scheduled(routing: Routing, flow: Flow, flow_id: int, start: float) -> tuple
 
 
 def warm_up_schedule(routing: Routing, hosts: list[str], aggregator: str, n: int, link_bps: float,
-                     rtt_s, start: float, first_id: int) -> list[tuple[str, ScheduledFlow]]:
+                     rtt_s: Callable[[str], float], start: float, first_id: int) -> list[tuple[str, ScheduledFlow]]:
     """The connections a block of N keeps, opened before its first round: every sender sends as
     many one-packet responses as it carries in a round, all at once, and the next sender starts
     once those have crossed the aggregator's link and been acknowledged (`rtt_s(sender)`, wall

@@ -458,3 +458,14 @@ def test_a_claim_reads_the_first_run_of_its_kind_at_the_figures_settings_that_ha
     write_report(tmp_path / "only-default", runs, "now")
     by = {c["id"]: c for c in json.loads((tmp_path / "only-default" / "reproduction.json").read_text())["claims"]}
     assert by["plus-goodput"]["why"] == "the paper's figure is for transport.rto_min_ms 200 (this run: 10)"
+
+
+def test_reproduce_takes_a_profile_or_names_not_both_and_the_full_profile_adds_the_200_ms_incast(capsys):
+    from ccemu.cli import PROFILES, REPRODUCED
+    from ccemu.model.config import EXPERIMENTS_DIR, load_config
+    assert main(["reproduce", "--profile", "full", "incast"]) == 2
+    assert capsys.readouterr().err.strip() == "ccemu reproduce: give experiment names or --profile, not both"
+    assert PROFILES["default"] == REPRODUCED
+    assert PROFILES["full"] == REPRODUCED + ("incast-rto200", "incast-rto200-n256")
+    for name in PROFILES["full"]:  # every experiment of every profile is a file whose config is valid
+        assert load_config(EXPERIMENTS_DIR / f"{name}.yaml").name == name
