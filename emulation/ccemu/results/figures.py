@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
 from .bundle import block_label, read_table
-from .stats import BUCKETS, percentile
+from .stats import BUCKETS, percentile, wilson_interval
 
 KB = 1000  # the papers' queue tables are in KB
 
@@ -460,6 +460,11 @@ class VictimFigures:
     @property
     def ce_fraction(self) -> float:
         return self.ce_marked / self.flows
+
+    @property
+    def ce_interval(self) -> tuple[float, float]:
+        """95 % interval of the marked share (Wilson): how far a run of this many victims pins it."""
+        return wilson_interval(self.ce_marked, self.flows)
 
 
 def victim_flows(tables: Tables, scheme: str) -> list[dict]:

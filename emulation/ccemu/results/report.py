@@ -289,13 +289,16 @@ def _victim_lines(tables: Tables) -> list[str]:
             lines.append(f"| {scheme} | 0 | {tables.unfinished(scheme)} | - | - | - | - | - | {pauses} | "
                          f"{paused / d * 1e3:.3f} | {drops} |")
             continue
-        lines.append(f"| {scheme} | {v.flows} | {tables.unfinished(scheme)} | {v.ce_marked} ({v.ce_fraction:.1%}) | "
+        low, high = v.ce_interval
+        lines.append(f"| {scheme} | {v.flows} | {tables.unfinished(scheme)} | {v.ce_marked} ({v.ce_fraction:.1%}; "
+                     f"95 %: {low:.1%} to {high:.1%}) | "
                      f"{v.ue_marked} ({v.ue_marked / v.flows:.1%}) | {1e3 * v.mean_fct_s:.3f} | "
                      f"{v.mean_slowdown:.2f} | {v.p99_slowdown:.2f} | {pauses} | {paused / d * 1e3:.3f} | {drops} |")
     lines += ["", "Marked CE: victim flows a CE-flagged CNP came back for (a packet of theirs was CE-marked on the "
-              "way: taken for congested); UE: TCD's undetermined mark. FCT in datacenter ms; slowdown = FCT / ideal "
-              "FCT. Pauses and paused time (datacenter) over every port; drops over every port (lossless: 0). The "
-              "paper's shares are in the claims below.", ""]
+              "way: taken for congested), with the share's 95 % interval (Wilson: how far this many victims pin "
+              "it; the claims judge the share itself); UE: TCD's undetermined mark. FCT in datacenter ms; "
+              "slowdown = FCT / ideal FCT. Pauses and paused time (datacenter) over every port; drops over every "
+              "port (lossless: 0). The paper's shares are in the claims below.", ""]
     lines += _paused_ports_lines(tables)
     lines += _pause_agent_lines(tables)
     return lines

@@ -51,3 +51,14 @@ def histogram_mean(counts: Sequence[int], bucket_bytes: int) -> float:
 
 def jain_fairness(rates: Sequence[float]) -> float:
     return sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates)) if any(rates) else 0.0
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95 % (z = 1.96) Wilson score interval of a proportion: unlike p +- z sqrt(p(1-p)/n) it
+    stays inside [0, 1] and keeps a width at 0 or n successes (TCD's 0 % of victims marked)."""
+    if trials <= 0:
+        raise ValueError("a proportion needs at least one trial")
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)

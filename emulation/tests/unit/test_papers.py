@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ccemu.cli import main
-from ccemu.results import figures, papers, readings, rule
+from ccemu.results import figures, papers, readings, rule, stats
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
 from ccemu.results.figures import Tables
 from ccemu.results.reproduction import Run, write_report
@@ -296,6 +296,17 @@ def test_victim_claims_count_only_the_victims_flows_with_a_ce_cnp():
     for f in t.flows:
         f["cnps_ce"] = ""  # a bundle without CNP counts: no share of marked victims, not 0
     assert "flows.csv has no CNP counts" in by_id(papers.compare(t))["tcd-spares-victims"].why
+
+
+def test_the_victim_summary_gives_the_marked_share_with_its_95_percent_interval(tmp_path):
+    flows = [flow("dcqcn", 0.1, src="h1", dst="h10", cnps_ce=int(i < 2), cnps_ue=0) for i in range(4)]
+    t = tables("victim", flows, [round_row("dcqcn", flows=4)],
+               workload={"kind": "victim", "victim_senders": ["h1"], "victim_receiver": "h10"})
+    bundle = write_bundle(tmp_path / "victim", t)
+    assert main(["report", str(bundle)]) == 0
+    low, high = stats.wilson_interval(2, 4)
+    assert f"| dcqcn | 4 | 0 | 2 (50.0%; 95 %: {low:.1%} to {high:.1%}) |" in (bundle / "summary.md").read_text()
+    assert (round(low, 3), round(high, 3)) == (0.15, 0.85)  # 4 victims pin a share only this far
 
 
 # Convergence -----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 import pytest
 
-from ccemu.results.stats import histogram_cdf, histogram_mean, jain_fairness, percentile, size_bucket
+from ccemu.results.stats import histogram_cdf, histogram_mean, jain_fairness, percentile, size_bucket, wilson_interval
 
 
 def test_sizes_fall_in_the_papers_buckets():
@@ -26,3 +26,13 @@ def test_queue_histograms_give_their_cdf_and_mean():
 def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_a_hog():
     assert jain_fairness([3, 3, 3]) == pytest.approx(1)
     assert jain_fairness([1, 0, 0, 0]) == pytest.approx(0.25)
+
+
+def test_a_proportions_wilson_interval_stays_in_0_1_and_keeps_a_width_at_none_and_all():
+    assert wilson_interval(15, 100) == pytest.approx((0.0931, 0.2328), abs=1e-4)  # the textbook's 15 of 100
+    assert wilson_interval(0, 100) == pytest.approx((0.0, 0.0370), abs=1e-4)
+    assert wilson_interval(100, 100) == pytest.approx((0.9630, 1.0), abs=1e-4)
+    low, high = wilson_interval(3, 7)
+    assert low < 3 / 7 < high
+    with pytest.raises(ValueError):
+        wilson_interval(0, 0)
