@@ -214,8 +214,9 @@ def _incast_rounds_lines(tables: Tables) -> list[str]:
             by_round = {int(r["round"]): r for r in tables.rounds_of(scheme, n=n)}
             cells = []
             for i in range(1, rounds + 1):
-                goodput = figures.goodput_bps([by_round[i]]) if i in by_round else None
-                cells.append("-" if i not in by_round else "unfinished" if goodput is None
+                row = by_round.get(i)
+                goodput = figures.goodput_bps([row]) if row else None
+                cells.append("-" if row is None else "unfinished" if goodput is None
                              else f"{goodput / tables.link_bps:.2f}")
             lines.append(f"| {scheme} | {n} | " + " | ".join(cells) + " |")
     warm = tables.config_value("workload.warm_up") and tables.config_value("transport.persistent_connections")

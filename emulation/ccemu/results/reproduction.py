@@ -44,10 +44,10 @@ def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Com
             out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction" if run is None
                                   else f"{claim.experiment} left no bundle ({run.error or 'no manifest'})")
             continue
-        readings = [(name, papers.compare_claim(claim, tables[name])) for name in of_kind]
-        at_its_settings = [(n, c) for n, c in readings if not papers.settings_differ(claim, tables[n])]
-        name, comparison = next(((n, c) for n, c in at_its_settings if c.verdict != NOT_COMPARABLE),
-                                (at_its_settings or readings)[0])
+        # None at the figure's settings: the first run says why (compare_claim names the setting).
+        candidates = [n for n in of_kind if not papers.settings_differ(claim, tables[n])] or of_kind[:1]
+        readings = [(n, papers.compare_claim(claim, tables[n])) for n in candidates]
+        name, comparison = next(((n, c) for n, c in readings if c.verdict != NOT_COMPARABLE), readings[0])
         out.append(dataclasses.replace(comparison, run=name) if claim.experiment in several else comparison)
     return out
 
