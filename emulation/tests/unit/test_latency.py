@@ -1,0 +1,29 @@
+"""The idle fabric's RTT floor read from ping's output (fabric/latency.py), without a fabric."""
+
+import pytest
+
+from ccemu.fabric.latency import _parse
+
+PING_OUTPUT = """# h2
+64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=9.10 ms
+64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 time=2.10 ms
+64 bytes from 10.0.0.2: icmp_seq=3 ttl=64 time=6.40 ms
+64 bytes from 10.0.0.2: icmp_seq=4 ttl=64 time=5.90 ms
+# h3
+64 bytes from 10.0.0.3: icmp_seq=1 ttl=64 time=0.90 ms
+64 bytes from 10.0.0.3: icmp_seq=2 ttl=64 time=3.00 ms
+"""
+
+
+def test_a_pairs_floor_is_its_least_ping_but_the_first_so_a_busy_moment_cannot_raise_it():
+    rtts = _parse("h1", PING_OUTPUT)
+    # h2: two of three later pings were slowed (6.4, 5.9 ms): the median (5.9) would be the busy
+    # moment's, the least (2.1) is the fabric's. The first ping (9.1 ms: OVS's slow path) is dropped.
+    assert rtts[("h1", "h2")] == pytest.approx(2.10e-3)
+    # h3: the first is dropped even when it is the least (0.9 ms).
+    assert rtts[("h1", "h3")] == pytest.approx(3.00e-3)
+
+
+def test_a_pair_that_answered_once_keeps_that_one_ping():
+    one = "# h4\n64 bytes from x: icmp_seq=1 ttl=64 time=4.5 ms\n"
+    assert _parse("h1", one) == {("h1", "h4"): pytest.approx(4.5e-3)}
