@@ -353,6 +353,7 @@ class ExperimentRunner:
             ends = [bottleneck_host] if bottleneck_host else hosts
             self.credit_queues = 1 + max(len(net.routing.path(a, h, 0)) for a in ends for h in hosts if h != a)
             self._record_hosts(spec, net)
+            self._record_transport(spec, workdir)
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
             with PortMaps(net.inventory.state_dir) as maps:
@@ -464,6 +465,19 @@ class ExperimentRunner:
                     **{key: round(value, 6) if isinstance(value, float) else value
                        for key, value in figures.as_row().items()}})
 
+    def _record_transport(self, spec: BlockSpec, workdir: Path) -> None:
+        """Every host's cchost counters over the block (one file per cchost it ran: summed)."""
+        totals: dict[str, dict[str, int]] = {}
+        for path in workdir.glob("**/*.counters"):
+            counters = read_counters(path)
+            host = totals.setdefault(path.stem, {"credits_sent": 0, "credits_received": 0, "credits_wasted": 0})
+            host["credits_sent"] += counters["sent_packets"]["credit"]
+            host["credits_received"] += counters["received_packets"]["credit"]
+            host["credits_wasted"] += counters["credits_wasted"]
+        for host, figures in sorted(totals.items(), key=lambda item: host_number(item[0])):
+            self.bundle.transport.append({"scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "host": host,
+                                          **figures})
+
     def _record_ports(self, spec: BlockSpec, ports: list[PortStats], bottleneck_port: str | None) -> None:
         for p in ports:
             self.bundle.ports.append({
@@ -490,9 +504,13 @@ class ExperimentRunner:
     @staticmethod
     def ideal_fct_s(live: LiveBlock, record: dict) -> float:
         """A flow record's ideal FCT (wall): one way across its pair's base RTT, and its bytes at the
-        link rate."""
-        return ideal_fct_s(record["size"], live.config.link.rate_mbps * 1e6,
-                           live.base_rtt_s(f"h{record['src']}", f"h{record['dst']}"))
+        rate of the slowest link of its path (its hosts' own, link.host_shares; a link between
+        switches when it leaves its ToR, link.fabric_share)."""
+        src, dst, link = f"h{record['src']}", f"h{record['dst']}", live.config.link
+        rates = [link.host_rate_mbps(src), link.host_rate_mbps(dst)]
+        if len(live.net.routing.path(src, dst, 0)) > 1:
+            rates.append(link.fabric_rate_mbps)
+        return ideal_fct_s(record["size"], min(rates) * 1e6, live.base_rtt_s(src, dst))
 
     def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> dict:
         """A flow record as a row of flows.csv, with its ideal FCT and slowdown."""

@@ -89,7 +89,8 @@ class FlowsRunner(ExperimentRunner):
         rng = random.Random(self._seed(live.spec))
         link_bps = live.config.link.rate_mbps * 1e6  # wall: inter-arrivals come out dilated
         if isinstance(w, RealisticWorkload):
-            load = float(live.spec.point.split("=")[1])
+            load = w.host_link_load(float(live.spec.point.split("=")[1]), self.config.topology.counts(),
+                                    self.config.link.fabric_share)
             return poisson_flows(hosts, FlowSizeCdf.named(w.cdf), load, link_bps, w.flows, rng)
         if isinstance(w, PermutationWorkload):
             return permutation(hosts, w.size_bytes, rng)

@@ -211,6 +211,8 @@ class ExperimentCollector(Collector):
         received = CounterMetricFamily("ccemu_host_received_bytes", "Data payload bytes received by the host",
                                        labels=labels)
         credits = CounterMetricFamily("ccemu_host_credits_sent", "Credits the host sent", labels=labels)
+        reached = CounterMetricFamily("ccemu_host_credits_received", "Credits that reached the host (as a sender)",
+                                      labels=labels)
         wasted = CounterMetricFamily("ccemu_host_credits_wasted", "Credits the host received and could not use",
                                      labels=labels)
         lateness = GaugeMetricFamily("ccemu_host_timer_lateness_seconds", "Mean lateness of cchost's timers "
@@ -222,9 +224,11 @@ class ExperimentCollector(Collector):
             except (ValueError, OSError):
                 continue  # being rewritten
             host = f"h{c['host']}"
-            t = totals.setdefault(host, {"received": 0, "credits": 0, "wasted": 0, "late": 0, "count": 0})
+            t = totals.setdefault(host, {"received": 0, "credits": 0, "reached": 0, "wasted": 0, "late": 0,
+                                         "count": 0})
             t["received"] += c["data_bytes_received"]
             t["credits"] += c["credits_sent"]
+            t["reached"] += c["received_packets"]["credit"]
             t["wasted"] += c["credits_wasted"]
             late = c["timer_lateness"]
             t["late"] += late["mean_us"] * late["count"]
@@ -233,9 +237,10 @@ class ExperimentCollector(Collector):
             values = [*base.values(), host]
             received.add_metric(values, t["received"])
             credits.add_metric(values, t["credits"])
+            reached.add_metric(values, t["reached"])
             wasted.add_metric(values, t["wasted"])
             lateness.add_metric(values, t["late"] / t["count"] / 1e6 if t["count"] else 0.0)
-        yield from (received, credits, wasted, lateness)
+        yield from (received, credits, reached, wasted, lateness)
 
     def _containers_of(self, base: dict):
         """Docker hosts: what each container's cgroups counted (a host that hit its CPU limit shows

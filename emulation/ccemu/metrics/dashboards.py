@@ -167,9 +167,10 @@ def dashboards() -> dict[str, dict]:
                     [(_sum("scheme, n, host", _rate("ccemu_host_credits_sent_total")) + " > 0",
                       "{{scheme}} N={{n}} {{host}}")], "pps", 12, 0),
         _timeseries(3, "Credit waste",
-                    [(_ratio("scheme, n", "ccemu_host_credits_wasted_total", "ccemu_host_credits_sent_total"),
+                    [(_ratio("scheme, n", "ccemu_host_credits_wasted_total", "ccemu_host_credits_received_total"),
                       "{{scheme}} N={{n}}")],
-                    "percentunit", 0, 8, description="Credits that arrived when the sender had nothing left to send"),
+                    "percentunit", 0, 8, description="Of the credits that reached senders, those that arrived when the "
+                                                     "sender had nothing left to send (ExpressPass Fig. 20)"),
         _timeseries(4, "Credit drops",
                     [(_sum("scheme, n", _rate("ccemu_port_dropped_packets_total", CREDIT)),
                       "{{scheme}} N={{n}}")], "pps", 12, 8),

@@ -27,6 +27,7 @@ from ..fabric.kernel import KernelFeatures
 # CREDIT_WIRE_BYTES: minimum Ethernet frame + preamble/SFD + inter-frame gap; DATA_WIRE_BYTES:
 # maximum frame (MTU 1500) + the same.
 from .dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, Dilation, auto_dilation
+from .workloads import host_link_load
 from .topology import (
     Topology,
     TopologyCounts,
@@ -184,9 +185,20 @@ class LinkConfig(_Section):
                 raise ValueError(f"{host}: a share must be in (0, 1] (got {share})")
         return shares
 
+    fabric_share: float = Field(
+        1.0, gt=0, le=1, allow_inf_nan=False,
+        description="links between switches at this share of rate_mbps (hosts' links stay at rate_mbps): "
+                    "oversubscription at the ToR, e.g. ExpressPass's 3:1 (6 hosts over 2 uplinks) on a k=4 "
+                    "fat-tree's ToR of 2 hosts and 2 uplinks: 0.3333")
+
     def host_rate_mbps(self, host: str) -> float:
         """What `host`'s NIC sends at."""
         return self.rate_mbps * self.host_shares.get(host, 1.0)
+
+    @property
+    def fabric_rate_mbps(self) -> float:
+        """What a link between two switches runs at."""
+        return self.rate_mbps * self.fabric_share
 
     @field_validator("rate_mbps")
     @classmethod
@@ -484,7 +496,7 @@ class IncastWorkload(_Section):
                                                   f"it are the ones counted (got {self.settle_rounds})")
         return self
 
-    def busy_links(self, hosts: int) -> float:
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         """Every response crosses the aggregator's link: the fabric carries one link's rate."""
         return 1
 
@@ -496,7 +508,11 @@ class RealisticWorkload(_Section):
     kind: Literal["realistic"]
     cdf: Literal["search", "mining", "cachefollower", "webserver"] = "webserver"
     loads: list[float] = Field([0.2, 0.5, 0.8], min_length=1,
-                               description="offered load on every host link, each run on its own fabric")
+                               description="offered load where load_on says, each run on its own fabric")
+    load_on: Literal["host_links", "tor_uplinks"] = Field(
+        "host_links", description="host_links: every host offers load x its link; tor_uplinks: what crosses a "
+                                  "ToR's uplinks is load x their capacity (ExpressPass, seed 000: 'we set the "
+                                  "target load for ToR up-links', with 3:1 oversubscription there)")
     flows: int = Field(300, ge=1, description="flows per load (all hosts together)")
     timeout_s: float = Field(120.0, gt=0, description="wall seconds a load's flows get after the last one starts")
 
@@ -508,8 +524,17 @@ class RealisticWorkload(_Section):
             raise ValueError(f"every load must be in (0, 1] (got {bad[0]})")
         return loads
 
-    def busy_links(self, hosts: int) -> float:
-        return hosts * max(self.loads)
+    def host_link_load(self, load: float, counts: TopologyCounts, fabric_share: float) -> float:
+        """`load` (one of loads) as the share of its link every host offers."""
+        if self.load_on == "host_links":
+            return load
+        return host_link_load(load, counts.tor, counts.hosts, fabric_share)
+
+    def host_link_loads(self, counts: TopologyCounts, fabric_share: float) -> list[float]:
+        return [self.host_link_load(load, counts, fabric_share) for load in self.loads]
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return counts.hosts * max(self.host_link_loads(counts, fabric_share))
 
 
 class PermutationWorkload(_Section):
@@ -519,8 +544,8 @@ class PermutationWorkload(_Section):
     size_bytes: int = Field(2_000_000, ge=1)
     timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get to finish")
 
-    def busy_links(self, hosts: int) -> float:
-        return hosts
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return counts.hosts
 
 
 class ShuffleWorkload(_Section):
@@ -532,8 +557,8 @@ class ShuffleWorkload(_Section):
     size_bytes: int = Field(100_000, ge=1)
     timeout_s: float = Field(300.0, gt=0, description="wall seconds the flows get to finish")
 
-    def busy_links(self, hosts: int) -> float:
-        return hosts
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return counts.hosts
 
 
 class ConvergenceTiming(_Section):
@@ -568,7 +593,7 @@ class ConvergenceWorkload(_Section):
             raise ValueError(f"every alpha must be in (0, 1] (got {bad[0]})")
         return alphas
 
-    def busy_links(self, hosts: int) -> float:
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return 1
 
     def senders_of(self, scheme: str) -> int:
@@ -627,7 +652,7 @@ class VictimWorkload(_Section):
         return [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
                 *self.bursters]
 
-    def busy_links(self, hosts: int) -> float:
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return len(self.bursters) + 2
 
 
@@ -864,6 +889,15 @@ class ExperimentConfig(_Section):
             beyond = [h for h in self.workload.hosts() if int(h[1:]) > hosts]
             if beyond:
                 raise _KeyedError(("workload",), f"the topology has h1..h{hosts} (got {beyond[0]})")
+        if isinstance(self.workload, RealisticWorkload):
+            try:
+                over = [(load, x) for load, x in zip(self.workload.loads, self.workload.host_link_loads(
+                    self.topology.counts(), self.link.fabric_share)) if x > 1]
+            except ValueError as e:
+                raise _KeyedError(("workload", "load_on"), str(e)) from None
+            if over:
+                raise _KeyedError(("workload", "loads"), f"{over[0][0]:g} on the ToR uplinks needs {over[0][1]:.3g} "
+                                                         "of every host link: at most 1")
         for name in self.link.host_shares:
             if int(name[1:]) > hosts:
                 raise _KeyedError(("link", "host_shares", name), f"the topology has h1..h{hosts}")
@@ -963,9 +997,11 @@ def _busy_links(data: dict) -> float:
     try:
         topology = _TOPOLOGY.validate_python(data.get("topology"))
         workload = _WORKLOAD.validate_python(data.get("workload"))
-    except ValidationError:
+        link = data.get("link") or {}
+        share = LinkConfig.model_validate({"fabric_share": link.get("fabric_share", 1.0)}).fabric_share
+        return workload.busy_links(topology.counts(), share) if workload is not None else 1.0
+    except (ValidationError, AttributeError, ValueError):
         return 1.0
-    return workload.busy_links(topology.counts().hosts) if workload is not None else 1.0
 
 
 def _describe(error: dict) -> str:

@@ -146,12 +146,20 @@ class TopologyCounts:
     # Runs of (switches, ports each) in switch order, the order FabricNet deals switches
     # out to OVS instances.
     switch_ports: tuple[tuple[int, int], ...]
+    # (hosts, links to other switches) of every switch hosts hang off, where all have the same;
+    # None where they differ or hosts' switches have no uplinks (a star). A load "on the ToR
+    # uplinks" (ExpressPass's realistic workloads) is defined through it.
+    tor: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, topo: Topology) -> "TopologyCounts":
         """Counted on a built topology (what the formulas must agree with)."""
         runs = _runs(*((1, len(topo.ports(switch.name))) for switch in topo.switches))
-        return cls(len(topo.hosts), len(topo.switches), len(topo.links), runs)
+        tors = {switch for switch, _ in map(topo.attachment, topo.host_names)}
+        shapes = {(sum(topo.is_host(peer) for peer, _ in topo.ports(tor).values()),
+                   sum(not topo.is_host(peer) for peer, _ in topo.ports(tor).values())) for tor in tors}
+        tor = next(iter(shapes)) if len(shapes) == 1 and next(iter(shapes))[1] else None
+        return cls(len(topo.hosts), len(topo.switches), len(topo.links), runs, tor)
 
     @property
     def interfaces(self) -> int:
@@ -186,7 +194,7 @@ def fat_tree_counts(k: int) -> TopologyCounts:
     """fat_tree(k) without building it: k^3/4 hosts, 5k^2/4 switches of k ports each,
     k^3/4 host links + k^3/4 edge-aggregation + k^3/4 aggregation-core links."""
     return TopologyCounts(hosts=k ** 3 // 4, switches=5 * k * k // 4, links=3 * k ** 3 // 4,
-                          switch_ports=((5 * k * k // 4, k),))
+                          switch_ports=((5 * k * k // 4, k),), tor=(k // 2, k // 2))
 
 
 def fat_tree(k: int) -> Topology:
@@ -242,7 +250,8 @@ def leaf_spine_counts(leaves: int, spines: int, hosts_per_leaf: int) -> Topology
     then spines (one port per leaf)."""
     return TopologyCounts(hosts=leaves * hosts_per_leaf, switches=leaves + spines,
                           links=leaves * (hosts_per_leaf + spines),
-                          switch_ports=_runs((leaves, hosts_per_leaf + spines), (spines, leaves)))
+                          switch_ports=_runs((leaves, hosts_per_leaf + spines), (spines, leaves)),
+                          tor=(hosts_per_leaf, spines))
 
 
 def _runs(*runs: tuple[int, int]) -> tuple[tuple[int, int], ...]:
@@ -272,7 +281,7 @@ def dumbbell(hosts_per_side: int) -> Topology:
 def dumbbell_counts(hosts_per_side: int) -> TopologyCounts:
     """dumbbell(...) without building it: two switches with their hosts and the bottleneck."""
     return TopologyCounts(hosts=2 * hosts_per_side, switches=2, links=2 * hosts_per_side + 1,
-                          switch_ports=((2, hosts_per_side + 1),))
+                          switch_ports=((2, hosts_per_side + 1),), tor=(hosts_per_side, 1))
 
 
 def star(hosts: int) -> Topology:

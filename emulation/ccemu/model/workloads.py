@@ -85,14 +85,32 @@ class FlowSizeCdf:
 def poisson_flows(hosts: list[str], cdf: FlowSizeCdf, load: float, link_bps: float, flows: int,
                   rng: random.Random) -> list[Flow]:
     """Each host opens flows to uniformly chosen other hosts as a Poisson process whose
-    rate makes its offered bytes `load` x its link rate (the ExpressPass realistic
-    workloads: load on the hosts' links, hence on the ToR uplinks of a full-bisection
-    fat-tree). `flows` in total, in start order."""
+    rate makes its offered bytes `load` x its link rate (a load on the ToR uplinks, as
+    the ExpressPass realistic workloads set it, comes here through host_link_load). `flows`
+    in total, in start order."""
     if not 0 < load <= 1:
         raise ValueError(f"load must be in (0, 1] (got {load})")
     if len(hosts) < 2:
         raise ValueError("needs at least two hosts")
     return _poisson(hosts, lambda src: rng.choice([h for h in hosts if h != src]), cdf, load, link_bps, flows, rng)
+
+
+def host_link_load(load: float, tor: tuple[int, int] | None, hosts: int, fabric_share: float) -> float:
+    """The load on every host link that puts `load` on the ToR uplinks (ExpressPass, seed 000:
+    "there is an over-subscription at the ToR uplinks and most of the traffic traverses through
+    the ToR up-links due to random peer selection. Hence, we set the target load for ToR
+    up-links"). `tor` is (hosts, uplinks) of every ToR, each uplink at `fabric_share` of a host
+    link. A ToR's hosts each offer x of their link to uniformly chosen peers, of whom
+    (hosts - per ToR) / (hosts - 1) are under other ToRs: the uplinks carry
+    per_tor * x * that share, which is to be load * uplinks * fabric_share."""
+    if tor is None:
+        raise ValueError("a load on the ToR uplinks needs a topology whose hosts' switches have uplinks, all alike "
+                         "(a fat-tree, leaf-spine or dumbbell)")
+    per_tor, uplinks = tor
+    if per_tor >= hosts:
+        raise ValueError("every host is under one ToR: no traffic crosses its uplinks")
+    crossing = (hosts - per_tor) / (hosts - 1)
+    return load * uplinks * fabric_share / (per_tor * crossing)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,10 @@ STATS_EVERY_S = 1.0
 CHECK_EVERY_S = 0.1  # every gate against its port's flag
 LOG_FILE = "pfc-agent.log"  # its stderr
 EVENTS_BYTES = 256 * 1024  # bpf/port.h PFC_EVENTS_BYTES
-SHAPE_FILE = "pfc-shape.json"  # the ports' PortShape (every port of a run has the same)
+# The ports' PortShape: every port of a run has the same but for the rate of ports between
+# switches (link.fabric_share), which the gates need not know: an open gate's rate is above the host
+# link's, so the port's HTB class, not the gate, sets its rate either way.
+SHAPE_FILE = "pfc-shape.json"
 _NLMSG_ERROR = 2
 
 

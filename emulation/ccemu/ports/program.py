@@ -77,14 +77,14 @@ class PortProgram:
         port_ids = max(ids.port_id for ids in ids.values()) + 1
         return [str(self.loader), "load", str(self.object_file), str(bpffs), str(port_ids), str(switch_ports)]
 
-    def attach_command(self, bpffs: Path, node: str, ports: dict[str, PortIds], shape: PortShape,
+    def attach_command(self, bpffs: Path, node: str, ports: dict[str, tuple[PortIds, PortShape]],
                        config_dir: Path, switch_ports: bool) -> str:
         """Shell command that, run inside `node`'s namespace, attaches the run's programs to
-        `ports` (a switch's ports, or a host's NIC) and prints "attached <ifname> <ifindex>" per
-        port."""
+        `ports` (a switch's ports, or a host's NIC; each with its ids and shape) and prints
+        "attached <ifname> <ifindex>" per port."""
         config = config_dir / f"{node}.ports"
         config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id, switch_ports) + "\n"
-                                  for port, ids in ports.items()))
+                                  for port, (ids, shape) in ports.items()))
         return f"{shlex.quote(str(self.loader))} attach {shlex.quote(str(bpffs))} {shlex.quote(str(config))}"
 
 

@@ -76,11 +76,13 @@ class PortShape:
             raise ValueError(f"ecn_threshold_bytes must be in [0, buffer_bytes), got {self.ecn_threshold_bytes}")
 
     @classmethod
-    def of(cls, config: ExperimentConfig) -> "PortShape":
+    def of(cls, config: ExperimentConfig, rate_mbps: float | None = None) -> "PortShape":
+        """A switch port facing a host (at link.rate_mbps), or at `rate_mbps`."""
         port = config.port
         pfc, red, tcd = port.lossless, isinstance(port, DcqcnPort), isinstance(port, TcdPort)
         shape = cls(
-            rate_mbps=config.link.rate_mbps, buffer_bytes=port.buffer_bytes, mtu=config.link.mtu,
+            rate_mbps=config.link.rate_mbps if rate_mbps is None else rate_mbps, buffer_bytes=port.buffer_bytes,
+            mtu=config.link.mtu,
             credit_share=port.credit_share if isinstance(port, ExpressPassPort) else 0.0,
             credit_buffer_bytes=port.credit_buffer_bytes if isinstance(port, ExpressPassPort) else 0,
             ecn_threshold_bytes=port.ecn_threshold_bytes if isinstance(port, DctcpPort) else 0,
@@ -94,6 +96,12 @@ class PortShape:
                       else tcd_max_on_s(shape, port.epsilon))
             shape = dataclasses.replace(shape, tcd_max_on_s=max_on)
         return shape
+
+    @classmethod
+    def of_fabric(cls, config: ExperimentConfig) -> "PortShape":
+        """A switch port facing another switch: at link.fabric_share of the rate (TCD's max ON
+        time, in frames at the port's rate, follows it)."""
+        return cls.of(config, config.link.fabric_rate_mbps)
 
     def of_nic(self, config: ExperimentConfig, host: str) -> "PortShape":
         """`host`'s NIC: this port at the host's own rate (link.host_shares) and with the NIC's

@@ -40,6 +40,11 @@ ROUND_FIELDS = ["scheme", "n", "point", "round", "flows", "finished", "bytes", "
                 "unfinished", "failures"]
 RTT_FIELDS = ["scheme", "n", "point", "src", "dst", "links", "floor_ms", "target_ms", "added_one_way_ms"]
 TIMELINE_FIELDS = ["scheme", "point", "t", "src", "id", "bytes"]
+# What each host's cchost counted over a block, beyond its flows' records: the credits it sent
+# (as a receiver), those that reached it (as a sender) and those of them it had nothing to send
+# for, including credits that arrived after their flow's record was written (ns2-xpass counts
+# those too: ExpressPass Fig. 20's waste).
+TRANSPORT_FIELDS = ["scheme", "n", "point", "host", "credits_sent", "credits_received", "credits_wasted"]
 # Docker hosts: what each block's container counted (cgroups), with its limits (empty: none).
 HOST_FIELDS = ["scheme", "n", "point", "host", "image", "cpus", "memory_mb", "cpu_seconds", "periods",
                "throttled_periods", "throttled_seconds", "memory_bytes", "memory_peak_bytes"]
@@ -70,6 +75,7 @@ class Bundle:
         self.rtts: list[dict] = []
         self.timeline: list[dict] = []
         self.hosts: list[dict] = []
+        self.transport: list[dict] = []
 
     @property
     def work(self) -> Path:
@@ -78,7 +84,8 @@ class Bundle:
     def write_tables(self) -> None:
         for name, fields, rows in (("flows", FLOW_FIELDS, self.flows), ("rounds", ROUND_FIELDS, self.rounds),
                                    ("ports", PORT_FIELDS, self.ports), ("rtts", RTT_FIELDS, self.rtts),
-                                   ("timeline", TIMELINE_FIELDS, self.timeline), ("hosts", HOST_FIELDS, self.hosts)):
+                                   ("timeline", TIMELINE_FIELDS, self.timeline), ("hosts", HOST_FIELDS, self.hosts),
+                                   ("transport", TRANSPORT_FIELDS, self.transport)):
             if name == "hosts" and not rows:
                 continue  # namespace hosts: nothing counted per host
             with open(self.dir / f"{name}.csv", "w", newline="") as out:

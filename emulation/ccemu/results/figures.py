@@ -55,12 +55,13 @@ class Tables:
     rtts: list[dict]
     timeline: list[dict]
     hosts: list[dict] = field(default_factory=list)  # Docker hosts' cgroup figures (none: namespace hosts)
+    transport: list[dict] = field(default_factory=list)  # cchost's counters per host and block (bundle.py)
 
     @classmethod
     def read(cls, directory: Path) -> "Tables":
         manifest = json.loads((directory / "manifest.json").read_text())
         return cls(manifest, *(read_table(directory, name) for name in ("flows", "rounds", "ports", "rtts",
-                                                                          "timeline", "hosts")))
+                                                                          "timeline", "hosts", "transport")))
 
     @property
     def kind(self) -> str:
@@ -205,13 +206,19 @@ def flow_throughputs_bps(tables: Tables, scheme: str, point: str | None = None) 
 
 
 def credit_waste(tables: Tables, scheme: str, point: str | None = None, n: int | None = None) -> float:
-    """Credits that reached a sender with nothing left to send, over all credits sent (the finished
-    flows' records: ExpressPass Fig. 20's ratio, counted at the sender)."""
-    flows = tables.flows_of(scheme, point, n)
-    sent = sum(int(f["credits_sent"]) for f in flows)
-    if not sent:
-        raise NoData(f"{label(scheme, point, n)} sent no credits")
-    return sum(int(f["credits_wasted"]) for f in flows) / sent
+    """Credits that reached a sender with nothing left to send, of all credits that reached it: ExpressPass
+    Fig. 20's "ratio of credit waste from the sender" (seed 000 line 125). ns2-xpass counts a credit as
+    wasted at the sender whenever it arrives after the flow's last data, also once the flow has closed;
+    a credit dropped on its way never reaches the sender and is not counted. The hosts' counters of the
+    selection's blocks (transport.csv), not the flow records: credits arriving after a flow's record
+    was written are counted only there."""
+    rows = [r for r in tables.transport if _in(r, scheme, point, n)]
+    if not rows:
+        raise NoData(f"{label(scheme, point, n)} has no transport counters (a bundle from before they were recorded)")
+    received = sum(int(r["credits_received"]) for r in rows)
+    if not received:
+        raise NoData(f"no credit of {label(scheme, point, n)} reached a sender")
+    return sum(int(r["credits_wasted"]) for r in rows) / received
 
 
 # Queues ----------------------------------------------------------------------------------------

@@ -115,6 +115,24 @@ def test_two_flows_through_one_switch_to_switch_link_share_its_rate(tmp_path):
     assert 0.9 * ideal <= sum(goodputs) <= 1.03 * ideal, goodputs
 
 
+def test_a_link_between_switches_runs_at_the_fabric_share_and_a_hosts_link_at_the_full_rate(tmp_path):
+    """Oversubscription at the ToR (link.fabric_share): a flow across s1 -> s2 gets a third of the
+    rate, one to a host on its own switch the whole rate, at the same time."""
+    config = fabric_config({"kind": "dumbbell", "hosts_per_side": 2}, link={"rate_mbps": 6, "fabric_share": 1 / 3})
+    net = FabricNet(config, state_root=tmp_path)
+    with net:
+        servers = [net[h].popen(["iperf3", "-s", "-1"]) for h in ("h3", "h1")]
+        time.sleep(0.3)
+        clients = [net[src].popen(["iperf3", "-c", net[dst].IP(), "-t", "5", "-J"])
+                   for src, dst in (("h1", "h3"), ("h2", "h1"))]
+        across, local = [json.loads(c.communicate()[0])["end"]["sum_received"]["bits_per_second"] for c in clients]
+        for server in servers:
+            server.wait(timeout=10)
+    ideal = 6e6 * 1448 / 1538
+    assert 0.9 * ideal / 3 <= across <= 1.03 * ideal / 3, across
+    assert 0.9 * ideal <= local <= 1.03 * ideal, local
+
+
 def test_different_path_ids_of_a_cross_pod_pair_use_different_cores(fat_tree_k4):
     cores = {path[2] for path in fat_tree_k4.routing.paths("h1", "h16")}
     assert cores == {"c1", "c2", "c3", "c4"}

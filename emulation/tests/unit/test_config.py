@@ -67,6 +67,14 @@ def config(**sections):
      "config: workload.per_scheme.dctcp.interval_rtts: input should be greater than 0 (got 0)"),
     (config(workload={"kind": "realistic", "cdf": "search", "loads": [0.5, 1.5]}),
      "config: workload.loads: every load must be in (0, 1] (got 1.5)"),
+    (config(link={"fabric_share": 1.5}), "config: link.fabric_share: input should be less than or equal to 1 "
+                                          "(got 1.5)"),
+    ({**config(workload={"kind": "realistic", "load_on": "tor_uplinks"}), "topology": {"kind": "star"}},
+     "config: workload.load_on: a load on the ToR uplinks needs a topology whose hosts' switches have uplinks, "
+     "all alike (a fat-tree, leaf-spine or dumbbell)"),
+    # k=4 with full-rate uplinks: 0.95 on the uplinks needs 0.95 x 15/14 of every host link.
+    (config(workload={"kind": "realistic", "loads": [0.5, 0.95], "load_on": "tor_uplinks"}),
+     "config: workload.loads: 0.95 on the ToR uplinks needs 1.02 of every host link: at most 1"),
     (config(hosts={"kind": "vm"}), "config: hosts.kind: input should be 'namespace' or 'docker' (got 'vm')"),
     (config(hosts={"cpus": 0.5}), "config: hosts.cpus: needs kind: docker (namespace hosts have no image and no "
                                   "limits)"),

@@ -20,13 +20,14 @@ RTT = 0.052  # wall seconds
 
 
 def tables(kind, flows=(), rounds=(), ports=(), rtts=(), timeline=(), dilation=1000.0, rate_mbps=10, verdict="PASS",
-           **config):
+           counters=(), **config):
     """Tables of a bundle of `kind`; every block of `rounds` gets the fidelity verdict `verdict`."""
     manifest = {"kind": kind, "config": {"link": {"rate_mbps": rate_mbps}, "workload": {"kind": kind}, **config},
                 "datacenter": {"dilation": dilation},
                 "fidelity": {"blocks": [{"scheme": r["scheme"], "n": r.get("n", 0), "point": r.get("point", ""),
                                          "status": verdict} for r in rounds]}}
-    return Tables(manifest, list(flows), list(rounds), list(ports), list(rtts), list(timeline))
+    return Tables(manifest, list(flows), list(rounds), list(ports), list(rtts), list(timeline),
+                  transport=list(counters))
 
 
 def round_row(scheme, point="", n=0, flows=0, finished=None, duration=1.0, size=0):
@@ -87,18 +88,22 @@ def test_the_reference_table_refuses_a_claim_it_cannot_judge(tmp_path, change, m
 def realistic(loads=("load=0.2", "load=0.6"), unfinished=0, verdict="PASS", with_ports=True, cdf="webserver"):
     """ExpressPass and DCTCP at two loads: S, M and L flows (DCTCP's twice as slow), queues of 10 and
     300 KB (ExpressPass 12 KB at the higher load)."""
-    flows, rounds, ports = [], [], []
+    flows, rounds, ports, counters = [], [], [], []
     for scheme, slower, queue in (("expresspass", 1.0, 10_000), ("dctcp", 2.0, 300_000)):
         for point in loads:
             sizes = (1000, 50_000, 500_000)
             flows += [flow(scheme, slower * size / 1e6, point=point, size=size, credits_sent=10, credits_wasted=2)
                       for size in sizes]
+            # Two senders' counters: 20 credits reached them, 4 with nothing to send (1 after its flow's record).
+            counters += [{"scheme": scheme, "n": 0, "point": point, "host": h, "credits_sent": 14,
+                           "credits_received": 10, "credits_wasted": 2} for h in ("h1", "h2")]
             rounds.append(round_row(scheme, point, flows=3 + unfinished, finished=3))
             if with_ports:
                 grown = queue * 6 // 5 if point == "load=0.6" and scheme == "expresspass" else queue
                 ports += [port(scheme, point, grown, mean_queue=grown / 10, enqueued=100),
                           port(scheme, point, 900_000, node="h3")]  # a host NIC: not a switch queue
-    return tables("realistic", flows, rounds, ports, verdict=verdict, workload={"kind": "realistic", "cdf": cdf},
+    return tables("realistic", flows, rounds, ports, verdict=verdict, counters=counters,
+                  workload={"kind": "realistic", "cdf": cdf},
                   transport={"alpha": 0.0625},
                   schemes=[{"scheme": s, "port": {"buffer_bytes": 384_500}} for s in ("expresspass", "dctcp")])
 
@@ -157,12 +162,21 @@ def test_a_missing_scheme_or_load_or_another_workload_is_not_comparable_with_the
     assert other["xp-queue-bound"].verdict == rule.NOT_COMPARABLE  # no bound in this manifest
 
 
-def test_credit_waste_is_read_at_load_0_6_alone():
+def test_credit_waste_is_read_at_load_0_6_alone_from_the_senders_counters_not_the_flow_records():
     t = realistic()
+    for row in t.transport:
+        if row["point"] == "load=0.2":
+            row["credits_wasted"] = 9
     for f in t.flows:
-        if f["point"] == "load=0.2":
-            f["credits_wasted"] = 9
-    assert by_id(papers.compare(t))["xp-credit-waste"].ours == Figure.of(0.2)
+        f["credits_wasted"] = 0  # the records miss credits that came after them; the counters have them all
+    assert by_id(papers.compare(t))["xp-credit-waste"].ours == Figure.of(0.2)  # 4 of the 20 that reached senders
+
+
+def test_credit_waste_of_a_bundle_without_transport_counters_is_not_comparable():
+    t = realistic()
+    t.transport.clear()
+    seen = by_id(papers.compare(t))["xp-credit-waste"]
+    assert seen.verdict == rule.NOT_COMPARABLE and "no transport counters" in seen.why
 
 
 def test_fct_claims_read_each_size_bucket_at_load_0_6():
@@ -436,7 +450,7 @@ def test_every_claim_appears_in_the_reproduction_report_whether_its_experiment_r
                        r"\((\d+) hold, (\d+) do not\), (\d+) not comparable\*\* \(of (\d+) claims\)", report)
     reproduced, same, missed, direction, _, _, not_comparable, total = map(int, counts.groups())
     assert total == len(claims) == reproduced + same + missed + direction + not_comparable
-    assert "the ToR uplinks of a 3:1 oversubscribed fat-tree" in report  # where the set-up differs
+    assert "at a third of the host links' rate (link.fabric_share)" in report  # where the set-up differs
 
 
 def test_ratios_of_bounded_figures_keep_their_bounds():

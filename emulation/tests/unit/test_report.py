@@ -3,7 +3,7 @@
 import csv
 import json
 
-from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
+from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS, TRANSPORT_FIELDS
 from ccemu.results.figures import Tables
 from ccemu.results.report import incast_table, report
 
@@ -30,6 +30,10 @@ def bundle(tmp_path, schemes=("expresspass", "dctcp")):
     write(tmp_path / "flows.csv", FLOW_FIELDS, flows)
     write(tmp_path / "rounds.csv", ROUND_FIELDS, rounds)
     write(tmp_path / "ports.csv", PORT_FIELDS, ports)
+    # ExpressPass's senders: 80 credits reached them, 4 with nothing left to send.
+    write(tmp_path / "transport.csv", TRANSPORT_FIELDS,
+          [{"scheme": "expresspass", "n": 2, "point": "", "host": h, "credits_sent": 40, "credits_received": 40,
+            "credits_wasted": 2} for h in ("h2", "h3") if "expresspass" in schemes])
     (tmp_path / "manifest.json").write_text(json.dumps({
         "config": {"name": "t", "seed": 1, "link": {"rate_mbps": 10}}, "git_commit": "abc",
         "fidelity": {"status": "WARN", "reasons": ["WARN: steal"]}, "expresspass_queue_bound_bytes": 97320,

@@ -126,3 +126,13 @@ def test_every_port_is_numbered_once_and_points_at_the_other_end_of_its_link():
 def test_an_interface_on_two_links_is_refused():
     with pytest.raises(ValueError, match="s1-eth1 is on two links"):
         number_ports([("s1-eth1", "h1-eth1"), ("s1-eth1", "s2-eth1")])
+
+
+def test_ports_between_switches_run_at_the_fabric_share_of_the_rate_with_tcds_on_time_in_their_own_frames():
+    port = {"profile": "tcd", "buffer_bytes": 2_000_000}
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4},
+                           "link": {"rate_mbps": 30, "fabric_share": 1 / 3}, "port": port}, kernel=NO_NETEM)
+    facing_host, between_switches = PortShape.of(config), PortShape.of_fabric(config)
+    assert (facing_host.rate_mbps, between_switches.rate_mbps) == (30, pytest.approx(10))
+    assert between_switches.tcd_max_on_s == pytest.approx(3 * facing_host.tcd_max_on_s)
+    assert port_program_line("x", between_switches, 1, 2, switch_port=True).split()[1] == "1250000"
