@@ -27,7 +27,7 @@ from ..containers.cgroups import read_figures
 from ..containers.engine import engine_session
 from ..fabric.latency import idle_rtts
 from ..fabric.net import FabricNet
-from ..hosts.cchost import command, host_number, read_counters
+from ..hosts.cchost import command, counters_under, host_number, read_counters
 from ..logs import last_line
 from ..metrics.collector import Block as CollectorBlock
 from ..metrics.collector import ExperimentCollector, MetricsServer
@@ -468,9 +468,8 @@ class ExperimentRunner:
     def _record_transport(self, spec: BlockSpec, workdir: Path) -> None:
         """Every host's cchost counters over the block (one file per cchost it ran: summed)."""
         totals: dict[str, dict[str, int]] = {}
-        for path in workdir.glob("**/*.counters"):
-            counters = read_counters(path)
-            host = totals.setdefault(path.stem, {"credits_sent": 0, "credits_received": 0, "credits_wasted": 0})
+        for name, counters in counters_under(workdir):
+            host = totals.setdefault(name, {"credits_sent": 0, "credits_received": 0, "credits_wasted": 0})
             host["credits_sent"] += counters["sent_packets"]["credit"]
             host["credits_received"] += counters["received_packets"]["credit"]
             host["credits_wasted"] += counters["credits_wasted"]

@@ -96,3 +96,17 @@ def read_records(path: Path) -> list[dict]:
 
 def read_counters(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def counters_under(workdir: Path) -> list[tuple[str, dict]]:
+    """(host, counters) of every cchost counters file under a block's `workdir` (a host may have
+    several: one per cchost it ran). A file being rewritten (cchost writes them while it runs) is
+    left for the next read."""
+    found = []
+    for path in workdir.glob("**/*.counters"):
+        try:
+            counters = read_counters(path)
+        except (ValueError, OSError):
+            continue
+        found.append((f"h{counters['host']}", counters))
+    return found

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from ..containers import CONTAINERS_FILE
 from ..containers.cgroups import read_figures
 from ..results import fidelity
-from ..hosts.cchost import read_counters, read_records
+from ..hosts.cchost import counters_under, read_records
 from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, pause_bucket_bounds_s, residence_bucket_bounds
 from ..results.stats import size_bucket
 
@@ -218,12 +218,7 @@ class ExperimentCollector(Collector):
         lateness = GaugeMetricFamily("ccemu_host_timer_lateness_seconds", "Mean lateness of cchost's timers "
                                      "(credit pacing error)", labels=labels)
         totals: dict[str, dict[str, float]] = {}
-        for path in block.workdir.glob("**/*.counters"):
-            try:
-                c = read_counters(path)
-            except (ValueError, OSError):
-                continue  # being rewritten
-            host = f"h{c['host']}"
+        for host, c in counters_under(block.workdir):
             t = totals.setdefault(host, {"received": 0, "credits": 0, "reached": 0, "wasted": 0, "late": 0,
                                          "count": 0})
             t["received"] += c["data_bytes_received"]

@@ -27,7 +27,7 @@ from ..fabric.kernel import KernelFeatures
 # CREDIT_WIRE_BYTES: minimum Ethernet frame + preamble/SFD + inter-frame gap; DATA_WIRE_BYTES:
 # maximum frame (MTU 1500) + the same.
 from .dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, Dilation, auto_dilation
-from .workloads import host_link_load
+from .workloads import host_load_for_tor_uplinks
 from .topology import (
     Topology,
     TopologyCounts,
@@ -528,7 +528,7 @@ class RealisticWorkload(_Section):
         """`load` (one of loads) as the share of its link every host offers."""
         if self.load_on == "host_links":
             return load
-        return host_link_load(load, counts.tor, counts.hosts, fabric_share)
+        return host_load_for_tor_uplinks(load, counts.tor, counts.hosts, fabric_share)
 
     def host_link_loads(self, counts: TopologyCounts, fabric_share: float) -> list[float]:
         return [self.host_link_load(load, counts, fabric_share) for load in self.loads]

@@ -86,8 +86,8 @@ def poisson_flows(hosts: list[str], cdf: FlowSizeCdf, load: float, link_bps: flo
                   rng: random.Random) -> list[Flow]:
     """Each host opens flows to uniformly chosen other hosts as a Poisson process whose
     rate makes its offered bytes `load` x its link rate (a load on the ToR uplinks, as
-    the ExpressPass realistic workloads set it, comes here through host_link_load). `flows`
-    in total, in start order."""
+    the ExpressPass realistic workloads set it, comes here through
+    host_load_for_tor_uplinks). `flows` in total, in start order."""
     if not 0 < load <= 1:
         raise ValueError(f"load must be in (0, 1] (got {load})")
     if len(hosts) < 2:
@@ -95,7 +95,7 @@ def poisson_flows(hosts: list[str], cdf: FlowSizeCdf, load: float, link_bps: flo
     return _poisson(hosts, lambda src: rng.choice([h for h in hosts if h != src]), cdf, load, link_bps, flows, rng)
 
 
-def host_link_load(load: float, tor: tuple[int, int] | None, hosts: int, fabric_share: float) -> float:
+def host_load_for_tor_uplinks(load: float, tor: tuple[int, int] | None, hosts: int, fabric_share: float) -> float:
     """The load on every host link that puts `load` on the ToR uplinks (ExpressPass, seed 000:
     "there is an over-subscription at the ToR uplinks and most of the traffic traverses through
     the ToR up-links due to random peer selection. Hence, we set the target load for ToR

@@ -3,8 +3,8 @@ import statistics
 
 import pytest
 
-from ccemu.model.workloads import (CDF_NAMES, FlowSizeCdf, host_link_load, incast_round, permutation, poisson_flows,
-                                  shuffle)
+from ccemu.model.workloads import (CDF_NAMES, FlowSizeCdf, host_load_for_tor_uplinks, incast_round, permutation,
+                                  poisson_flows, shuffle)
 
 HOSTS = [f"h{i}" for i in range(1, 17)]
 
@@ -91,13 +91,13 @@ def test_convergence_flows_start_one_by_one_and_are_sized_to_stop_in_reverse_ord
 def test_a_load_on_the_tor_uplinks_of_a_3_to_1_k4_fat_tree_offers_a_third_of_it_from_each_host_and_a_bit_more():
     # A k=4 ToR: 2 hosts, 2 uplinks at a third of a host link. 14 of a host's 15 peers are under
     # other ToRs, so the uplinks carry 14/15 of what the hosts offer.
-    x = host_link_load(0.6, (2, 2), 16, 1 / 3)
+    x = host_load_for_tor_uplinks(0.6, (2, 2), 16, 1 / 3)
     assert x == pytest.approx(0.6 / 3 * 15 / 14)
     assert 2 * x * 14 / 15 == pytest.approx(0.6 * 2 / 3)  # the uplinks' load, in host links
 
 
 def test_a_load_on_the_tor_uplinks_is_refused_without_uplinks_or_with_one_tor():
     with pytest.raises(ValueError, match="needs a topology whose hosts' switches have uplinks"):
-        host_link_load(0.5, None, 4, 1.0)
+        host_load_for_tor_uplinks(0.5, None, 4, 1.0)
     with pytest.raises(ValueError, match="every host is under one ToR"):
-        host_link_load(0.5, (4, 1), 4, 1.0)
+        host_load_for_tor_uplinks(0.5, (4, 1), 4, 1.0)
