@@ -121,9 +121,11 @@ sweep: setup
 	@[ -n "$(SWEEP)" ] || { echo "make sweep: set SWEEP, e.g. SWEEP=workloads/sweeps/incast.yaml" >&2; exit 2; }
 	$(CCEMU) sweep $(SWEEP) $(if $(INVENTORY),--inventory $(INVENTORY))
 
-# Every experiment of the seeds, then results/reproduce/TIME/REPORT.md beside the papers' numbers.
+# Every experiment of the seeds, then results/reproduce/TIME/REPORT.md beside the papers' numbers
+# (REPEATS=N: each experiment N times, each claim judged on the median of its runs).
 reproduce: setup
-	$(CCEMU) reproduce $(if $(HOSTS),--hosts $(HOSTS)) $(if $(PROFILE),--profile $(PROFILE))
+	$(CCEMU) reproduce $(if $(HOSTS),--hosts $(HOSTS)) $(if $(PROFILE),--profile $(PROFILE)) \
+		$(if $(REPEATS),--repeats $(REPEATS))
 
 test: setup test-packages
 	$(CARGO) fmt --manifest-path transport/Cargo.toml --check

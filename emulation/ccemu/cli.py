@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     reproduce.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     reproduce.add_argument("--hosts", choices=["namespace", "docker"], help="run every experiment's hosts as this "
                                                                             "kind")
+    reproduce.add_argument("--repeats", type=_positive_int, default=1, metavar="N",
+                           help="run each experiment N times (seeds seed .. seed + N - 1) and judge each claim on the "
+                                "median of its runs, with their spread (default 1)")
 
     monitor = commands.add_parser("monitor", help="serve a finished run's Prometheus data again (until Ctrl-C)")
     monitor.add_argument("bundle", type=Path)
@@ -196,6 +199,20 @@ def _one_line(exc: Exception) -> int:
 
 def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+MAX_REPEATS = 100  # each repeat is a whole experiment's wall time: more is a sweep's job, not a report's
+
+
+def _positive_int(text: str) -> int:
+    """--repeats N: 1 .. MAX_REPEATS."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_REPEATS}")
+    return value
 
 
 def _require_root(what: str) -> None:
@@ -564,21 +581,25 @@ def cmd_reproduce(args) -> int:
                     return EXIT_FAILED
         runs: list[Run] = []
         interrupted = False
-        for i, (name, config) in enumerate(configs.items(), start=1):
-            console.rule(f"reproduce {i}/{len(configs)}: {name}")
+        planned = [(name, config, repeat) for name, config in configs.items() for repeat in range(1, args.repeats + 1)]
+        for i, (name, config, repeat) in enumerate(planned, start=1):
+            if args.repeats > 1:  # repeat r runs with seed + r - 1: independent draws of the workload too
+                config = config.model_copy(update={"seed": config.seed + repeat - 1})
+            label = f"{name}, run {repeat} of {args.repeats} (seed {config.seed})" if args.repeats > 1 else name
+            console.rule(f"reproduce {i}/{len(planned)}: {label}")
             began = time.monotonic()
             runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring)
             try:
-                runs.append(Run(name, runner.run(), time.monotonic() - began))
+                runs.append(Run(name, runner.run(), time.monotonic() - began, repeat=repeat))
             except KeyboardInterrupt:
                 interrupted = True
                 bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
-                runs.append(Run(name, bundle, time.monotonic() - began, "interrupted"))
+                runs.append(Run(name, bundle, time.monotonic() - began, "interrupted", repeat))
                 break
             except Exception as exc:  # one experiment failing does not stop the others
                 bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
-                runs.append(Run(name, bundle, time.monotonic() - began, " ".join(str(exc).split())))
-                console.print(f"[red]reproduce: {name} failed: {exc}[/red]")
+                runs.append(Run(name, bundle, time.monotonic() - began, " ".join(str(exc).split()), repeat))
+                console.print(f"[red]reproduce: {label} failed: {exc}[/red]")
         report = write_report(args.results / "reproduce" / started, runs, started, profile)
         print(f"reproduction: {sum(r.seconds for r in runs) / 60:.1f} minutes; report: {report}", flush=True)
         if interrupted:

@@ -6,6 +6,7 @@ compared or not."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..model.config import WORKLOAD_KINDS, ExperimentConfig
-from . import readings, rule
+from . import readings, rule, stats
 from .figures import Tables
 from .readings import NotComparable
 from .rule import Figure, Judgement, Paper, Tighter
@@ -154,11 +155,28 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Repeats:
+    """A claim read from every run of an experiment that `ccemu reproduce --repeats N` ran N times."""
+
+    figures: tuple[Figure, ...]  # one per run, in the order they ran
+    verdicts: tuple[str, ...]  # the rule's verdict on each run's figure alone
+    interval: Figure  # where the median of what the runs sample lies (stats.median_interval) ...
+    confidence: float  # ... with this probability
+
+    def text(self) -> str:
+        tally = Counter(self.verdicts)
+        return (f"median of {len(self.figures)} runs; {self.confidence:.0%} interval of the median "
+                f"{self.interval.text()}; each run: " + ", ".join(f.text() for f in self.figures) +
+                " (" + ", ".join(f"{n} {v}" for v, n in tally.most_common()) + ")")
+
+
+@dataclass(frozen=True)
 class Comparison:
     claim: Claim
     ours: Figure | None  # None: not comparable before a figure was read
     judgement: Judgement
     run: str = ""  # the experiment file it was read from, where a reproduction ran several of its kind
+    repeats: Repeats | None = None  # the runs behind `ours` (their median), where there were several
 
     @property
     def verdict(self) -> str:
@@ -227,6 +245,26 @@ def compare(tables: Tables, claims: list[Claim] | None = None) -> list[Compariso
             if c.experiment == tables.kind]
 
 
+def over_runs(claim: Claim, comparisons: list[Comparison]) -> Comparison:
+    """One claim over several runs of one experiment (each already read and judged alone): judged by
+    the rule on the median of their figures, with the runs' figures, verdicts and the interval of the
+    median beside it. Fixed before any run, like the rule: never the best run, never a majority of
+    verdicts. A run that could not be compared makes the claim not comparable (a median of the runs
+    that happened to have data would let missing data pass)."""
+    if len(comparisons) == 1:
+        return comparisons[0]
+    missing = [(i, c) for i, c in enumerate(comparisons, start=1) if c.ours is None or c.verdict == rule.NOT_COMPARABLE]
+    if missing:
+        i, first = missing[0]
+        return _not_comparable(claim, f"{len(missing)} of {len(comparisons)} runs not comparable; run {i}: {first.why}")
+    figures = tuple(c.ours for c in comparisons)
+    median = Figure(statistics.median(f.low for f in figures), statistics.median(f.high for f in figures))
+    low, _, confidence = stats.median_interval([f.low for f in figures])
+    _, high, _ = stats.median_interval([f.high for f in figures])
+    repeats = Repeats(figures, tuple(c.verdict for c in comparisons), Figure(low, high), confidence)
+    return Comparison(claim, median, rule.judge(claim.paper, median, claim.tighter), repeats=repeats)
+
+
 def not_run(claims: list[Claim], why: str) -> list[Comparison]:
     """The claims of an experiment that left no bundle: listed all the same."""
     return [_not_comparable(c, why) for c in claims]
@@ -248,7 +286,10 @@ RULE_TEXT = ("One rule judges every claim: **reproduced** when ccemu's figure / 
              "**not reproduced** otherwise; **direction only** where the paper gives no number; **not comparable**, "
              "with the reason, when the data the figure needs is missing, partial, unfinished, from a block whose "
              "fidelity verdict is FAIL, or from another setting than the paper's. A figure the run could only "
-             "bound is shown as one (>= x, or x to y) and judged only where every value of it agrees.")
+             "bound is shown as one (>= x, or x to y) and judged only where every value of it agrees. Where an "
+             "experiment ran several times (`--repeats N`, seeds seed .. seed + N - 1), a claim is judged on the "
+             "median of the runs' figures, shown with each run's figure and verdict and the interval the median "
+             "lies in; one run that cannot be compared makes the claim not comparable.")
 
 
 def markdown(comparisons: list[Comparison]) -> list[str]:
@@ -261,7 +302,8 @@ def markdown(comparisons: list[Comparison]) -> list[str]:
         text = c.claim.claim
         if c.claim.tighter:
             text += f" (criterion tighter than the rule: {c.claim.tighter.interval.text()}, {c.claim.tighter.why})"
-        ours = (c.ours.text() if c.ours is not None else "-") + (f" (run: {c.run})" if c.run else "")
+        ours = (c.ours.text() if c.ours is not None else "-") + (f" ({c.repeats.text()})" if c.repeats else "") + \
+            (f" (run: {c.run})" if c.run else "")
         verdict = f"**{c.verdict}**" + (f" ({c.why})" if c.why else "")
         lines.append(f"| {_cell(text)} | {c.claim.paper.text()} {_cell(c.claim.unit)} | {ours} | "
                      f"{c.judgement.ratio} | {c.claim.kind} | {_cell(verdict)} | {_cell(c.claim.source)} |")

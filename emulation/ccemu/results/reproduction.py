@@ -8,6 +8,7 @@ import dataclasses
 import json
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,38 +19,61 @@ from .rule import NOT_COMPARABLE
 
 @dataclass(frozen=True)
 class Run:
-    """One experiment of the reproduction: its bundle (None: it did not get as far as one)."""
+    """One experiment of the reproduction: its bundle (None: it did not get as far as one). With
+    `--repeats N` an experiment runs N times, repeat 1..N (seed, seed + 1, ...), under one name."""
 
     name: str
     bundle: Path | None
     seconds: float
     error: str = ""
+    repeat: int = 1
+
+    def label(self, repeats: int) -> str:
+        return f"{self.name} ({self.repeat}/{repeats})" if repeats > 1 else self.name
+
+
+def _repeats(runs: list[Run]) -> Counter:
+    return Counter(run.name for run in runs)
 
 
 def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Comparison]:
-    """Every claim, in reference.yaml's order, from a bundle of its experiment's kind, or not
-    comparable with why. Where several runs are of its kind (a profile that runs an experiment at
-    more than one of the papers' settings), it is read from the first run, in the reproduction's
-    order, whose settings are the figure's (`requires`) and whose data it finds; the report names
-    that run. Never the run with the best verdict: the order is fixed before any run."""
-    tables = {run.name: Tables.read(run.bundle) for run in runs
-              if run.bundle is not None and (run.bundle / "manifest.json").exists()}
-    several = {kind for kind in {t.kind for t in tables.values()}
-               if sum(t.kind == kind for t in tables.values()) > 1}
+    """Every claim, in reference.yaml's order, from the bundles of its experiment's kind, or not
+    comparable with why. Where several experiments are of its kind (a profile that runs one at more
+    than one of the papers' settings), it is read from the first, in the reproduction's order, whose
+    settings are the figure's (`requires`) and whose data it finds; the report names that one. Never
+    the one with the best verdict: the order is fixed before any run. Where an experiment ran several
+    times, every run is read and the claim judged over them (papers.over_runs)."""
+    by_name: dict[str, list[tuple[Run, Tables | None]]] = {}
+    for run in runs:
+        has_bundle = run.bundle is not None and (run.bundle / "manifest.json").exists()
+        by_name.setdefault(run.name, []).append((run, Tables.read(run.bundle) if has_bundle else None))
+    kind = {name: next((t.kind for _, t in group if t is not None), None) for name, group in by_name.items()}
+    several = {k for k in kind.values() if k is not None and sum(v == k for v in kind.values()) > 1}
     out = []
     for claim in claims:
-        of_kind = [name for name, t in tables.items() if t.kind == claim.experiment]
+        of_kind = [name for name, k in kind.items() if k == claim.experiment]
         if not of_kind:
             run = next((r for r in runs if r.name == claim.experiment), None)
             out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction" if run is None
                                   else f"{claim.experiment} left no bundle ({run.error or 'no manifest'})")
             continue
-        # None at the figure's settings: the first run says why (compare_claim names the setting).
-        candidates = [n for n in of_kind if not papers.settings_differ(claim, tables[n])] or of_kind[:1]
-        readings = [(n, papers.compare_claim(claim, tables[n])) for n in candidates]
+
+        def first_tables(name: str) -> Tables:
+            return next(t for _, t in by_name[name] if t is not None)
+
+        # None at the figure's settings: the first says why (compare_claim names the setting).
+        candidates = [n for n in of_kind if not papers.settings_differ(claim, first_tables(n))] or of_kind[:1]
+        readings = [(n, papers.over_runs(claim, [_read(claim, run, t) for run, t in by_name[n]]))
+                    for n in candidates]
         name, comparison = next(((n, c) for n, c in readings if c.verdict != NOT_COMPARABLE), readings[0])
         out.append(dataclasses.replace(comparison, run=name) if claim.experiment in several else comparison)
     return out
+
+
+def _read(claim: papers.Claim, run: Run, tables: Tables | None) -> papers.Comparison:
+    if tables is None:
+        return papers.not_run([claim], f"{run.name} left no bundle ({run.error or 'no manifest'})")[0]
+    return papers.compare_claim(claim, tables)
 
 
 def write_report(directory: Path, runs: list[Run], started: str, profile: str = "") -> Path:
@@ -58,8 +82,13 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
     plots.mkdir(parents=True, exist_ok=True)
     total = sum(r.seconds for r in runs)
     settings = papers.settings()
+    repeats = _repeats(runs)
+    counted = (f"{len(repeats)} experiments" + (f" (profile {profile})" if profile else "") +
+               (f", {len(runs)} runs (each run {max(repeats.values())} times, with seeds seed .. seed + "
+                f"{max(repeats.values()) - 1}: each claim is judged on the median of its runs)"
+                if max(repeats.values(), default=1) > 1 else ""))
     lines = [f"# ccemu reproduction: {started}", "",
-             f"{len(runs)} experiments" + (f" (profile {profile})" if profile else "") +
+             counted +
              f" in {total / 60:.1f} minutes of wall time. Each claim of "
              "workloads/reference.yaml is listed, with the paper's figure (its source line in ../shared/seeds/), "
              "ccemu's, their ratio, the claim's class and the verdict.", "",
@@ -70,17 +99,20 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
     commit = ""
     for run in runs:
         if run.bundle is None or not (run.bundle / "manifest.json").exists():
-            lines.append(f"| {run.name} | - | - | - | - | {run.seconds:.0f} s | did not run: {run.error} | - | - |")
+            lines.append(f"| {run.label(repeats[run.name])} | - | - | - | - | {run.seconds:.0f} s | did not run: "
+                         f"{run.error} | - | - |")
             continue
         tables = Tables.read(run.bundle)
         manifest, dc = tables.manifest, tables.manifest.get("datacenter", {})
         commit = commit or manifest.get("git_commit", "")
         setting = settings.get(tables.kind, {})
         for plot in sorted((run.bundle / "plots").glob("*.png")):
-            shutil.copy(plot, plots / f"{run.name}-{plot.name}")
+            copy = f"{run.name}-{run.repeat}-{plot.name}" if repeats[run.name] > 1 else f"{run.name}-{plot.name}"
+            shutil.copy(plot, plots / copy)
         status = manifest["fidelity"]["status"] + (" (interrupted)" if manifest.get("interrupted") else "")
         lines.append(
-            f"| {run.name} | {dc.get('dilation', 1):g} | {dc.get('link_rate_bps', 0) / 1e9:g} Gbit/s / "
+            f"| {run.label(repeats[run.name])} | {dc.get('dilation', 1):g} | "
+            f"{dc.get('link_rate_bps', 0) / 1e9:g} Gbit/s / "
             f"{dc.get('emulated_link_mbps', 0):g} Mbit/s | {dc.get('base_rtt_max_us', 0):.1f} "
             f"({setting.get('rtt_us', '-')}) | {dc.get('bdp_packets_max_rtt', 0):.1f} "
             f"({setting.get('bdp_packets', '-')}) | {run.seconds:.0f} s | {status} | "
@@ -97,18 +129,29 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
     lines += ["## Fidelity", "", "What the verdicts said (WARN and FAIL reasons, per block) is in each bundle's "
               "summary.md; a WARN means the emulation was near the edge of what this machine keeps faithful "
               "(DESIGN.md), not that the figure is wrong; a claim that reads a FAIL block is not comparable.", "",
-              "Plots of every experiment are in plots/ (experiment-plot.png).", ""]
+              "Plots of every experiment are in plots/ (experiment-plot.png; experiment-run-plot.png where it ran "
+              "several times).", ""]
     report = directory / "REPORT.md"
     report.write_text("\n".join(lines))
     (directory / "reproduction.json").write_text(json.dumps({
         "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": total,
         "profile": profile,
         "commit": commit,
-        "runs": [{"name": r.name, "bundle": str(r.bundle) if r.bundle else None, "seconds": round(r.seconds, 1),
-                  "error": r.error} for r in runs],
+        "runs": [{"name": r.name, "repeat": r.repeat, "bundle": str(r.bundle) if r.bundle else None,
+                  "seconds": round(r.seconds, 1), "error": r.error} for r in runs],
         "claims": [{"id": c.claim.id, "experiment": c.claim.experiment, "run": c.run or None, "class": c.claim.kind,
                     "verdict": c.verdict,
                     "paper": c.claim.paper.text(), "ours": c.ours.text() if c.ours is not None else None,
-                    "ratio": c.judgement.ratio, "why": c.why, "source": c.claim.source} for c in comparisons],
+                    "ratio": c.judgement.ratio, "why": c.why, "source": c.claim.source, **_repeats_json(c)}
+                   for c in comparisons],
     }, indent=2) + "\n")
     return report
+
+
+def _repeats_json(comparison: papers.Comparison) -> dict:
+    """A claim judged over several runs: each run's figure and verdict, and the interval of the median."""
+    r = comparison.repeats
+    if r is None:
+        return {}
+    return {"runs_figures": [f.text() for f in r.figures], "runs_verdicts": list(r.verdicts),
+            "median_interval": r.interval.text(), "median_interval_confidence": round(r.confidence, 4)}

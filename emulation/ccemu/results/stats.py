@@ -62,3 +62,19 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
     half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """A distribution-free interval for the median of what `values` sample: the order statistics
+    (x_(j), x_(n+1-j)) with the largest j whose coverage, 1 - 2 P(Binomial(n, 1/2) < j), is at least
+    `confidence`; with too few values for that, the smallest and largest and their own (lower)
+    coverage. Returns (low, high, coverage). Five runs cover the median 94 % of the time between their
+    extremes; six reach 95 %."""
+    if not values:
+        raise ValueError("an interval of no values")
+    ordered, n = sorted(values), len(values)
+    below = [math.comb(n, i) / 2 ** n for i in range(n + 1)]  # P(Binomial(n, 1/2) = i)
+    j = 1
+    while j + 1 <= (n + 1) // 2 and 1 - 2 * sum(below[:j + 1]) >= confidence:
+        j += 1
+    return ordered[j - 1], ordered[n - j], 1 - 2 * sum(below[:j])

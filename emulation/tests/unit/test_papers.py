@@ -494,3 +494,72 @@ def test_reproduce_takes_a_profile_or_names_not_both_and_the_full_profile_adds_t
     assert PROFILES["full"] == REPRODUCED + ("incast-rto200", "incast-rto200-n256")
     for name in PROFILES["full"]:  # every experiment of every profile is a file whose config is valid
         assert load_config(EXPERIMENTS_DIR / f"{name}.yaml").name == name
+
+
+def realistic_with_xp_queue(kb: float) -> Tables:
+    """realistic(), ExpressPass's switch queue at `kb` KB at every load."""
+    t = realistic()
+    for p in t.ports:
+        if p["scheme"] == "expresspass" and p["node"] == "s1":
+            p["max_data_queue"] = int(kb * 1000)
+    return t
+
+
+def test_a_claim_over_repeated_runs_is_judged_on_the_median_of_its_runs_with_each_run_beside_it():
+    (claim,) = [c for c in papers.load_claims() if c.id == "xp-maxq-kb"]  # the paper: 46.1 KB
+    runs = [papers.compare_claim(claim, realistic_with_xp_queue(kb)) for kb in (12, 44, 47, 50, 90)]
+    assert [r.verdict for r in runs] == [rule.NOT_REPRODUCED] + [rule.REPRODUCED] * 3 + [rule.NOT_REPRODUCED]
+    seen = papers.over_runs(claim, runs)
+    assert seen.ours == Figure.of(47) and seen.verdict == rule.REPRODUCED
+    assert seen.repeats.interval == Figure(12, 90) and seen.repeats.confidence == pytest.approx(0.9375)
+    assert seen.repeats.text() == ("median of 5 runs; 94% interval of the median 12 to 90; each run: 12, 44, 47, "
+                                   "50, 90 (3 reproduced, 2 not reproduced)")
+    # The median, not the best run nor most runs: three runs at 12-13 KB are not reproduced whatever the others.
+    runs = [papers.compare_claim(claim, realistic_with_xp_queue(kb)) for kb in (12, 13, 12.5, 46, 46)]
+    assert papers.over_runs(claim, runs).verdict == rule.NOT_REPRODUCED
+    assert papers.over_runs(claim, runs[:1]) == runs[0]  # one run: judged as it is, no spread invented
+
+
+def test_one_run_that_cannot_be_compared_makes_a_repeated_claim_not_comparable():
+    (claim,) = [c for c in papers.load_claims() if c.id == "xp-maxq-kb"]
+    runs = [papers.compare_claim(claim, realistic_with_xp_queue(46)),
+            papers.compare_claim(claim, realistic(with_ports=False)),
+            papers.compare_claim(claim, realistic_with_xp_queue(46))]
+    seen = papers.over_runs(claim, runs)
+    assert seen.verdict == rule.NOT_COMPARABLE and seen.ours is None
+    assert seen.why == "1 of 3 runs not comparable; run 2: ports.csv has no switch port of expresspass load=0.2"
+
+
+def test_the_report_of_repeated_runs_lists_every_run_and_judges_each_claim_on_their_median(tmp_path):
+    bundles = [write_bundle(tmp_path / f"realistic-{kb}", realistic_with_xp_queue(kb)) for kb in (12, 47, 50)]
+    for bundle in bundles:
+        (bundle / "plots").mkdir()
+        (bundle / "plots" / "fct_cdf.png").write_bytes(b"png")
+    runs = [Run("realistic", b, 60.0, repeat=i) for i, b in enumerate(bundles, start=1)]
+    report = write_report(tmp_path / "reproduce", runs, "now").read_text()
+    assert "1 experiments, 3 runs (each run 3 times, with seeds seed .. seed + 2" in report
+    assert [line.split(" | ")[0] for line in report.splitlines() if line.startswith("| realistic (")] == \
+        ["| realistic (1/3)", "| realistic (2/3)", "| realistic (3/3)"]
+    assert "median of 3 runs; 75% interval of the median 12 to 50; each run: 12, 47, 50" in \
+        claim_line(report, "ExpressPass's max switch queue stays small")
+    by = {c["id"]: c for c in json.loads((tmp_path / "reproduce" / "reproduction.json").read_text())["claims"]}
+    assert by["xp-maxq-kb"]["ours"] == "47" and by["xp-maxq-kb"]["verdict"] == rule.REPRODUCED
+    assert by["xp-maxq-kb"]["runs_figures"] == ["12", "47", "50"]
+    assert sorted(p.name for p in (tmp_path / "reproduce" / "plots").iterdir()) == \
+        ["realistic-1-fct_cdf.png", "realistic-2-fct_cdf.png", "realistic-3-fct_cdf.png"]  # none overwritten
+    # A repeat that left no bundle: every claim of the experiment says which run and why.
+    runs[1] = Run("realistic", None, 5.0, "the fabric check failed", repeat=2)
+    write_report(tmp_path / "again", runs, "now")
+    by = {c["id"]: c for c in json.loads((tmp_path / "again" / "reproduction.json").read_text())["claims"]}
+    assert by["xp-maxq-kb"]["verdict"] == rule.NOT_COMPARABLE
+    assert by["xp-maxq-kb"]["why"] == ("1 of 3 runs not comparable; run 2: realistic left no bundle "
+                                       "(the fabric check failed)")
+
+
+def test_reproduce_repeats_each_experiment_1_to_100_times(capsys):
+    for bad, said in (("0", "0 is not between 1 and 100"), ("101", "101 is not between 1 and 100"),
+                      ("two", "'two' is not a whole number")):
+        with pytest.raises(SystemExit) as exit_:
+            main(["reproduce", "--repeats", bad, "convergence"])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == f"ccemu reproduce: error: argument --repeats: {said}"

@@ -1,6 +1,7 @@
 import pytest
 
-from ccemu.results.stats import histogram_cdf, histogram_mean, jain_fairness, percentile, size_bucket, wilson_interval
+from ccemu.results.stats import (histogram_cdf, histogram_mean, jain_fairness, median_interval, percentile, size_bucket,
+                                 wilson_interval)
 
 
 def test_sizes_fall_in_the_papers_buckets():
@@ -36,3 +37,14 @@ def test_a_proportions_wilson_interval_stays_in_0_1_and_keeps_a_width_at_none_an
     assert low < 3 / 7 < high
     with pytest.raises(ValueError):
         wilson_interval(0, 0)
+
+
+def test_the_interval_of_the_median_is_the_narrowest_pair_of_order_statistics_that_covers_it_95_percent():
+    # Coverage of (x_(j), x_(n+1-j)) is 1 - 2 P(Binomial(n, 1/2) < j): five runs reach 94 % between
+    # their extremes, nine reach 96 % between the 2nd and the 8th (the 3rd and 7th: 82 %).
+    assert median_interval([5, 1, 4, 2, 3]) == (1, 5, pytest.approx(0.9375))
+    assert median_interval(list(range(1, 10))) == (2, 8, pytest.approx(0.9609, abs=1e-4))
+    assert median_interval([7.0]) == (7.0, 7.0, 0.0)  # one run says nothing of the spread
+    assert median_interval([1, 2, 3], confidence=0.5) == (1, 3, 0.75)  # j = 2 would be the median alone: 0
+    with pytest.raises(ValueError):
+        median_interval([])
