@@ -45,6 +45,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     from .containers.image import ImageError
     from .hosts.cchost import CchostMissing
     from .model.config import DoesNotFit
+    from .fabric.allocators import AllocatorMissing
     from .fabric.net import FabricError, LeftoversError
     from .fabric.inventory import InventoryError
     from .metrics.monitoring import MonitoringError
@@ -59,6 +60,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         (PortProgramMissing, EXIT_NOT_BUILT, ""),
         (CchostMissing, EXIT_NOT_BUILT, ""),
         (OvsMissing, EXIT_NOT_BUILT, ""),
+        (AllocatorMissing, EXIT_NOT_BUILT, nothing_left),
         (ImageError, EXIT_NOT_BUILT, nothing_left),
         (EngineError, EXIT_FABRIC, nothing_left),
         (LeftoversError, EXIT_FAILED, ""),  # says itself to run `ccemu clean`

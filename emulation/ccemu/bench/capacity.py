@@ -19,13 +19,16 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..fabric.placement import usable_cpus
-from ..model.config import parse_config
+from . import profile
+from ..fabric.allocators import ALLOCATORS
+from ..model.config import FabricConfig, parse_config
 
 if TYPE_CHECKING:  # the fabric's modules load when a benchmark runs, not when the CLI parses its arguments
     from ..fabric.net import FabricNet
@@ -38,13 +41,18 @@ CAPACITY_DIR = "capacity"
 LATEST = "latest"  # RESULTS/capacity/latest: a link to the newest measurement
 
 
+DEFAULT_ALLOCATOR = FabricConfig.model_fields["ovs_allocator"].default
+
+
 @dataclass(frozen=True)
 class Variant:
     instances: int | str  # a count or "auto"
     pinned: bool
+    allocator: str = DEFAULT_ALLOCATOR  # ovs-vswitchd's malloc (fabric.ovs_allocator)
 
     def __str__(self) -> str:
-        return f"{self.instances}{' pinned' if self.pinned else ''}"
+        named = "" if self.allocator == DEFAULT_ALLOCATOR else f" {self.allocator}"
+        return f"{self.instances}{' pinned' if self.pinned else ''}{named}"
 
 
 def cpu_ticks(pid: int) -> int:
@@ -73,15 +81,18 @@ def detach_port_programs(net: FabricNet) -> None:
 
 
 def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: list[str] = (),
-             port_programs: bool = True) -> dict:
+             port_programs: bool = True, profile_to: Path | None = None) -> dict:
+    """One capacity run; with `profile_to` (a perf.data path), also where the CPU went while the
+    flows ran (bench/profile.py) and the CPU ovs-vswitchd spent per packet per switch hop."""
     from ..fabric.net import FabricNet
     from ..hosts.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
-    from ..ports.maps import PortMaps
+    from ..ports.maps import PortMaps, switch_packets
     from ..results.fidelity import CpuTimes, SwitchFigures
 
     config = parse_config({"name": "capacity", "topology": {"kind": "fattree", "k": 4},
                            "link": {"rate_mbps": rate_mbps},
-                           "fabric": {"ovs_instances": variant.instances, "pin_ovs": variant.pinned}})
+                           "fabric": {"ovs_instances": variant.instances, "pin_ovs": variant.pinned,
+                                      "ovs_allocator": variant.allocator}})
     with FabricNet(config) as net:
         for instance in net.instances:
             for option in ovs_options:
@@ -90,35 +101,46 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
             detach_port_programs(net)
         rtt = idle_rtt_ms(net, "h1", "h16")
         daemons = [d.pid for inst in net.instances for d in inst.daemons]
+        vswitchds = {inst.daemons[-1].pid for inst in net.instances}  # each instance starts ovsdb-server first
+        recording = profile.Recording(profile_to, seconds) if profile_to else None
         before = {}
-
-        def start_measuring():
-            before.update(ovs=sum(cpu_ticks(pid) for pid in daemons), system=CpuTimes.now(),
-                          started=time.monotonic())
-
-        results = run_pairs(net, seconds, on_start=start_measuring)
-        wall = time.monotonic() - before["started"]
-        ovs_cpu = (sum(cpu_ticks(pid) for pid in daemons) - before["ovs"]) / os.sysconf("SC_CLK_TCK") / wall
-        steal, _ = CpuTimes.now().since(before["system"])
-        time.sleep(0.5)  # what is still inside a switch arrives
         with PortMaps(net.inventory.state_dir) as maps:
+
+            def start_measuring():
+                before.update(ovs=sum(cpu_ticks(pid) for pid in daemons), system=CpuTimes.now(),
+                              started=time.monotonic(), hops=switch_packets(maps.read())[0])
+                if recording:
+                    recording.start(net.inventory.spawn)
+
+            results = run_pairs(net, seconds, on_start=start_measuring)
+            wall = time.monotonic() - before["started"]
+            ovs_seconds = (sum(cpu_ticks(pid) for pid in daemons) - before["ovs"]) / os.sysconf("SC_CLK_TCK")
+            hops = switch_packets(maps.read())[0] - before["hops"]
+            steal, _ = CpuTimes.now().since(before["system"])
+            breakdown = recording.breakdown(vswitchds) if recording else None
+            time.sleep(0.5)  # what is still inside a switch arrives
             switches = SwitchFigures.of(maps.read(), maps.frame_ns)
         placement = str(net.placement)
     ideal = rate_mbps * TCP_PAYLOAD_PER_WIRE_FRAME
+    # Both OVS daemons' CPU over the packets that arrived at a switch port (data and acks), counted by
+    # the port programs: none when they are detached. ovsdb-server's share of it is noise.
+    per_hop = round(ovs_seconds / hops * 1e6, 2) if hops else None
     return {
         "rate_mbps": rate_mbps, "variant": str(variant), "placement": placement,
         "ratios": [round(results[p] / ideal, 4) for p in PAIRS], "aggregate_mbps": round(sum(results.values()), 1),
-        "ovs_cpu": round(ovs_cpu, 3),
+        "ovs_cpu": round(ovs_seconds / wall, 3),
         "steal": round(steal, 4),
         "idle_rtt_ms": round(rtt, 3), "residence_p50_frames": round(switches.residence_frames(0.5), 3),
         "residence_p99_frames": round(switches.residence_frames(0.99), 3),
         "worst_switch_p99_frames": round(switches.worst_switch()[1], 3), "switch_lost_packets": switches.lost_packets,
+        "cpu_us_per_packet_hop": per_hop, "packet_hops": hops,
+        **({"profile": breakdown.to_json()} if breakdown else {}),
     }
 
 
 DETAIL_HEADER = (f"{'variant':>10} {'programs':>8} {'rate Mb/s':>9} {'min':>6} {'median':>6} {'max':>6} "
                  f"{'aggr Mb/s':>9} {'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11} {'res p50':>7} {'res p99':>7} "
-                 f"{'worst sw':>8} {'sw lost':>7}  placement; per-pair ratios")
+                 f"{'worst sw':>8} {'sw lost':>7} {'us/hop':>6}  placement; per-pair ratios")
 
 
 def detail_line(r: dict, programs: bool = True) -> str:
@@ -126,8 +148,13 @@ def detail_line(r: dict, programs: bool = True) -> str:
     return (f"{r['variant']:>10} {'on' if programs else 'off':>8} {r['rate_mbps']:>9g} {min(ratios):>6.3f} "
             f"{statistics.median(ratios):>6.3f} {max(ratios):>6.3f} {r['aggregate_mbps']:>9.1f} {r['ovs_cpu']:>7.0%} "
             f"{r['steal']:>6.1%} {r['idle_rtt_ms']:>11.2f} {r['residence_p50_frames']:>7.2f} "
-            f"{r['residence_p99_frames']:>7.2f} {r['worst_switch_p99_frames']:>8.2f} {r['switch_lost_packets']:>7}  "
-            f"{r['placement']}; " + " ".join(f"{x:.2f}" for x in ratios))
+            f"{r['residence_p99_frames']:>7.2f} {r['worst_switch_p99_frames']:>8.2f} {r['switch_lost_packets']:>7} "
+            f"{_optional(r.get('cpu_us_per_packet_hop')):>6}  {r['placement']}; "
+            + " ".join(f"{x:.2f}" for x in ratios))
+
+
+def _optional(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def capacity_of(runs: list[dict], variant: str) -> tuple[float | None, float | None]:
@@ -197,12 +224,21 @@ def write(results_root: Path, runs: list[dict], variants: list[str], seconds: fl
         f"k=4 fat-tree, 8 cross-pod iperf3 TCP pairs on disjoint paths, {seconds:g} s each. Cells: the worst "
         f"pair's goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}). Columns: OVS instances (placement).\n\n"
         + capacity_table(runs, variants) + "\n\n## Every run\n\n```\n" + DETAIL_HEADER + "\n"
-        + "\n".join(detail_line(r) for r in runs) + "\n```\n")
+        + "\n".join(detail_line(r) for r in runs) + "\n```\n" + _profiles(runs))
     link = results_root / CAPACITY_DIR / LATEST
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(stamp)
     return out
+
+
+def _profiles(runs: list[dict]) -> str:
+    profiled = [r for r in runs if "profile" in r]
+    if not profiled:
+        return ""
+    tables = [profile.table(r, f"{r['variant']}, {r['rate_mbps']:g} Mbit/s per link") for r in profiled]
+    return ("\n## Where the CPU went (perf, `--profile`)\n\nEach run's ratios above were measured with perf "
+            "sampling every CPU.\n\n" + "\n".join(tables))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -214,6 +250,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, default=Path("results"), help="written to RESULTS/capacity/TIME")
     parser.add_argument("--compare-port-programs", action="store_true",
                         help="run every case twice: with the port programs and with them detached")
+    parser.add_argument("--ovs-allocator", nargs="+", choices=list(ALLOCATORS), default=[DEFAULT_ALLOCATOR],
+                        metavar="NAME", help=f"ovs-vswitchd's memory allocator(s): each a variant of its own "
+                                             f"({', '.join(ALLOCATORS)}; default {DEFAULT_ALLOCATOR})")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample every CPU with perf while the flows run: where the CPU went (by process and "
+                             "kernel / allocator / libc / OVS / port programs) and the CPU per packet per switch hop")
     parser.add_argument("--ovs-option", action="append", default=[], metavar="KEY=VALUE",
                         help="set Open_vSwitch other_config:KEY=VALUE on every instance (to try tunings)")
 
@@ -224,7 +266,8 @@ def variants_of(args) -> list[Variant]:
     for text in args.instances:
         if text != "auto" and not (text.isdigit() and 1 <= int(text) <= 64):
             raise SystemExit(f"ccemu bench capacity: --instances {text}: must be 'auto' or a whole number from 1 to 64")
-        found += [Variant(text if text == "auto" else int(text), pin) for pin in pinned]
+        found += [Variant(text if text == "auto" else int(text), pin, allocator)
+                  for pin in pinned for allocator in args.ovs_allocator]
     return found
 
 
@@ -232,6 +275,11 @@ def run(args) -> Path:
     from ..hosts.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
 
     variants = variants_of(args)
+    if args.profile:
+        try:
+            profile.perf_binary()
+        except profile.ProfileError as exc:
+            raise SystemExit(f"ccemu bench capacity --profile: {exc}") from None
     print(f"k=4 fat-tree, 8 cross-pod iperf3 TCP pairs on disjoint paths, {args.seconds:g} s each, "
           f"{len(variants) * len(args.rates)} runs; ratio = goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}); "
           f"OVS options: {args.ovs_option or 'none'}", flush=True)
@@ -240,8 +288,12 @@ def run(args) -> Path:
     for variant in variants:
         for rate in args.rates:
             for programs in (True, False) if args.compare_port_programs else (True,):
-                r = run_once(rate, variant, args.seconds, args.ovs_option, programs)
+                with tempfile.TemporaryDirectory(prefix="ccemu-perf-") as scratch:
+                    r = run_once(rate, variant, args.seconds, args.ovs_option, programs,
+                                 profile_to=Path(scratch) / "perf.data" if args.profile else None)
                 print(detail_line(r, programs), flush=True)
+                if "profile" in r:
+                    print(profile.table(r, f"{variant}, {rate:g} Mbit/s per link"), flush=True)
                 if programs:
                     runs.append(r)
     names = [str(v) for v in variants]

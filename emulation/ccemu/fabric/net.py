@@ -39,6 +39,7 @@ from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
 from .openflow import switch_flows
 from .placement import place, usable_cpus
+from .allocators import allocator_library
 from .ovs import OvsInstance, start_instances, wait_all
 from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import (PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, ifindex_of,
@@ -213,12 +214,14 @@ class FabricNet(Mininet):
         self.built = True
 
     def _start_ovs_instances(self):
+        allocator_library(self.config.fabric.ovs_allocator)  # installed? before any namespace
         count = self.placement.instances
         with self.inventory.batch():
             namespaces = [FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory, defer_prompt=True)
                           for index in range(count)]
         self._adopt_namespaces(namespaces)
-        self.instances = [OvsInstance(index, self.inventory.state_dir, self.datapath, namespace)
+        self.instances = [OvsInstance(index, self.inventory.state_dir, self.datapath, namespace,
+                                      self.config.fabric.ovs_allocator)
                           for index, namespace in enumerate(namespaces)]
         start_instances(self.instances, self.inventory)
 

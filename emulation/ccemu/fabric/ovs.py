@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mininet.node import Node
 
+from .allocators import allocator_library
 from .inventory import Inventory
 from ..logs import last_line
 from ..polling import wait_until
@@ -25,6 +26,7 @@ from ..model.routing import PATH_IDS
 
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 START_TIMEOUT_S = 10.0
+
 
 
 class OvsError(RuntimeError):
@@ -38,8 +40,9 @@ class OvsMissing(OvsError):
 class OvsInstance:
     """ovsdb-server and ovs-vswitchd number `index` of a run, in namespace `namespace`."""
 
-    def __init__(self, index: int, state_dir: Path, datapath: str, namespace: Node):
+    def __init__(self, index: int, state_dir: Path, datapath: str, namespace: Node, allocator: str):
         self.index = index
+        self.allocator = allocator  # one of ALLOCATORS: ovs-vswitchd's malloc
         self.rundir = state_dir / f"ovs{index}"
         self.datapath = datapath  # "netdev" (userspace) or "system" (kernel module)
         self.namespace = namespace
@@ -54,9 +57,11 @@ class OvsInstance:
         return ["ovs-vswitchd", f"unix:{self.db_socket}", f"--unixctl={self.rundir / 'ovs-vswitchd.ctl'}",
                 f"--log-file={self.rundir / 'ovs-vswitchd.log'}"]
 
-    def _spawn(self, inventory: Inventory, what: str, argv: list[str]) -> None:
+    def _spawn(self, inventory: Inventory, what: str, argv: list[str], preload: str | None = None) -> None:
         # OVS_RUNDIR puts the bridges' OpenFlow management sockets in our directory.
         env = dict(os.environ, OVS_RUNDIR=str(self.rundir), OVS_DBDIR=str(self.rundir))
+        if preload:
+            env["LD_PRELOAD"] = preload
         with open(self.rundir / f"{what}.stderr", "wb") as log:
             self.daemons.append(inventory.spawn(f"{what} #{self.index}", argv, start=self.namespace.popen, env=env,
                                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log))
@@ -73,6 +78,15 @@ class OvsInstance:
         said = last_line(self.rundir / f"{what}.stderr") or last_line(self.rundir / f"{what}.log")
         raise OvsError(f"{what} #{self.index} {failed} at start{': ' + said if said else ''} "
                        f"(is Open vSwitch installed? `make setup`)")
+
+    def _check_allocator(self) -> None:
+        """The dynamic loader only warns when a preload is missing, and ovs-vswitchd would forward
+        with glibc's malloc under another name: the allocator asked for must be mapped."""
+        library = allocator_library(self.allocator)
+        maps = Path(f"/proc/{self.daemons[-1].pid}/maps").read_text()
+        if library and f"/{library}" not in maps:
+            raise OvsError(f"ovs-vswitchd #{self.index} runs without {library} (fabric.ovs_allocator "
+                           f"{self.allocator}); see {self.rundir / 'ovs-vswitchd.stderr'}")
 
     def vsctl(self, *args: str) -> str:
         """One ovs-vsctl transaction (pass several commands separated by "--")."""
@@ -211,9 +225,10 @@ def start_instances(instances: list[OvsInstance], inventory: Inventory) -> None:
     _run_all([instance._vsctl_argv(("--no-wait", "init")) for instance in instances], "initialising the OVS databases")
     with inventory.batch():
         for instance in instances:
-            instance._spawn(inventory, "ovs-vswitchd", instance._vswitchd_argv())
+            instance._spawn(inventory, "ovs-vswitchd", instance._vswitchd_argv(), allocator_library(instance.allocator))
     for instance in instances:
         instance._wait_ready("ovs-vswitchd", instance.rundir / "ovs-vswitchd.ctl")
+        instance._check_allocator()
 
 
 def _pidfd_getfd(pidfd: int, fd: int) -> int:

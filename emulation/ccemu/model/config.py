@@ -23,6 +23,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
+from ..fabric.allocators import ALLOCATORS
 from ..fabric.kernel import KernelFeatures
 # CREDIT_WIRE_BYTES: minimum Ethernet frame + preamble/SFD + inter-frame gap; DATA_WIRE_BYTES:
 # maximum frame (MTU 1500) + the same.
@@ -402,6 +403,14 @@ class FabricConfig(_Section):
     pin_ovs: Union[bool, Literal["auto"]] = Field(
         "auto", description="pin each OVS instance, all its threads, to one CPU (round robin over the CPUs ccemu "
                             "may use); 'auto': pinned on machines of 8 CPUs or more (fabric/placement.py says why)")
+
+    # jemalloc by default: with glibc's, malloc and free were 18 % of ovs-vswitchd's samples; jemalloc
+    # forwarded 7-9 % more at 25 and 50 Mbit/s per link on k=4 here (3 runs each, 2026-11-26,
+    # README "This machine's limits").
+    ovs_allocator: Literal[tuple(ALLOCATORS)] = Field(
+        "jemalloc", description="the memory allocator ovs-vswitchd runs with (jemalloc, tcmalloc: preloaded from "
+                                "their Debian packages; glibc: its own); it allocates and frees buffers for every "
+                                "packet it forwards")
 
     @field_validator("ovs_instances", mode="before")
     @classmethod

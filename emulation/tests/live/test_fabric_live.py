@@ -151,6 +151,18 @@ def test_other_fabrics_reach_every_pair(tmp_path, topology, instances):
         assert check_path_symmetry(net, a, b) == []
 
 
+@pytest.mark.parametrize("allocator, library", [("jemalloc", "libjemalloc.so.2"), ("glibc", None)])
+def test_ovs_vswitchd_forwards_with_the_allocator_the_fabric_asks_for(tmp_path, allocator, library):
+    net = FabricNet(fabric_config({"kind": "dumbbell", "hosts_per_side": 2}, fabric={"ovs_allocator": allocator}),
+                    state_root=tmp_path)
+    with net:
+        assert check_reachability(net).problems == []
+        for instance in net.instances:
+            maps = Path(f"/proc/{instance.daemons[-1].pid}/maps").read_text()
+            preloaded = {name for name in ("libjemalloc.so.2", "libtcmalloc_minimal.so.4") if f"/{name}" in maps}
+            assert preloaded == ({library} if library else set()), instance.index
+
+
 def test_normal_teardown_leaves_nothing(tmp_path):
     interfaces_before = root_interfaces()
     net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path)
