@@ -28,7 +28,9 @@ from pathlib import Path
 from mininet.log import setLogLevel
 
 from .bench import capacity as bench_capacity
-from .model.config import EXPERIMENTS_DIR, ConfigError, ExperimentConfig, load_config, parse_config
+from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, dilation_is_auto, parse_config,
+                           read_yaml)
+from .model.dilation import DEFAULT_FAITHFUL, FaithfulRates
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .metrics.monitoring import MONITORING_STATE
 
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
     experiment = commands.add_parser("experiment", help="run an experiment file and write its results bundle")
     experiment.add_argument("config", type=Path)
-    experiment.add_argument("--results", type=Path, default=Path("results"), help="bundles go to RESULTS/NAME/TIME")
+    experiment.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     experiment.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
     experiment.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     experiment.add_argument("--keep-monitoring", action="store_true",
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     reproduce.add_argument("--profile", choices=sorted(PROFILES),
                            help=f"a named set of experiments (default: default, {' '.join(REPRODUCED)}; full adds "
                                 f"{' '.join(PROFILES['full'][len(REPRODUCED):])})")
-    reproduce.add_argument("--results", type=Path, default=Path("results"), help="bundles go to RESULTS/NAME/TIME")
+    reproduce.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     reproduce.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
     reproduce.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     reproduce.add_argument("--hosts", choices=["namespace", "docker"], help="run every experiment's hosts as this "
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--inventory", type=Path, metavar="INV",
                        help="run the points on these machines (provisioned by playbooks/site.yml), one fabric per "
                             "machine at a time")
-    sweep.add_argument("--results", type=Path, default=Path("results"),
+    sweep.add_argument("--results", type=Path, default=RESULTS,
                        help="the sweep goes to RESULTS/sweeps/NAME/TIME")
     sweep.add_argument("--plan-only", action="store_true",
                        help="validate and write the points' experiment files; print the sweep's folder")
@@ -203,6 +205,7 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+RESULTS = Path("results")  # where bundles go, and where `dilation: auto` finds this machine's capacity
 MAX_REPEATS = 100  # each repeat is a whole experiment's wall time: more is a sweep's job, not a report's
 
 
@@ -224,7 +227,7 @@ def _require_root(what: str) -> None:
 
 def _check_config(args) -> ExperimentConfig:
     if args.config:
-        config = load_config(args.config)
+        config = load_experiment(args.config, RESULTS)[0]  # at the rate `ccemu experiment` would run it
         if args.ovs_instances is None:
             return config
         data = config.model_dump()
@@ -239,6 +242,20 @@ def _check_config(args) -> ExperimentConfig:
     if args.ovs_instances is not None:
         data.setdefault("fabric", {})["ovs_instances"] = args.ovs_instances
     return parse_config(data, source="command line")
+
+
+def load_experiment(path: Path, results: Path) -> tuple[ExperimentConfig, FaithfulRates | None]:
+    """An experiment file, its `dilation: auto` resolved from this machine's measured capacity for
+    its placement where `ccemu bench capacity --results RESULTS` measured one (DESIGN.md's figures
+    otherwise); and what auto was resolved from (None: the file gives its dilation), for the summary."""
+    data = read_yaml(Path(path))
+    config = parse_config(data, source=str(path))
+    if not dilation_is_auto(data):
+        return config, None
+    faithful = bench_capacity.faithful_rates(config.fabric, results)
+    if faithful is None:
+        return config, DEFAULT_FAITHFUL
+    return parse_config(data, source=str(path), faithful=faithful), faithful
 
 
 def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
@@ -310,7 +327,7 @@ def cmd_up(args) -> int:
 
     from .fabric.net import FabricNet
 
-    config = load_config(args.config)
+    config = load_experiment(args.config, RESULTS)[0]
     _require_root("up")
     net = FabricNet(config)
     try:
@@ -491,7 +508,8 @@ def cmd_experiment(args) -> int:
     from .containers.engine import engine_session
     from .experiments import WorkloadNotRunnable, runner_for
 
-    config = with_hosts(load_config(args.config), args.hosts)
+    config, dilation_from = load_experiment(args.config, args.results)
+    config = with_hosts(config, args.hosts)
     _require_root("experiment")
     # Before anything starts: a missing build is one line.
     cchost_binary()
@@ -500,7 +518,7 @@ def cmd_experiment(args) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
         runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
-                            keep_monitoring=args.keep_monitoring)
+                            keep_monitoring=args.keep_monitoring, dilation_from=dilation_from)
     except WorkloadNotRunnable as exc:
         print(f"ccemu: NOT IMPLEMENTED: {exc}", file=sys.stderr)
         return EXIT_NOT_IMPLEMENTED
@@ -560,14 +578,15 @@ def cmd_reproduce(args) -> int:
         return EXIT_BAD_CONFIG
     profile = "" if args.names else args.profile or "default"
     names = args.names or list(PROFILES[profile])
-    configs = {}
+    configs, dilation_from = {}, {}
     for name in names:  # every file is validated before anything starts
         path = EXPERIMENTS_DIR / f"{name}.yaml"
         if not path.exists():
             known = " ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
             print(f"ccemu reproduce: no experiment {name!r} (workloads/experiments/ has: {known})", file=sys.stderr)
             return EXIT_BAD_CONFIG
-        configs[name] = with_hosts(load_config(path), args.hosts)
+        config, dilation_from[name] = load_experiment(path, args.results)
+        configs[name] = with_hosts(config, args.hosts)
     _require_root("reproduce")
     cchost_binary()
     PortProgram.built()
@@ -590,7 +609,8 @@ def cmd_reproduce(args) -> int:
             label = f"{name}, run {repeat} of {args.repeats} (seed {config.seed})" if args.repeats > 1 else name
             console.rule(f"reproduce {i}/{len(planned)}: {label}")
             began = time.monotonic()
-            runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring)
+            runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
+                                dilation_from=dilation_from[name])
             try:
                 runs.append(Run(name, runner.run(), time.monotonic() - began, repeat=repeat))
             except KeyboardInterrupt:

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..fabric.placement import usable_cpus
+from ..fabric.placement import PIN_FROM_CPUS, usable_cpus
 from . import profile
 from ..fabric.allocators import ALLOCATORS
 from ..model.config import FabricConfig, parse_config
+from ..model.dilation import FaithfulRates
 
 if TYPE_CHECKING:  # the fabric's modules load when a benchmark runs, not when the CLI parses its arguments
     from ..fabric.net import FabricNet
@@ -193,6 +194,29 @@ def latest(results_root: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def variant_of(fabric: FabricConfig, cpus: int) -> str:
+    """The benchmark's name for the placement `fabric` asks for on a machine of `cpus` CPUs."""
+    pinned = fabric.pin_ovs is True or (fabric.pin_ovs == "auto" and cpus >= PIN_FROM_CPUS)
+    return str(Variant(fabric.ovs_instances, pinned, fabric.ovs_allocator))
+
+
+def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = None) -> FaithfulRates | None:
+    """What `dilation: auto` follows on this machine (of `cpus` usable CPUs; unset: this process's):
+    the latest capacity measured under `results_root` for the placement `fabric` asks for (its
+    instance count, pinned or not, its allocator); None where none was measured for it, or where it
+    was measured with another CPU count."""
+    cpus = len(usable_cpus()) if cpus is None else cpus
+    measured = latest(results_root)
+    if not measured or len(measured.get("cpus", [])) != cpus:
+        return None
+    variant = variant_of(fabric, cpus)
+    rate = (measured.get("capacities", {}).get(variant) or {}).get("rate_mbps")
+    if rate is None:
+        return None
+    return FaithfulRates.of_capacity(rate, f"`ccemu bench capacity` of {measured['when']}, {variant}: every pair "
+                                           f">= {GOOD} up to {rate:g} Mbit/s per link")
 
 
 def summary_line(measured: dict, rate_mbps: float) -> str:

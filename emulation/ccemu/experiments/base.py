@@ -34,7 +34,7 @@ from ..metrics.collector import ExperimentCollector, MetricsServer
 from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
 from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
                             SchemeConfig)
-from ..model.dilation import PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
+from ..model.dilation import FaithfulRates, PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
 from ..ports import pfc
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
@@ -195,13 +195,16 @@ class ExperimentRunner:
     kind = "experiment"
 
     def __init__(self, config: ExperimentConfig, results_root: Path, console: Console, monitoring: bool = True,
-                 keep_monitoring: bool = False):
+                 keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None):
+        """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
+        said in the summary; None: the file gives its dilation."""
         if not config.schemes:
             raise WorkloadNotRunnable(f"{config.name}: no schemes to compare (add a `schemes:` list)")
         self.config = config
         self.console = console
         self.bundle = Bundle(results_root, config.name)
         self.capacity = bench_capacity.latest(results_root)  # `ccemu bench capacity`'s, quoted in the summary
+        self.dilation_from = dilation_from
         self.blocks_seen: list[Block] = []
         self.failures: list[HostFailure] = []
         self.credit_queues = 0
@@ -576,6 +579,8 @@ class ExperimentRunner:
             manifest["pause_agent"] = self.pause_agents
         if self.capacity:
             manifest["machine_capacity"] = {key: self.capacity[key] for key in ("when", "variant", "capacity_mbps")}
+        if self.dilation_from is not None:
+            manifest["dilation_auto_from"] = asdict(self.dilation_from)
         if self.collector and self.prometheus and self.metrics_server:
             manifest["monitoring"] = {
                 "seconds": round(time.monotonic() - self.started_at, 1), "scrapes": self.collector.scrapes,

@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from ..fabric.allocators import ALLOCATORS
 from ..fabric.kernel import KernelFeatures
 # CREDIT_WIRE_BYTES: minimum Ethernet frame + preamble/SFD + inter-frame gap; DATA_WIRE_BYTES:
 # maximum frame (MTU 1500) + the same.
-from .dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, Dilation, auto_dilation
+from .dilation import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DEFAULT_FAITHFUL, Dilation, FaithfulRates,
+                       auto_dilation)
 from .workloads import host_load_for_tor_uplinks
 from .topology import (
     Topology,
@@ -804,18 +805,21 @@ class ExperimentConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _links_run_at_the_dilated_rate(cls, data: object) -> object:
-        """With a datacenter, link.rate_mbps is derived (rate / dilation) and 'auto' resolved, so
-        every later rule sees the emulated rate."""
+    def _links_run_at_the_dilated_rate(cls, data: object, info: ValidationInfo) -> object:
+        """With a datacenter, link.rate_mbps is derived (rate / dilation) and 'auto' resolved from
+        what the machine keeps faithful (the context's "faithful": FaithfulRates, measured by
+        `ccemu bench capacity`; DEFAULT_FAITHFUL without), so every later rule sees the emulated
+        rate."""
         if not (isinstance(data, dict) and isinstance(data.get("datacenter"), dict)):
             return data
         dc, link = data["datacenter"], data.get("link") or {}
         gbps = _as_number(dc.get("link_gbps"))
         if gbps is None or not 0 < gbps <= 1000:
             return data  # DatacenterConfig says what is wrong with it
-        dilation = "auto" if dc.get("dilation", "auto") == "auto" else _as_number(dc.get("dilation"))
+        dilation = "auto" if dilation_is_auto(data) else _as_number(dc.get("dilation"))
         if dilation == "auto":
-            dilation = auto_dilation(gbps, _busy_links(data))
+            faithful = (info.context or {}).get("faithful") or DEFAULT_FAITHFUL
+            dilation = auto_dilation(gbps, _busy_links(data), faithful)
             dc = {**dc, "dilation": dilation}
         if dilation is not None and 1 <= dilation <= 1e6:
             rate = gbps * 1000 / dilation
@@ -951,13 +955,15 @@ class _DoesNotFitError(_KeyedError):
 
 
 def parse_config(data: object, source: str = "config", kernel: KernelFeatures | None = None,
-                 machine: MachineLimits | None = None) -> ExperimentConfig:
-    """The validated config; `kernel` and `machine` are probed unless given (tests give them)."""
+                 machine: MachineLimits | None = None, faithful: FaithfulRates | None = None) -> ExperimentConfig:
+    """The validated config; `kernel` and `machine` are probed unless given (tests give them);
+    `dilation: auto` is resolved from `faithful` (DEFAULT_FAITHFUL unless given: the CLI gives this
+    machine's measured capacity, bench/capacity.py faithful_rates)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of keys at the top level")
     try:
         return ExperimentConfig.model_validate(data, context={"kernel": kernel or KernelFeatures.probe(),
-                                                              "machine": machine})
+                                                              "machine": machine, "faithful": faithful})
     except ValidationError as exc:
         error = exc.errors()[0]
         original = (error.get("ctx") or {}).get("error")
@@ -966,9 +972,15 @@ def parse_config(data: object, source: str = "config", kernel: KernelFeatures | 
 
 
 def load_config(path: Path | str, kernel: KernelFeatures | None = None,
-                machine: MachineLimits | None = None) -> ExperimentConfig:
+                machine: MachineLimits | None = None, faithful: FaithfulRates | None = None) -> ExperimentConfig:
     path = Path(path)
-    return parse_config(read_yaml(path), source=str(path), kernel=kernel, machine=machine)
+    return parse_config(read_yaml(path), source=str(path), kernel=kernel, machine=machine, faithful=faithful)
+
+
+def dilation_is_auto(data: object) -> bool:
+    """Whether raw config data declares a datacenter whose dilation is left to `auto`."""
+    return (isinstance(data, dict) and isinstance(data.get("datacenter"), dict)
+            and data["datacenter"].get("dilation", "auto") == "auto")
 
 
 def read_yaml(path: Path) -> object:

@@ -36,18 +36,40 @@ CREDITED_PAYLOAD_SHARE = PAYLOAD_BYTES / DATA_WIRE_BYTES * (1 - CREDIT_WIRE_BYTE
 # two), so it is packets, more than bytes, that the switches cannot keep up with.
 FAITHFUL_LINK_MBPS = 10.0
 FAITHFUL_AGGREGATE_MBPS = 40.0
+
+
+@dataclass(frozen=True)
+class FaithfulRates:
+    """What a machine keeps faithful, for `dilation: auto`: one link's rate and all busy links'
+    together, in wall Mbit/s, and where the figures come from (said in every summary)."""
+
+    link_mbps: float
+    aggregate_mbps: float
+    source: str
+
+    @classmethod
+    def of_capacity(cls, link_mbps: float, source: str) -> "FaithfulRates":
+        """From a `ccemu bench capacity` measurement (one link's rate, 8 TCP flows): the aggregate
+        keeps the ratio the experiments measured beside the benchmark's 10 Mbit/s (40 in all: every
+        host sending, a credit per data packet, is more packets per byte than the benchmark's TCP)."""
+        return cls(link_mbps, link_mbps * FAITHFUL_AGGREGATE_MBPS / FAITHFUL_LINK_MBPS, source)
+
+
+# Where no capacity was measured on the machine (a fresh clone, a CI runner).
+DEFAULT_FAITHFUL = FaithfulRates(FAITHFUL_LINK_MBPS, FAITHFUL_AGGREGATE_MBPS,
+                                 "DESIGN.md's 2-core machine of 2026-11-23 (no `ccemu bench capacity` of this machine "
+                                 "for this placement)")
 # `dilation: auto` picks the smallest of these times a power of ten that keeps both limits.
 _NICE_FACTORS = (1.0, 2.0, 2.5, 4.0, 5.0)
 
 
-def auto_dilation(link_gbps: float, busy_links: float = 1.0, faithful_link_mbps: float = FAITHFUL_LINK_MBPS,
-                  faithful_aggregate_mbps: float = FAITHFUL_AGGREGATE_MBPS) -> float:
+def auto_dilation(link_gbps: float, busy_links: float = 1.0, faithful: FaithfulRates = DEFAULT_FAITHFUL) -> float:
     """The smallest round dilation (1, 2, 2.5, 4, 5 x 10^n, at least 1) at which one link runs at
-    most `faithful_link_mbps` and `busy_links` links sending at once at most
-    `faithful_aggregate_mbps` together."""
+    most `faithful.link_mbps` and `busy_links` links sending at once at most
+    `faithful.aggregate_mbps` together."""
     if not (link_gbps > 0 and busy_links > 0):
         raise ValueError(f"link_gbps and busy_links must be > 0 (got {link_gbps}, {busy_links})")
-    wall_mbps = min(faithful_link_mbps, faithful_aggregate_mbps / busy_links)
+    wall_mbps = min(faithful.link_mbps, faithful.aggregate_mbps / busy_links)
     needed = link_gbps * 1000 / wall_mbps
     if needed <= 1:
         return 1.0

@@ -79,6 +79,11 @@ def summary_markdown(directory: Path) -> str:
     link = manifest["config"]["link"]
     if manifest.get("machine_capacity"):
         lines += ["", bench_capacity.summary_line(manifest["machine_capacity"], link["rate_mbps"])]
+    if auto := manifest.get("dilation_auto_from"):
+        chosen = manifest["config"]["datacenter"]["dilation"]
+        lines += ["", f"`dilation: auto` chose {chosen:g} so that one link runs at most {auto['link_mbps']:g} "
+                      f"Mbit/s and the workload's busy links at most {auto['aggregate_mbps']:g} in all, from "
+                      f"{auto['source']}."]
     lines += ["", f"Commit {manifest.get('git_commit')}; {link['rate_mbps']:g} Mbit/s links; "
               f"seed {manifest['config']['seed']}"
               + (f"; wall time {manifest['wall_seconds']:.0f} s" if "wall_seconds" in manifest else "") + ".", ""]

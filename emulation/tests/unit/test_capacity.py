@@ -1,4 +1,5 @@
 import json
+import time
 
 from ccemu.bench import capacity
 from ccemu.fabric.placement import Placement, place
@@ -53,3 +54,28 @@ def test_auto_placement_pins_only_on_machines_of_at_least_eight_cpus():
     config = parse_config({"name": "x", "topology": {"kind": "fattree", "k": 4}, "fabric": {"ovs_instances": 4}})
     assert not place(config.fabric, 20, [0, 1]).pinned
     assert place(config.fabric, 20, list(range(8))) == Placement((0, 1, 2, 3))
+
+
+def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placement(tmp_path):
+    from ccemu.cli import load_experiment
+    from ccemu.fabric.placement import usable_cpus
+    from ccemu.model.config import EXPERIMENTS_DIR
+    from ccemu.model.dilation import DEFAULT_FAITHFUL
+
+    path = EXPERIMENTS_DIR / "realistic.yaml"  # 10 Gbit/s links, auto: 2000 from DESIGN.md's 40 Mbit/s in all
+    config, used = load_experiment(path, tmp_path)  # nothing measured here
+    assert config.datacenter.dilation == 2000 and used == DEFAULT_FAITHFUL
+    variant = capacity.variant_of(config.fabric, len(usable_cpus()))
+    capacity.write(tmp_path, [run(variant, 20, 0.97, 150), run(variant, 25, 0.96, 180), run(variant, 50, 0.5),
+                              run("another placement", 50, 0.99)], [variant, "another placement"], 10)
+    config, used = load_experiment(path, tmp_path)
+    # 25 Mbit/s per link and 100 in all (4 x, as DESIGN.md's 10 and 40): realistic keeps about 5 links busy,
+    # so 20 Mbit/s each, d = 500 (at 10 and 40: 8 each, 1250, rounded up to 2000).
+    assert (used.link_mbps, used.aggregate_mbps) == (25, 100) and config.datacenter.dilation == 500
+    assert f"`ccemu bench capacity` of {time.strftime('%Y-%m-%d', time.gmtime())}, {variant}: every pair >= 0.95 " \
+           f"up to 25 Mbit/s per link" == used.source
+    assert config.link.rate_mbps == 20
+    # Measured with another CPU count (a results folder from another machine): not this machine's.
+    assert capacity.faithful_rates(config.fabric, tmp_path, cpus=len(usable_cpus()) + 1) is None
+    # A file that gives its dilation keeps it, and says nothing was resolved.
+    assert load_experiment(EXPERIMENTS_DIR / "incast.yaml", tmp_path)[1] is None

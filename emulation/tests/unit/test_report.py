@@ -91,3 +91,15 @@ def test_the_incast_summary_shows_each_rounds_goodput_and_says_whether_the_conne
     manifest["config"] |= {"workload": {"warm_up": True}, "transport": {"persistent_connections": True}}
     (directory / "manifest.json").write_text(json.dumps(manifest))
     assert "Each block opened its connections before round 1" in report(directory).read_text()
+
+
+def test_the_summary_says_what_dilation_auto_was_resolved_from(tmp_path):
+    directory = bundle(tmp_path)
+    summary = report(directory).read_text()
+    assert "`dilation: auto` chose" not in summary  # the file gave its dilation (or declares no datacenter)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["config"]["datacenter"] = {"link_gbps": 10, "dilation": 500.0}
+    manifest["dilation_auto_from"] = {"link_mbps": 25, "aggregate_mbps": 100.0, "source": "`ccemu bench capacity` of X"}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert ("`dilation: auto` chose 500 so that one link runs at most 25 Mbit/s and the workload's busy links at "
+            "most 100 in all, from `ccemu bench capacity` of X.") in report(directory).read_text()
