@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..fabric.placement import PIN_FROM_CPUS, usable_cpus
 from . import profile
 from ..fabric.allocators import ALLOCATORS
+from ..fabric.placement import PIN_FROM_CPUS, usable_cpus
 from ..model.config import FabricConfig, parse_config
 from ..model.dilation import FaithfulRates
 

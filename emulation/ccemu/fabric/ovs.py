@@ -28,7 +28,6 @@ OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 START_TIMEOUT_S = 10.0
 
 
-
 class OvsError(RuntimeError):
     pass
 
