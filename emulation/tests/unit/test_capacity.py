@@ -77,5 +77,16 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     assert config.link.rate_mbps == 20
     # Measured with another CPU count (a results folder from another machine): not this machine's.
     assert capacity.faithful_rates(config.fabric, tmp_path, cpus=len(usable_cpus()) + 1) is None
+    # A later benchmark of other placements only does not hide it; a later one of the same placement wins.
+    later = tmp_path / "capacity" / "29991231-235958"
+    later.mkdir()
+    (later / "capacity.json").write_text(json.dumps({"when": "later", "cpus": usable_cpus(), "capacities": {
+        "another placement": {"rate_mbps": 50}}}))
+    assert capacity.faithful_rates(config.fabric, tmp_path).link_mbps == 25
+    latest = tmp_path / "capacity" / "29991231-235959"
+    latest.mkdir()
+    (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
+        variant: {"rate_mbps": 10}}}))
+    assert capacity.faithful_rates(config.fabric, tmp_path).source.startswith("`ccemu bench capacity` of latest")
     # A file that gives its dilation keeps it, and says nothing was resolved.
     assert load_experiment(EXPERIMENTS_DIR / "incast.yaml", tmp_path)[1] is None
