@@ -28,8 +28,8 @@ from pathlib import Path
 from mininet.log import setLogLevel
 
 from .bench import capacity as bench_capacity
-from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, dilation_is_auto, parse_config,
-                           read_yaml)
+from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, dilation_is_auto, fabric_section,
+                           parse_config, read_yaml)
 from .model.dilation import DEFAULT_FAITHFUL, FaithfulRates
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .metrics.monitoring import MONITORING_STATE
@@ -249,12 +249,10 @@ def load_experiment(path: Path, results: Path) -> tuple[ExperimentConfig, Faithf
     its placement where `ccemu bench capacity --results RESULTS` measured one (DESIGN.md's figures
     otherwise); and what auto was resolved from (None: the file gives its dilation), for the summary."""
     data = read_yaml(Path(path))
-    config = parse_config(data, source=str(path))
-    if not dilation_is_auto(data):
-        return config, None
-    faithful = bench_capacity.faithful_rates(config.fabric, results)
-    if faithful is None:
-        return config, DEFAULT_FAITHFUL
+    faithful = None
+    if dilation_is_auto(data):
+        fabric = fabric_section(data)
+        faithful = (bench_capacity.faithful_rates(fabric, results) if fabric else None) or DEFAULT_FAITHFUL
     return parse_config(data, source=str(path), faithful=faithful), faithful
 
 

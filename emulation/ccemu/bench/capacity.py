@@ -102,7 +102,7 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
             detach_port_programs(net)
         rtt = idle_rtt_ms(net, "h1", "h16")
         daemons = [d.pid for inst in net.instances for d in inst.daemons]
-        vswitchds = {inst.daemons[-1].pid for inst in net.instances}  # each instance starts ovsdb-server first
+        vswitchds = {inst.vswitchd_pid for inst in net.instances}
         recording = profile.Recording(profile_to, seconds) if profile_to else None
         before = {}
         with PortMaps(net.inventory.state_dir) as maps:

@@ -214,14 +214,13 @@ class FabricNet(Mininet):
         self.built = True
 
     def _start_ovs_instances(self):
-        allocator_library(self.config.fabric.ovs_allocator)  # installed? before any namespace
+        preload = allocator_library(self.config.fabric.ovs_allocator)  # installed? before any namespace
         count = self.placement.instances
         with self.inventory.batch():
             namespaces = [FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory, defer_prompt=True)
                           for index in range(count)]
         self._adopt_namespaces(namespaces)
-        self.instances = [OvsInstance(index, self.inventory.state_dir, self.datapath, namespace,
-                                      self.config.fabric.ovs_allocator)
+        self.instances = [OvsInstance(index, self.inventory.state_dir, self.datapath, namespace, preload)
                           for index, namespace in enumerate(namespaces)]
         start_instances(self.instances, self.inventory)
 

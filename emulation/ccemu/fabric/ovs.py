@@ -18,7 +18,6 @@ from pathlib import Path
 
 from mininet.node import Node
 
-from .allocators import allocator_library
 from .inventory import Inventory
 from ..logs import last_line
 from ..polling import wait_until
@@ -39,9 +38,9 @@ class OvsMissing(OvsError):
 class OvsInstance:
     """ovsdb-server and ovs-vswitchd number `index` of a run, in namespace `namespace`."""
 
-    def __init__(self, index: int, state_dir: Path, datapath: str, namespace: Node, allocator: str):
+    def __init__(self, index: int, state_dir: Path, datapath: str, namespace: Node, preload: str | None):
         self.index = index
-        self.allocator = allocator  # one of ALLOCATORS: ovs-vswitchd's malloc
+        self.preload = preload  # the allocator library ovs-vswitchd runs with (allocators.allocator_library)
         self.rundir = state_dir / f"ovs{index}"
         self.datapath = datapath  # "netdev" (userspace) or "system" (kernel module)
         self.namespace = namespace
@@ -78,14 +77,17 @@ class OvsInstance:
         raise OvsError(f"{what} #{self.index} {failed} at start{': ' + said if said else ''} "
                        f"(is Open vSwitch installed? `make setup`)")
 
+    @property
+    def vswitchd_pid(self) -> int:
+        """ovs-vswitchd's pid (each instance starts ovsdb-server first)."""
+        return self.daemons[-1].pid
+
     def _check_allocator(self) -> None:
         """The dynamic loader only warns when a preload is missing, and ovs-vswitchd would forward
         with glibc's malloc under another name: the allocator asked for must be mapped."""
-        library = allocator_library(self.allocator)
-        maps = Path(f"/proc/{self.daemons[-1].pid}/maps").read_text()
-        if library and f"/{library}" not in maps:
-            raise OvsError(f"ovs-vswitchd #{self.index} runs without {library} (fabric.ovs_allocator "
-                           f"{self.allocator}); see {self.rundir / 'ovs-vswitchd.stderr'}")
+        if self.preload and f"/{self.preload}" not in Path(f"/proc/{self.vswitchd_pid}/maps").read_text():
+            raise OvsError(f"ovs-vswitchd #{self.index} runs without {self.preload} (fabric.ovs_allocator); see "
+                           f"{self.rundir / 'ovs-vswitchd.stderr'}")
 
     def vsctl(self, *args: str) -> str:
         """One ovs-vsctl transaction (pass several commands separated by "--")."""
@@ -144,7 +146,7 @@ class OvsInstance:
         switch and host drops), pidfd_getfd() lends us each descriptor, and SO_*BUFFORCE
         applies to the socket ovs-vswitchd shares with us."""
         _run(["ovs-ofctl", "packet-out", self.management_socket(bridge), "NONE", "output:1", PRIMING_FRAME])
-        vswitchd = self.daemons[-1].pid
+        vswitchd = self.vswitchd_pid
         packet_inodes = {
             line.split()[-1] for line in Path(f"/proc/{vswitchd}/net/packet").read_text().splitlines()[1:]
         }
@@ -224,7 +226,7 @@ def start_instances(instances: list[OvsInstance], inventory: Inventory) -> None:
     _run_all([instance._vsctl_argv(("--no-wait", "init")) for instance in instances], "initialising the OVS databases")
     with inventory.batch():
         for instance in instances:
-            instance._spawn(inventory, "ovs-vswitchd", instance._vswitchd_argv(), allocator_library(instance.allocator))
+            instance._spawn(inventory, "ovs-vswitchd", instance._vswitchd_argv(), instance.preload)
     for instance in instances:
         instance._wait_ready("ovs-vswitchd", instance.rundir / "ovs-vswitchd.ctl")
         instance._check_allocator()

@@ -977,6 +977,15 @@ def load_config(path: Path | str, kernel: KernelFeatures | None = None,
     return parse_config(read_yaml(path), source=str(path), kernel=kernel, machine=machine, faithful=faithful)
 
 
+def fabric_section(data: object) -> FabricConfig | None:
+    """The raw config's fabric section, validated alone (None where it is not valid: the whole
+    config's validation says why)."""
+    try:
+        return FabricConfig.model_validate((data.get("fabric") if isinstance(data, dict) else None) or {})
+    except ValidationError:
+        return None
+
+
 def dilation_is_auto(data: object) -> bool:
     """Whether raw config data declares a datacenter whose dilation is left to `auto`."""
     return (isinstance(data, dict) and isinstance(data.get("datacenter"), dict)

@@ -55,7 +55,7 @@ def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Com
         if not of_kind:
             run = next((r for r in runs if r.name == claim.experiment), None)
             out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction" if run is None
-                                  else f"{claim.experiment} left no bundle ({run.error or 'no manifest'})")
+                                  else _no_bundle(run))
             continue
 
         def first_tables(name: str) -> Tables:
@@ -72,8 +72,12 @@ def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Com
 
 def _read(claim: papers.Claim, run: Run, tables: Tables | None) -> papers.Comparison:
     if tables is None:
-        return papers.not_run([claim], f"{run.name} left no bundle ({run.error or 'no manifest'})")[0]
+        return papers.not_run([claim], _no_bundle(run))[0]
     return papers.compare_claim(claim, tables)
+
+
+def _no_bundle(run: Run) -> str:
+    return f"{run.name} left no bundle ({run.error or 'no manifest'})"
 
 
 def write_report(directory: Path, runs: list[Run], started: str, profile: str = "") -> Path:

@@ -158,7 +158,7 @@ def test_ovs_vswitchd_forwards_with_the_allocator_the_fabric_asks_for(tmp_path, 
     with net:
         assert check_reachability(net).problems == []
         for instance in net.instances:
-            maps = Path(f"/proc/{instance.daemons[-1].pid}/maps").read_text()
+            maps = Path(f"/proc/{instance.vswitchd_pid}/maps").read_text()
             preloaded = {name for name in ("libjemalloc.so.2", "libtcmalloc_minimal.so.4") if f"/{name}" in maps}
             assert preloaded == ({library} if library else set()), instance.index
 
