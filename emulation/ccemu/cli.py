@@ -28,9 +28,9 @@ from pathlib import Path
 from mininet.log import setLogLevel
 
 from .bench import capacity as bench_capacity
-from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, dilation_is_auto, fabric_section,
-                           parse_config, read_yaml)
-from .model.dilation import DEFAULT_FAITHFUL, FaithfulRates
+from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, default_faithful, dilation_is_auto,
+                           fabric_section, parse_config, read_yaml)
+from .model.dilation import FaithfulRates
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .metrics.monitoring import MONITORING_STATE
 
@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--hosts", type=int, default=4, help="star")
     check.add_argument("--rate-mbps", type=float, default=5.0)
     check.add_argument("--ovs-instances", type=int)
+    check.add_argument("--datapath", choices=["ovs", "bpf"], help="fabric.datapath (default: the file's, else ovs)")
 
     up = commands.add_parser("up", help="bring up the fabric of an experiment file and keep it until Ctrl-C")
     up.add_argument("config", type=Path)
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     run_in.add_argument("--in-container", action="store_true",
                         help="Docker hosts: run it inside the host's container (its image's files, CPU and memory "
                              "limits), as cchost runs, not only in its network namespace with this machine's tools")
-    run_in.add_argument("node", help="e.g. h1, or ovs0 for an OVS instance's namespace")
+    run_in.add_argument("node", help="e.g. h1, or ovs0 / sw0 for a namespace of switch ports (OVS's / the bpf "
+                                     "datapath's)")
     run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="command ...")
 
     experiment = commands.add_parser("experiment", help="run an experiment file and write its results bundle")
@@ -228,7 +230,7 @@ def _require_root(what: str) -> None:
 def _check_config(args) -> ExperimentConfig:
     if args.config:
         config = load_experiment(args.config, RESULTS)[0]  # at the rate `ccemu experiment` would run it
-        if args.ovs_instances is None:
+        if args.ovs_instances is None and args.datapath is None:
             return config
         data = config.model_dump()
     else:
@@ -241,6 +243,8 @@ def _check_config(args) -> ExperimentConfig:
         data = {"name": "check", "topology": {"kind": args.topo, **topology}, "link": {"rate_mbps": args.rate_mbps}}
     if args.ovs_instances is not None:
         data.setdefault("fabric", {})["ovs_instances"] = args.ovs_instances
+    if args.datapath is not None:
+        data.setdefault("fabric", {})["datapath"] = args.datapath
     return parse_config(data, source="command line")
 
 
@@ -252,7 +256,7 @@ def load_experiment(path: Path, results: Path) -> tuple[ExperimentConfig, Faithf
     faithful = None
     if dilation_is_auto(data):
         fabric = fabric_section(data)
-        faithful = (bench_capacity.faithful_rates(fabric, results) if fabric else None) or DEFAULT_FAITHFUL
+        faithful = (bench_capacity.faithful_rates(fabric, results) if fabric else None) or default_faithful(fabric)
     return parse_config(data, source=str(path), faithful=faithful), faithful
 
 
@@ -286,7 +290,7 @@ def check_fabric(config: ExperimentConfig) -> bool:
     net = FabricNet(config)
     topo = net.fabric_topo
     print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
-          f"{net.placement}, {net.datapath} datapath")
+          f"{net.describe_datapath()}")
     started = time.monotonic()
     how, problems = symmetry_problems(net.routing)
     problems = [f"routing tables: {p}" for p in problems]

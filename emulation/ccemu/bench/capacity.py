@@ -1,10 +1,12 @@
 """Forwarding capacity of this machine's emulated fabric (`ccemu bench capacity`, `make bench`).
 
 8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, each on a path of
-its own (hosts/tcpload.py), at several link rates, OVS instance counts and placements (pinned
-to CPUs or not: fabric/placement.py). Per run: goodput / ideal per pair (ideal = link rate x
+its own (hosts/tcpload.py), at several link rates, datapaths (fabric.datapath), and for OVS
+instance counts and placements (pinned to CPUs or not: fabric/placement.py).
+Per run: goodput / ideal per pair (ideal = link rate x
 1448/1538, TCP payload per wire frame), ovs-vswitchd CPU (fraction of one core, summed over
-instances), hypervisor steal, the idle RTT h1 -> h16 (5 switches), and switch residence: how
+instances), hypervisor steal, every CPU's busy time per packet-hop (the figure that compares datapaths),
+the idle RTT h1 -> h16 (5 switches), and switch residence: how
 long packets waited inside the switches between ports (p50 and p99 in frame times, and the
 p99 of the worst switch, which the fidelity verdict judges) and how many they lost in there.
 
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from . import profile
 from ..fabric.allocators import ALLOCATORS
+from ..fabric.kernel import KernelFeatures
 from ..fabric.placement import PIN_FROM_CPUS, usable_cpus
 from ..model.config import FabricConfig, parse_config
 from ..model.dilation import FaithfulRates
@@ -36,7 +39,7 @@ if TYPE_CHECKING:  # the fabric's modules load when a benchmark runs, not when t
 
 
 GOOD = 0.95  # every pair at least this share of its ideal: the rate is within capacity
-DEFAULT_RATES = (5, 10, 15, 25, 50)
+DEFAULT_RATES = (5, 10, 15, 25, 50, 75, 100)
 DEFAULT_INSTANCES = ("1", "2", "auto")
 CAPACITY_DIR = "capacity"
 LATEST = "latest"  # RESULTS/capacity/latest: a link to the newest measurement
@@ -50,8 +53,16 @@ class Variant:
     instances: int | str  # a count or "auto"
     pinned: bool
     allocator: str = DEFAULT_ALLOCATOR  # ovs-vswitchd's malloc (fabric.ovs_allocator)
+    datapath: str = "ovs"  # fabric.datapath
+
+    @classmethod
+    def bpf(cls) -> "Variant":
+        """The bpf datapath has no daemon to count, pin or give an allocator: one variant."""
+        return cls("auto", False, DEFAULT_ALLOCATOR, "bpf")
 
     def __str__(self) -> str:
+        if self.datapath == "bpf":
+            return "bpf"
         named = "" if self.allocator == DEFAULT_ALLOCATOR else f" {self.allocator}"
         return f"{self.instances}{' pinned' if self.pinned else ''}{named}"
 
@@ -72,7 +83,7 @@ def idle_rtt_ms(net: FabricNet, src: str, dst: str, count: int = 20) -> float:
 def detach_port_programs(net: FabricNet) -> None:
     """Take the port programs off every port (HTB then classifies everything as data)."""
     for node_name, ports in net.port_index.items():
-        node = next(n for n in net.hosts + [i.namespace for i in net.instances] if n.name == node_name)
+        node = next(n for n in net.hosts + net.switch_namespaces if n.name == node_name)
         for port in ports:  # one port a command: a shell line of them all overflows Mininet's
             node.cmd(f"tc filter del dev {port} egress; tc filter del dev {port} ingress")
         left = [port for port in ports for hook in ("egress", "ingress")
@@ -92,8 +103,8 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
 
     config = parse_config({"name": "capacity", "topology": {"kind": "fattree", "k": 4},
                            "link": {"rate_mbps": rate_mbps},
-                           "fabric": {"ovs_instances": variant.instances, "pin_ovs": variant.pinned,
-                                      "ovs_allocator": variant.allocator}})
+                           "fabric": {"datapath": variant.datapath, "ovs_instances": variant.instances,
+                                      "pin_ovs": variant.pinned, "ovs_allocator": variant.allocator}})
     with FabricNet(config) as net:
         for instance in net.instances:
             for option in ovs_options:
@@ -117,15 +128,18 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
             wall = time.monotonic() - before["started"]
             ovs_seconds = (sum(cpu_ticks(pid) for pid in daemons) - before["ovs"]) / os.sysconf("SC_CLK_TCK")
             hops = switch_packets(maps.read())[0] - before["hops"]
-            steal, _ = CpuTimes.now().since(before["system"])
+            steal, busy = CpuTimes.now().since(before["system"])
             breakdown = recording.breakdown(vswitchds) if recording else None
             time.sleep(0.5)  # what is still inside a switch arrives
             switches = SwitchFigures.of(maps.read(), maps.frame_ns)
-        placement = str(net.placement)
+        placement = "kernel (bpf)" if net.forwards_in_bpf else str(net.placement)
     ideal = rate_mbps * TCP_PAYLOAD_PER_WIRE_FRAME
     # Both OVS daemons' CPU over the packets that arrived at a switch port (data and acks), counted by
     # the port programs: none when they are detached. ovsdb-server's share of it is noise.
-    per_hop = round(ovs_seconds / hops * 1e6, 2) if hops else None
+    per_hop = round(ovs_seconds / hops * 1e6, 2) if hops and daemons else None
+    # Every CPU's busy time (hosts' TCP and iperf3 too) over the same packet-hops: the figure that
+    # compares datapaths, since the bpf datapath's forwarding runs in whichever context sent.
+    machine_per_hop = round(busy * wall * len(usable_cpus()) / hops * 1e6, 2) if hops else None
     return {
         "rate_mbps": rate_mbps, "variant": str(variant), "placement": placement,
         "ratios": [round(results[p] / ideal, 4) for p in PAIRS], "aggregate_mbps": round(sum(results.values()), 1),
@@ -134,14 +148,14 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
         "idle_rtt_ms": round(rtt, 3), "residence_p50_frames": round(switches.residence_frames(0.5), 3),
         "residence_p99_frames": round(switches.residence_frames(0.99), 3),
         "worst_switch_p99_frames": round(switches.worst_switch()[1], 3), "switch_lost_packets": switches.lost_packets,
-        "cpu_us_per_packet_hop": per_hop, "packet_hops": hops,
+        "cpu_us_per_packet_hop": per_hop, "machine_cpu_us_per_packet_hop": machine_per_hop, "packet_hops": hops,
         **({"profile": breakdown.to_json()} if breakdown else {}),
     }
 
 
 DETAIL_HEADER = (f"{'variant':>10} {'programs':>8} {'rate Mb/s':>9} {'min':>6} {'median':>6} {'max':>6} "
                  f"{'aggr Mb/s':>9} {'ovs CPU':>7} {'steal':>6} {'idle RTT ms':>11} {'res p50':>7} {'res p99':>7} "
-                 f"{'worst sw':>8} {'sw lost':>7} {'us/hop':>6}  placement; per-pair ratios")
+                 f"{'worst sw':>8} {'sw lost':>7} {'us/hop':>6} {'all us/hop':>10}  placement; per-pair ratios")
 
 
 def detail_line(r: dict, programs: bool = True) -> str:
@@ -150,7 +164,8 @@ def detail_line(r: dict, programs: bool = True) -> str:
             f"{statistics.median(ratios):>6.3f} {max(ratios):>6.3f} {r['aggregate_mbps']:>9.1f} {r['ovs_cpu']:>7.0%} "
             f"{r['steal']:>6.1%} {r['idle_rtt_ms']:>11.2f} {r['residence_p50_frames']:>7.2f} "
             f"{r['residence_p99_frames']:>7.2f} {r['worst_switch_p99_frames']:>8.2f} {r['switch_lost_packets']:>7} "
-            f"{_optional(r.get('cpu_us_per_packet_hop')):>6}  {r['placement']}; "
+            f"{_optional(r.get('cpu_us_per_packet_hop')):>6} {_optional(r.get('machine_cpu_us_per_packet_hop')):>10}  "
+            f"{r['placement']}; "
             + " ".join(f"{x:.2f}" for x in ratios))
 
 
@@ -196,8 +211,11 @@ def latest(results_root: Path) -> dict | None:
         return None
 
 
-def variant_of(fabric: FabricConfig, cpus: int) -> str:
-    """The benchmark's name for the placement `fabric` asks for on a machine of `cpus` CPUs."""
+def variant_of(fabric: FabricConfig, cpus: int, kernel: KernelFeatures | None = None) -> str:
+    """The benchmark's name for the placement `fabric` asks for on a machine of `cpus` CPUs (and
+    `kernel`'s features: this machine's unless given)."""
+    if fabric.forwarder(kernel or KernelFeatures.probe()) == "bpf":
+        return str(Variant.bpf())
     pinned = fabric.pin_ovs is True or (fabric.pin_ovs == "auto" and cpus >= PIN_FROM_CPUS)
     return str(Variant(fabric.ovs_instances, pinned, fabric.ovs_allocator))
 
@@ -219,12 +237,14 @@ def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = 
     instance count, pinned or not, its allocator) with this CPU count: a later run of the benchmark
     that measured other placements does not hide it. None where none was."""
     cpus = len(usable_cpus()) if cpus is None else cpus
-    variant = variant_of(fabric, cpus)
+    kernel = KernelFeatures.probe()
+    variant = variant_of(fabric, cpus, kernel)
     for measured in measurements(results_root):
         rate = (measured.get("capacities", {}).get(variant) or {}).get("rate_mbps")
         if len(measured.get("cpus", [])) == cpus and rate is not None:
             return FaithfulRates.of_capacity(rate, f"`ccemu bench capacity` of {measured['when']}, {variant}: every "
-                                                   f"pair >= {GOOD} up to {rate:g} Mbit/s per link")
+                                                   f"pair >= {GOOD} up to {rate:g} Mbit/s per link",
+                                             fabric.forwarder(kernel))
     return None
 
 
@@ -246,7 +266,7 @@ def write(results_root: Path, runs: list[dict], variants: list[str], seconds: fl
     out = results_root / CAPACITY_DIR / stamp
     out.mkdir(parents=True)
     capacities = {v: capacity_of(runs, v) for v in variants}
-    default = next((v for v in variants if v == str(Variant("auto", True))), variants[-1])
+    default = next((v for v in variants if v == variant_of(FabricConfig(), len(usable_cpus()))), variants[-1])
     doc = {"when": time.strftime("%Y-%m-%d", time.gmtime()), "cpus": usable_cpus(), "seconds": seconds,
            "variant": default, "capacity_mbps": capacities[default][0],
            "capacities": {v: {"rate_mbps": c, "aggregate_mbps": a} for v, (c, a) in capacities.items()},
@@ -255,7 +275,8 @@ def write(results_root: Path, runs: list[dict], variants: list[str], seconds: fl
     (out / "capacity.md").write_text(
         f"# Capacity of this machine ({len(usable_cpus())} CPUs), {doc['when']}\n\n"
         f"k=4 fat-tree, 8 cross-pod iperf3 TCP pairs on disjoint paths, {seconds:g} s each. Cells: the worst "
-        f"pair's goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}). Columns: OVS instances (placement).\n\n"
+        f"pair's goodput / (rate x {TCP_PAYLOAD_PER_WIRE_FRAME:.4f}). Columns: OVS instances (placement), or the "
+        "bpf datapath.\n\n"
         + capacity_table(runs, variants) + "\n\n## Every run\n\n```\n" + DETAIL_HEADER + "\n"
         + "\n".join(detail_line(r) for r in runs) + "\n```\n" + _profiles(runs))
     link = results_root / CAPACITY_DIR / LATEST
@@ -289,6 +310,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true",
                         help="sample every CPU with perf while the flows run: where the CPU went (by process and "
                              "kernel / allocator / libc / OVS / port programs) and the CPU per packet per switch hop")
+    parser.add_argument("--datapath", nargs="+", choices=["ovs", "bpf"], default=["ovs", "bpf"],
+                        help="fabric.datapath(s) to measure; bpf is one variant (no daemon to count, pin or give an "
+                             "allocator), ovs one per instance count, pinning and allocator")
     parser.add_argument("--ovs-option", action="append", default=[], metavar="KEY=VALUE",
                         help="set Open_vSwitch other_config:KEY=VALUE on every instance (to try tunings)")
 
@@ -299,9 +323,10 @@ def variants_of(args) -> list[Variant]:
     for text in args.instances:
         if text != "auto" and not (text.isdigit() and 1 <= int(text) <= 64):
             raise SystemExit(f"ccemu bench capacity: --instances {text}: must be 'auto' or a whole number from 1 to 64")
-        found += [Variant(text if text == "auto" else int(text), pin, allocator)
-                  for pin in pinned for allocator in args.ovs_allocator]
-    return found
+        if "ovs" in args.datapath:
+            found += [Variant(text if text == "auto" else int(text), pin, allocator)
+                      for pin in pinned for allocator in args.ovs_allocator]
+    return found + ([Variant.bpf()] if "bpf" in args.datapath else [])
 
 
 def run(args) -> Path:

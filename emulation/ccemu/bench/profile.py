@@ -118,18 +118,25 @@ class Breakdown:
 def table(run: dict, title: str) -> str:
     """Markdown of one capacity run's profile (its "profile", "cpu_us_per_packet_hop", "packet_hops")."""
     profile, per_hop = run["profile"], run["cpu_us_per_packet_hop"]
-    cost = (f"**{per_hop:.1f} us of CPU per packet per switch hop** ({run['packet_hops']} packet-hops)"
-            if per_hop is not None else "no packet-hops counted (port programs detached)")
+    machine = run.get("machine_cpu_us_per_packet_hop")
+    hops = f"({run['packet_hops']} packet-hops)"
+    if per_hop is not None:
+        cost = f"OVS daemons: **{per_hop:.1f} us of CPU per packet per switch hop** {hops}"
+    elif machine is not None:  # the bpf datapath forwards in whichever context a packet arrives
+        cost = f"no OVS daemon (the bpf datapath); every CPU: **{machine:.1f} us per packet per switch hop** {hops}"
+    else:
+        cost = "OVS daemons: no packet-hops counted (port programs detached)"
     lines = [f"### {title}", "",
-             f"{profile['samples']} samples ({profile['event']}) at {SAMPLE_HZ} Hz on every CPU; OVS daemons: "
-             f"{cost}." + (CPU_CLOCK_CAVEAT if profile["event"] == "cpu-clock" else ""), "",
+             f"{profile['samples']} samples ({profile['event']}) at {SAMPLE_HZ} Hz on every CPU; {cost}."
+             + (CPU_CLOCK_CAVEAT if profile["event"] == "cpu-clock" else ""), "",
              "| process | share of all CPUs | " + " | ".join(KINDS) + " |", "|---" * (len(KINDS) + 2) + "|"]
     for process, seen in profile["processes"].items():
         lines.append(f"| {process} | {seen['share']:.1%} | "
                      + " | ".join(f"{seen['kinds'][k]:.0%}" for k in KINDS) + " |")
-    lines += ["", "ovs-vswitchd's top symbols: " + ", ".join(f"{s} {share:.1%}" for s, share in
-                                                               profile["ovs_top_symbols"]), ""]
-    return "\n".join(lines)
+    if profile["ovs_top_symbols"]:
+        lines += ["", "ovs-vswitchd's top symbols: " + ", ".join(f"{s} {share:.1%}" for s, share in
+                                                                   profile["ovs_top_symbols"])]
+    return "\n".join(lines + [""])
 
 
 def perf_binary() -> str:

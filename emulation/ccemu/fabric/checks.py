@@ -3,11 +3,13 @@ switches' own port counters. Each returns a list of problems (empty = all holds)
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 
 from ..hosts.probe import Probes, hosts_of
+from .forwarding import path_id
 from .net import FabricNet
 from .ovs import OvsError, parse_port_stats
 from .placement import usable_cpus
@@ -107,7 +109,10 @@ def check_reachability(net: FabricNet, attempts: int = 3) -> Reachability:
 
 def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
     """Path-id the fabric gives a TCP/UDP flow from `src` to `dst` (so its whole path is
-    net.routing.path(src, dst, pid)), traced in the first switch without sending."""
+    net.routing.path(src, dst, pid)), traced in the first switch without sending (the bpf
+    datapath: its own function, mirrored in forwarding.path_id)."""
+    if net.forwards_in_bpf:
+        return path_id(net.fabric_topo.host(src).ip, net.fabric_topo.host(dst).ip, proto, sport, dport)
     switch, port = net.fabric_topo.attachment(src)
     flow = (f"in_port={port},{proto},nw_src={net.fabric_topo.host(src).ip},nw_dst={net.fabric_topo.host(dst).ip},"
             f"{proto}_src={sport},{proto}_dst={dport}")  # ofproto/trace wants udp_src, not tp_src, for UDP
@@ -115,7 +120,10 @@ def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dpo
 
 
 def port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
-    """(switch, port) -> (rx packets, tx packets) of every switch port."""
+    """(switch, port) -> (rx packets, tx packets) of every switch port: OVS's own counters, or
+    with the bpf datapath the kernel's (OVS's do not count what it never saw)."""
+    if net.forwards_in_bpf:
+        return _kernel_port_counters(net)
     dumps = [(switch.name, switch.instance.dump_ports(switch.name)) for switch in net.switches]
     counters = {}
     for name, proc in dumps:
@@ -124,6 +132,17 @@ def port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
             raise OvsError(f"reading port counters of {name}: {err.strip()}")
         for port, stats in parse_port_stats(out).items():
             counters[(name, port)] = stats
+    return counters
+
+
+def _kernel_port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
+    counters = {}
+    for namespace in net.switch_namespaces:
+        for link in json.loads(namespace.cmd("ip -s -j link show")):
+            switch, _, port = link["ifname"].rpartition("-eth")
+            if switch in net.routing.tables and port.isdigit():
+                stats = link["stats64"]
+                counters[(switch, int(port))] = (stats["rx"]["packets"], stats["tx"]["packets"])
     return counters
 
 

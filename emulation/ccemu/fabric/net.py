@@ -1,6 +1,8 @@
 """The live emulated fabric: a Mininet network whose switches are bridges of private OVS
-instances, built quickly and torn down without leaks. Hosts are network namespaces, or Docker
-containers (containers/host.py) when the config says `hosts: {kind: docker}`.
+instances (or, with `fabric.datapath: bpf`, sets of ports the kernel forwards between, driven by
+the port programs: ports/bpf/switch.h), built quickly and torn down without leaks. Hosts are
+network namespaces, or Docker containers (containers/host.py) when the config says
+`hosts: {kind: docker}`.
 
 Mininet's roles are kept: nodes execute (FabricSwitch runs its commands in its OVS
 instance's namespace), interfaces configure themselves (FabricIntf is born configured),
@@ -37,6 +39,7 @@ from ..model.config import ExperimentConfig
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
+from .forwarding import host_route_count, route_lines
 from .openflow import switch_flows
 from .placement import place, usable_cpus
 from .allocators import allocator_library
@@ -96,25 +99,29 @@ class FabricLink(Link):
 
 
 class FabricSwitch(Switch):
-    """A bridge of an OvsInstance. It has no shell: its ports and commands live in the
-    instance's namespace, and FabricNet creates all bridges in one transaction."""
+    """A switch's ports in a namespace it shares with other switches: a bridge of the
+    namespace's OvsInstance (FabricNet creates all bridges in one transaction), or, with the bpf
+    datapath, no daemon at all (`instance` None). It has no shell of its own."""
 
-    def __init__(self, name, instance: OvsInstance, **params):
+    def __init__(self, name, namespace: Node, instance: OvsInstance | None, **params):
+        self.namespace = namespace
         self.instance = instance
         params.pop("inNamespace", None)
         super().__init__(name, inNamespace=True, **params)
         self.controlIntf = None
 
     def startShell(self, mnopts=None):
-        self.pid = self.instance.namespace.pid
+        self.pid = self.namespace.pid
 
     def cmd(self, *args, **kwargs):
-        return self.instance.namespace.cmd(*args, **kwargs)
+        return self.namespace.cmd(*args, **kwargs)
 
     def popen(self, *args, **kwargs):
-        return self.instance.namespace.popen(*args, **kwargs)
+        return self.namespace.popen(*args, **kwargs)
 
     def dpctl(self, *args):
+        if self.instance is None:
+            raise FabricError(f"switch {self.name} has no OpenFlow tables: the bpf datapath forwards it")
         return self.cmd("ovs-ofctl", args[0], self.instance.management_socket(self.name), *args[1:])
 
     def start(self, controllers):
@@ -165,7 +172,8 @@ class FabricNet(Mininet):
         self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.state_root = state_root
         self.inventory: Inventory | None = None
-        self.instances: list[OvsInstance] = []
+        self.switch_namespaces: list[FabricNamespace] = []  # one per placement slot; the switch ports live there
+        self.instances: list[OvsInstance] = []  # OVS datapath: one per switch namespace; bpf: none
         self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
         self.placement = place(config.fabric, len(self.fabric_topo.switches), usable_cpus())
@@ -184,8 +192,17 @@ class FabricNet(Mininet):
         return self.inventory.state_dir.resolve() / "bpffs"
 
     @property
-    def datapath(self) -> str:
+    def forwards_in_bpf(self) -> bool:
+        return self.config.fabric.forwarder(self.kernel) == "bpf"
+
+    @property
+    def ovs_datapath(self) -> str:
         return "system" if self.kernel.openvswitch else "netdev"
+
+    def describe_datapath(self) -> str:
+        if self.forwards_in_bpf:
+            return f"bpf datapath (the kernel forwards, no OVS; {self.placement.instances} switch namespaces)"
+        return f"{self.placement}, OVS {self.ovs_datapath} datapath"
 
     # Bring-up --------------------------------------------------------------------------
 
@@ -200,8 +217,8 @@ class FabricNet(Mininet):
             self.engine = DockerEngine.acquire()
             self.image = host_image.require(self.engine.client, self.config.hosts.image)
             self.timings.mark("docker engine and image")
-        self._start_ovs_instances()
-        self.timings.mark("ovs daemons")
+        self._start_switch_namespaces()
+        self.timings.mark("switch namespaces and ovs daemons")
         self._add_hosts()
         self.timings.mark("host shells")
         self._add_switches_and_links()
@@ -213,16 +230,22 @@ class FabricNet(Mininet):
             self.timings.mark("pfc pause agent")
         self.built = True
 
-    def _start_ovs_instances(self):
-        preload = allocator_library(self.config.fabric.ovs_allocator)  # installed? before any namespace
-        count = self.placement.instances
+    def _start_switch_namespaces(self):
+        """The namespaces the switch ports live in, one per placement slot, each with its OVS
+        instance unless the bpf datapath forwards."""
+        # The allocator is looked for before any namespace exists.
+        preload = None if self.forwards_in_bpf else allocator_library(self.config.fabric.ovs_allocator)
+        prefix = "sw" if self.forwards_in_bpf else "ovs"
         with self.inventory.batch():
-            namespaces = [FabricNamespace(f"ovs{index}", inNamespace=True, inventory=self.inventory, defer_prompt=True)
-                          for index in range(count)]
+            namespaces = [FabricNamespace(f"{prefix}{index}", inNamespace=True, inventory=self.inventory,
+                                          defer_prompt=True)
+                          for index in range(self.placement.instances)]
         self._adopt_namespaces(namespaces)
-        self.instances = [OvsInstance(index, self.inventory.state_dir, self.datapath, namespace, preload)
-                          for index, namespace in enumerate(namespaces)]
-        start_instances(self.instances, self.inventory)
+        self.switch_namespaces = namespaces
+        if not self.forwards_in_bpf:
+            self.instances = [OvsInstance(index, self.inventory.state_dir, self.ovs_datapath, namespace, preload)
+                              for index, namespace in enumerate(namespaces)]
+            start_instances(self.instances, self.inventory)
 
     def _adopt_namespaces(self, nodes: list[Node]) -> None:
         """Finish starting the shells of new nodes (made with defer_prompt inside an inventory
@@ -256,18 +279,20 @@ class FabricNet(Mininet):
                                           inventory=self.inventory, defer_prompt=True, **kind))
         self._adopt_namespaces(hosts)
 
-    def instance_of(self, switch: str) -> OvsInstance:
-        """Switches are dealt to instances in topology order, so each instance gets whole
-        tiers' worth of neighbours rather than every other switch."""
+    def slot_of(self, switch: str) -> int:
+        """Switches are dealt to namespaces (and OVS instances) in topology order, so each gets
+        whole tiers' worth of neighbours rather than every other switch."""
         names = self.fabric_topo.switch_names
-        return self.instances[names.index(switch) * len(self.instances) // len(names)]
+        return names.index(switch) * len(self.switch_namespaces) // len(names)
 
-    def switches_of(self, instance: OvsInstance) -> list[FabricSwitch]:
-        return [switch for switch in self.switches if switch.instance is instance]
+    def switches_in(self, namespace: Node) -> list[FabricSwitch]:
+        return [switch for switch in self.switches if switch.namespace is namespace]
 
     def _add_switches_and_links(self):
         for spec in self.fabric_topo.switches:
-            self.addSwitch(spec.name, instance=self.instance_of(spec.name), dpid=f"{spec.dpid:016x}")
+            slot = self.slot_of(spec.name)
+            self.addSwitch(spec.name, namespace=self.switch_namespaces[slot],
+                           instance=self.instances[slot] if self.instances else None, dpid=f"{spec.dpid:016x}")
         self.port_ids = number_ports(link.interface_names() for link in self.fabric_topo.links)
         FabricLink.ifindexes = {port: ifindex_of(ids.port_id) for port, ids in self.port_ids.items()}
         FabricLink.batch = []
@@ -289,18 +314,25 @@ class FabricNet(Mininet):
 
     def _configure_namespaces(self):
         """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
-        OVS namespaces: the same for every switch port. One batch per namespace, all
-        namespaces at once."""
+        Switch namespaces: the same for every switch port (and, with the bpf datapath, the
+        routes first). One batch per namespace, all namespaces at once."""
         shape = self.port_shape
         config_dir = self.inventory.state_dir / "config"
         port_ids = self.port_ids
         (self.inventory.state_dir / PORT_IDS_FILE).write_text(
             json.dumps({port: ids.port_id for port, ids in port_ids.items()}))
         switch_port_count = sum(len(switch.intfs) for switch in self.switches)
-        loaded = subprocess.run(self.port_program.load_command(self.bpffs, port_ids, switch_port_count),
+        routes = host_route_count(self.routing) if self.forwards_in_bpf else 0
+        loaded = subprocess.run(self.port_program.load_command(self.bpffs, port_ids, switch_port_count, routes),
                                 capture_output=True, text=True)
         if loaded.returncode:
             raise FabricError(f"loading the port programs failed: {loaded.stderr.strip()}")
+        if self.forwards_in_bpf:  # before any port forwards
+            written = subprocess.run(self.port_program.routes_command(
+                self.bpffs, Path(_write(config_dir / "routes", route_lines(self.routing, port_ids)))),
+                capture_output=True, text=True)
+            if written.returncode:
+                raise FabricError(f"writing the switches' routes failed: {written.stderr.strip()}")
         self.timings.mark("port programs loaded")
 
         def ports_script(node: str, shapes: dict[str, PortShape], switch_ports: bool) -> list[str]:
@@ -308,7 +340,7 @@ class FabricNet(Mininet):
             return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
                     self.port_program.attach_command(
                         self.bpffs, node, {port: (port_ids[port], port_shape) for port, port_shape in shapes.items()},
-                        config_dir, switch_ports)]
+                        config_dir, switch_ports, forward=switch_ports and self.forwards_in_bpf)]
 
         # A switch port facing a host runs at the host link's rate, one facing a switch at
         # link.fabric_share of it (oversubscription at the ToR).
@@ -333,13 +365,13 @@ class FabricNet(Mininet):
                 f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
                 *ports_script(spec.name, {intf.name: nic}, switch_ports=False),
             ])
-        for instance in self.instances:
-            ports = [intf.name for switch in self.switches_of(instance) for intf in switch.intfList()]
+        for namespace in self.switch_namespaces:
+            ports = [intf.name for switch in self.switches_in(namespace) for intf in switch.intfList()]
             if ports:
                 ip_batch = [f"link set {port} up" for port in ports]
-                scripts[instance.namespace] = " && ".join([
-                    f"ip -batch {_write(config_dir / f'{instance.namespace.name}.ip', ip_batch)}",
-                    *ports_script(instance.namespace.name,
+                scripts[namespace] = " && ".join([
+                    f"ip -batch {_write(config_dir / f'{namespace.name}.ip', ip_batch)}",
+                    *ports_script(namespace.name,
                                   {port: shape if port in facing_hosts else fabric_shape for port in ports},
                                   switch_ports=True),
                 ])
@@ -377,19 +409,22 @@ class FabricNet(Mininet):
         return " ".join(path.read_text().split()[-60:]) if path.exists() else ""
 
     def _namespace_named(self, name: str) -> Node:
-        for instance in self.instances:
-            if instance.namespace.name == name:
-                return instance.namespace
+        for namespace in self.switch_namespaces:
+            if namespace.name == name:
+                return namespace
         raise KeyError(name)
 
     def start(self):
-        """Bridges and ports (one OVSDB transaction per instance), then the flow tables."""
+        """Bridges and ports (one OVSDB transaction per instance), then the flow tables. The bpf
+        datapath has nothing to start: its routes were written before its ports were attached."""
+        if self.forwards_in_bpf:
+            return
         transactions = []
         for instance in self.instances:
             # QoS "linux-noop": OVS leaves the ports' qdiscs alone. Without it, OVS deletes
             # the root qdisc of every port it adds, and again at every reconfiguration.
             args: list[str] = ["--", "--id=@noop", "create", "QoS", "type=linux-noop"]
-            for switch in self.switches_of(instance):
+            for switch in self.switches_in(instance.namespace):
                 args += ["--", "add-br", switch.name, "--", "set", "bridge", switch.name,
                          f"datapath_type={instance.datapath}", "fail_mode=secure",
                          f"other-config:datapath-id={switch.dpid}", "other-config:disable-in-band=true"]
@@ -406,7 +441,7 @@ class FabricNet(Mininet):
         ], "installing flows")
         self.timings.mark("flow tables")
         for instance in self.instances:
-            switches = self.switches_of(instance)
+            switches = self.switches_in(instance.namespace)
             ports = sum(len(s.intfs) for s in switches)
             instance.enlarge_packet_socket_buffers(switches[0].name, ports * self.port_shape.queued_memory_bytes,
                                                    RECEIVE_BUFFER_BYTES)
@@ -433,7 +468,7 @@ class FabricNet(Mininet):
         for instance in self.instances:
             instance.wait()
         self.stop_timings.mark("ovs daemons")
-        for node in self.hosts + [i.namespace for i in self.instances]:
+        for node in self.hosts + self.switch_namespaces:
             node.terminate()
         self.stop_timings.mark("shells")
         try:

@@ -396,6 +396,13 @@ PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass", "dcqcn", "tcd"
 
 
 class FabricConfig(_Section):
+    # auto: userspace OVS forwards 5x less than the bpf datapath here (k=4, every pair >= 0.95 up to 10
+    # Mbit/s per link against 50; README "This machine's limits"), so it runs only where asked for.
+    datapath: Literal["auto", "ovs", "bpf"] = Field(
+        "auto", description="what forwards between a switch's ports: 'ovs' (Open vSwitch: its kernel datapath where "
+                            "the openvswitch module exists, else its userspace one), 'bpf' (the kernel, driven by "
+                            "ccemu's program at each switch port's ingress, ports/bpf/switch.h: the same routes, "
+                            "queues and marks, no OVS daemon), 'auto' (OVS where its kernel datapath exists, else bpf)")
     ovs_instances: Union[int, str] = Field(
         "auto",
         description="ovs-vswitchd processes the switches are spread over; 'auto' runs one per CPU "
@@ -419,6 +426,12 @@ class FabricConfig(_Section):
         if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 64):
             return value
         raise ValueError(f"must be 'auto' or a whole number from 1 to 64 (got {value!r})")
+
+    def forwarder(self, kernel: KernelFeatures) -> Literal["ovs", "bpf"]:
+        """The datapath this fabric runs on a machine with `kernel`'s features."""
+        if self.datapath == "auto":
+            return "ovs" if kernel.openvswitch else "bpf"
+        return self.datapath
 
     def instance_count(self, switches: int) -> int:
         """Each instance forwards in one thread (so: one per CPU) and visits all its ports on
@@ -808,8 +821,8 @@ class ExperimentConfig(_Section):
     def _links_run_at_the_dilated_rate(cls, data: object, info: ValidationInfo) -> object:
         """With a datacenter, link.rate_mbps is derived (rate / dilation) and 'auto' resolved from
         what the machine keeps faithful (the context's "faithful": FaithfulRates, measured by
-        `ccemu bench capacity`; DEFAULT_FAITHFUL without), so every later rule sees the emulated
-        rate."""
+        `ccemu bench capacity`; without, DEFAULT_FAITHFUL of the datapath the fabric runs), so every
+        later rule sees the emulated rate."""
         if not (isinstance(data, dict) and isinstance(data.get("datacenter"), dict)):
             return data
         dc, link = data["datacenter"], data.get("link") or {}
@@ -818,7 +831,8 @@ class ExperimentConfig(_Section):
             return data  # DatacenterConfig says what is wrong with it
         dilation = "auto" if dilation_is_auto(data) else _as_number(dc.get("dilation"))
         if dilation == "auto":
-            faithful = (info.context or {}).get("faithful") or DEFAULT_FAITHFUL
+            context = info.context or {}
+            faithful = context.get("faithful") or default_faithful(fabric_section(data), context.get("kernel"))
             dilation = auto_dilation(gbps, _busy_links(data), faithful)
             dc = {**dc, "dilation": dilation}
         if dilation is not None and 1 <= dilation <= 1e6:
@@ -957,7 +971,7 @@ class _DoesNotFitError(_KeyedError):
 def parse_config(data: object, source: str = "config", kernel: KernelFeatures | None = None,
                  machine: MachineLimits | None = None, faithful: FaithfulRates | None = None) -> ExperimentConfig:
     """The validated config; `kernel` and `machine` are probed unless given (tests give them);
-    `dilation: auto` is resolved from `faithful` (DEFAULT_FAITHFUL unless given: the CLI gives this
+    `dilation: auto` is resolved from `faithful` (default_faithful unless given: the CLI gives this
     machine's measured capacity, bench/capacity.py faithful_rates)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of keys at the top level")
@@ -984,6 +998,12 @@ def fabric_section(data: object) -> FabricConfig | None:
         return FabricConfig.model_validate((data.get("fabric") if isinstance(data, dict) else None) or {})
     except ValidationError:
         return None
+
+
+def default_faithful(fabric: FabricConfig | None, kernel: KernelFeatures | None = None) -> FaithfulRates:
+    """What `dilation: auto` follows where no capacity was measured: the figures of the datapath
+    `fabric` runs on `kernel` (this machine's unless given; an invalid section: its default's)."""
+    return DEFAULT_FAITHFUL[(fabric or FabricConfig()).forwarder(kernel or KernelFeatures.probe())]
 
 
 def dilation_is_auto(data: object) -> bool:

@@ -71,21 +71,29 @@ class PortProgram:
             raise PortProgramMissing(f"the port program is not built ({', '.join(missing)} missing): run `make setup`")
         return program
 
-    def load_command(self, bpffs: Path, ids: dict[str, PortIds], switch_ports: int) -> list[str]:
-        """The command that loads the programs for the run, its maps sized for `ids` and the
-        residences of `switch_ports`, pinned in `bpffs`."""
+    def load_command(self, bpffs: Path, ids: dict[str, PortIds], switch_ports: int, host_routes: int = 0) -> list[str]:
+        """The command that loads the programs for the run, its maps sized for `ids`, the
+        residences of `switch_ports` and `host_routes` routes (the bpf datapath's; 0 when OVS
+        forwards), pinned in `bpffs`."""
         port_ids = max(ids.port_id for ids in ids.values()) + 1
-        return [str(self.loader), "load", str(self.object_file), str(bpffs), str(port_ids), str(switch_ports)]
+        return [str(self.loader), "load", str(self.object_file), str(bpffs), str(port_ids), str(switch_ports),
+                str(host_routes)]
+
+    def routes_command(self, bpffs: Path, routes: Path) -> list[str]:
+        """The command that writes the bpf datapath's routes (fabric/forwarding.py lines in `routes`)."""
+        return [str(self.loader), "routes", str(bpffs), str(routes)]
 
     def attach_command(self, bpffs: Path, node: str, ports: dict[str, tuple[PortIds, PortShape]],
-                       config_dir: Path, switch_ports: bool) -> str:
+                       config_dir: Path, switch_ports: bool, forward: bool = False) -> str:
         """Shell command that, run inside `node`'s namespace, attaches the run's programs to
         `ports` (a switch's ports, or a host's NIC; each with its ids and shape) and prints
-        "attached <ifname> <ifindex>" per port."""
+        "attached <ifname> <ifindex>" per port. `forward`: the switch ports' ingress programs
+        forward (the bpf datapath)."""
         config = config_dir / f"{node}.ports"
         config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id, switch_ports) + "\n"
                                   for port, (ids, shape) in ports.items()))
-        return f"{shlex.quote(str(self.loader))} attach {shlex.quote(str(bpffs))} {shlex.quote(str(config))}"
+        return (f"{shlex.quote(str(self.loader))} attach {shlex.quote(str(bpffs))} {shlex.quote(str(config))}"
+                + (" forward" if forward else ""))
 
 
 def parse_attached(output: str) -> dict[str, int]:

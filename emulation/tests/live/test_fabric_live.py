@@ -1,7 +1,8 @@
-"""Live fabrics on Mininet + OVS (root; CI runs these)."""
+"""Live fabrics on Mininet, forwarded by OVS or by the bpf datapath (root; CI runs these)."""
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from ccemu.fabric.net import FabricNet
 from ccemu.fabric.inventory import (SHELL_OF, Inventory, ProcessRecord, mounted_paths, pids_in_namespaces,
                                     process_start_time)
 from ccemu.polling import wait_until
-from ccemu.fabric.checks import check_path_symmetry, check_reachability, flow_path_id
+from ccemu.fabric.checks import check_path_symmetry, check_reachability, flow_path_id, port_counters
 
 pytestmark = pytest.mark.root
 
@@ -59,9 +60,10 @@ def leftovers(state: dict) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def fat_tree_k4(tmp_path_factory):
-    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path_factory.mktemp("state"))
+@pytest.fixture(scope="module", params=["ovs", "bpf"])
+def fat_tree_k4(request, tmp_path_factory):
+    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}, fabric={"datapath": request.param}),
+                    state_root=tmp_path_factory.mktemp("state"))
     with net:
         yield net
 
@@ -86,16 +88,34 @@ def test_udp_from_other_programs_takes_the_same_path_both_ways(fat_tree_k4):
     assert flow_path_id(fat_tree_k4, "h1", "h16", "udp", 0xA003, 5201) == 3
 
 
-def test_every_port_keeps_its_htb_tree_and_port_program_after_ovs_adds_it(fat_tree_k4):
+def test_a_flow_without_a_path_id_crosses_the_ports_of_the_path_id_the_fabric_gives_it(fat_tree_k4):
+    """flow_path_id (OVS: traced; bpf: forwarding.path_id, the program's hash mirrored) against
+    what the switches' port counters saw of a real flow, for several port pairs."""
+    net = fat_tree_k4
+    send = ("import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            "s.bind(('', int(sys.argv[2]))); [s.sendto(b'x', (sys.argv[1], int(sys.argv[3]))) for _ in range(50)]")
+    for sport, dport in ((5201, 33333), (40001, 5201), (50123, 33000)):
+        before = port_counters(net)
+        net["h1"].cmd(f"{sys.executable} -c {shlex.quote(send)} {net['h16'].IP()} {sport} {dport}")
+        time.sleep(0.3)
+        after = port_counters(net)
+        sent = {key for key, (_, tx) in after.items() if tx - before[key][1] >= 50}
+        pid = flow_path_id(net, "h1", "h16", "udp", sport, dport)
+        assert sent == set(net.routing.ports_on_path("h1", "h16", pid)), (sport, dport, pid)
+
+
+def test_every_port_keeps_its_htb_tree_and_port_program_after_the_fabric_adds_it(fat_tree_k4):
     net = fat_tree_k4
     nodes = [(h, [h.defaultIntf().name]) for h in net.hosts]
-    nodes += [(i.namespace, [intf.name for s in net.switches_of(i) for intf in s.intfList()]) for i in net.instances]
+    nodes += [(ns, [intf.name for s in net.switches_in(ns) for intf in s.intfList()]) for ns in net.switch_namespaces]
     for node, ports in nodes:
         qdiscs = node.cmd("tc qdisc show")
+        ingress = "switch_ingress" if net.forwards_in_bpf and node in net.switch_namespaces else "port_ingress"
         for port in ports:
             assert f"qdisc htb 1: dev {port} root" in qdiscs, (node.name, port)
             assert f"qdisc clsact ffff: dev {port}" in qdiscs, (node.name, port)
             assert "port_egress" in node.cmd(f"tc filter show dev {port} egress"), (node.name, port)
+            assert ingress in node.cmd(f"tc filter show dev {port} ingress"), (node.name, port)
     assert sum(len(ports) for _, ports in nodes) == 2 * 48
 
 
@@ -138,13 +158,15 @@ def test_different_path_ids_of_a_cross_pod_pair_use_different_cores(fat_tree_k4)
     assert cores == {"c1", "c2", "c3", "c4"}
 
 
+@pytest.mark.parametrize("datapath", ["ovs", "bpf"])
 @pytest.mark.parametrize("topology, instances", [
     ({"kind": "fattree", "k": 4}, 2),
     ({"kind": "leafspine", "leaves": 3, "spines": 2, "hosts_per_leaf": 2}, 1),
     ({"kind": "dumbbell", "hosts_per_side": 2}, 1),
 ], ids=["fattree-2-ovs-instances", "leafspine", "dumbbell"])
-def test_other_fabrics_reach_every_pair(tmp_path, topology, instances):
-    net = FabricNet(fabric_config(topology, fabric={"ovs_instances": instances}), state_root=tmp_path)
+def test_other_fabrics_reach_every_pair(tmp_path, topology, instances, datapath):
+    net = FabricNet(fabric_config(topology, fabric={"ovs_instances": instances, "datapath": datapath}),
+                    state_root=tmp_path)
     with net:
         assert check_reachability(net).problems == []
         a, b = net.fabric_topo.host_names[0], net.fabric_topo.host_names[-1]
@@ -153,22 +175,24 @@ def test_other_fabrics_reach_every_pair(tmp_path, topology, instances):
 
 @pytest.mark.parametrize("allocator, library", [("jemalloc", "libjemalloc.so.2"), ("glibc", None)])
 def test_ovs_vswitchd_forwards_with_the_allocator_the_fabric_asks_for(tmp_path, allocator, library):
-    net = FabricNet(fabric_config({"kind": "dumbbell", "hosts_per_side": 2}, fabric={"ovs_allocator": allocator}),
-                    state_root=tmp_path)
+    net = FabricNet(fabric_config({"kind": "dumbbell", "hosts_per_side": 2},
+                                  fabric={"ovs_allocator": allocator, "datapath": "ovs"}), state_root=tmp_path)
     with net:
         assert check_reachability(net).problems == []
+        assert net.instances
         for instance in net.instances:
             maps = Path(f"/proc/{instance.vswitchd_pid}/maps").read_text()
             preloaded = {name for name in ("libjemalloc.so.2", "libtcmalloc_minimal.so.4") if f"/{name}" in maps}
             assert preloaded == ({library} if library else set()), instance.index
 
 
-def test_normal_teardown_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("datapath", ["ovs", "bpf"])
+def test_normal_teardown_leaves_nothing(tmp_path, datapath):
     interfaces_before = root_interfaces()
-    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}), state_root=tmp_path)
+    net = FabricNet(fabric_config({"kind": "fattree", "k": 4}, fabric={"datapath": datapath}), state_root=tmp_path)
     with net:
         state = json.loads((net.inventory.state_dir / "state.json").read_text())
-        assert len(state["namespaces"]) == 16 + len(net.instances)
+        assert len(state["namespaces"]) == 16 + len(net.switch_namespaces)
     assert leftovers(state) == []
     assert root_interfaces() == interfaces_before
     assert list(tmp_path.iterdir()) == []

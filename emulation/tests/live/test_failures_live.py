@@ -64,7 +64,7 @@ def test_a_missing_build_is_one_line_that_says_to_run_make_setup(tmp_path, nothi
 
 
 def test_an_ovs_that_will_not_start_is_one_line_naming_it_and_leaves_nothing(tmp_path, nothing_left):
-    result = run_ccemu(tmp_path, "check", "--topo", "star", "--hosts", "2",
+    result = run_ccemu(tmp_path, "check", "--topo", "star", "--hosts", "2", "--datapath", "ovs",
                        env=fake_tool(tmp_path, "ovs-vswitchd", "fake ovs-vswitchd: cannot start"))
     assert result.returncode == EXIT_FABRIC
     assert one_line(result).startswith("ccemu: ovs-vswitchd #0 exited with status 1 at start: "

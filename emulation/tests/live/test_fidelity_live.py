@@ -1,5 +1,6 @@
 """The fidelity verdict on live fabrics (root; CI runs these): what the switches hide (time
-inside ovs-vswitchd) and queues that do not drain are found and judged."""
+inside ovs-vswitchd) and queues that do not drain are found and judged; and what the bpf datapath
+hides from it."""
 
 import shlex
 import sys
@@ -15,10 +16,10 @@ from ccemu.hosts.tcpload import run_pairs
 pytestmark = pytest.mark.root
 
 
-def tcp_load_verdict(tmp_path, rate_mbps, instances, seconds=5):
+def tcp_load_verdict(tmp_path, rate_mbps, instances, seconds=5, datapath="ovs"):
     """The verdict on 8 cross-pod iperf3 pairs over a k=4 fat-tree, and its switch figures."""
     config = parse_config({"name": "load", "topology": {"kind": "fattree", "k": 4}, "link": {"rate_mbps": rate_mbps},
-                           "fabric": {"ovs_instances": instances}})
+                           "fabric": {"ovs_instances": instances, "datapath": datapath}})
     with FabricNet(config, state_root=tmp_path) as net:
         cpu = CpuTimes.now()
         run_pairs(net, seconds)
@@ -28,7 +29,7 @@ def tcp_load_verdict(tmp_path, rate_mbps, instances, seconds=5):
         steal, busy = CpuTimes.now().since(cpu)
     verdict = judge(Observation(steal=steal, busy=busy, frame_bytes=net.port_shape.frame_wire_bytes,
                                 switches=switches, residues=queue_residues(ports)))
-    print(f"{rate_mbps} Mbit/s, {instances} OVS instance(s): {verdict.status}, residence p50 "
+    print(f"{rate_mbps} Mbit/s, {datapath}, {instances} switch namespace(s): {verdict.status}, residence p50 "
           f"{switches.residence_frames(0.5):.2f} p99 {switches.residence_frames(0.99):.2f} frame times, "
           f"{switches.lost_packets} of {switches.arrived_packets} lost in switches; {verdict.reasons}")
     return verdict, switches
@@ -36,18 +37,29 @@ def tcp_load_verdict(tmp_path, rate_mbps, instances, seconds=5):
 
 def test_an_overloaded_fabric_fails_on_switch_residence(tmp_path):
     """One OVS instance cannot forward 8 x 50 Mbit/s: packets wait in its receive sockets."""
-    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=50, instances=1)
+    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=50, instances=1, datapath="ovs")
     assert verdict.status != PASS
     assert any("waited inside switch" in reason for reason in verdict.reasons)
     assert switches.residence_frames(0.99) >= 2.0
 
 
-def test_a_light_load_passes_with_its_switch_residence_measured(tmp_path):
-    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=2, instances=2)
+@pytest.mark.parametrize("datapath", ["ovs", "bpf"])
+def test_a_light_load_passes_with_its_switch_residence_measured(tmp_path, datapath):
+    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=2, instances=2, datapath=datapath)
     assert switches.residence.packets > 1000  # every packet that crossed a switch was timed
     assert switches.residence_frames(0.5) < switches.residence_frames(0.99) < 2.0
     assert switches.lost_packets == 0
     assert (verdict.status, verdict.reasons) == (PASS, [])
+
+
+@pytest.mark.xfail(strict=True, reason="the bpf datapath forwards in the softirq that brings a packet in, so its "
+                                       "switch residence stays ~0 (p99 0.23 frame times) however far behind the "
+                                       "machine falls; packets wait in the ports' HTB queues instead, which only the "
+                                       "judged bottleneck's lag shows, and 8 pairs on disjoint paths have none: "
+                                       "8 x 200 Mbit/s got 0.41 of the rate for the worst pair and a PASS (2026-11-26)")
+def test_an_overloaded_bpf_fabric_is_not_passed(tmp_path):
+    verdict, switches = tcp_load_verdict(tmp_path, rate_mbps=200, instances=2, datapath="bpf")
+    assert verdict.status != PASS
 
 
 def test_a_packet_lost_after_its_port_admitted_it_is_a_queue_residue(tmp_path):

@@ -1,6 +1,9 @@
 import json
 import time
 
+import pytest
+import yaml
+
 from ccemu.bench import capacity
 from ccemu.fabric.placement import Placement, place
 from ccemu.model.config import parse_config
@@ -62,9 +65,15 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     from ccemu.model.config import EXPERIMENTS_DIR
     from ccemu.model.dilation import DEFAULT_FAITHFUL
 
-    path = EXPERIMENTS_DIR / "realistic.yaml"  # 10 Gbit/s links, auto: 2000 from DESIGN.md's 40 Mbit/s in all
-    config, used = load_experiment(path, tmp_path)  # nothing measured here
-    assert config.datacenter.dilation == 2000 and used == DEFAULT_FAITHFUL
+    path = EXPERIMENTS_DIR / "realistic.yaml"  # 10 Gbit/s links, about 5 busy: auto
+    # Nothing measured here: each datapath's default (OVS: DESIGN.md's 40 Mbit/s in all; bpf: 100).
+    for datapath, dilation in (("ovs", 2000), ("bpf", 500)):
+        data = {**yaml.safe_load(path.read_text()), "fabric": {"datapath": datapath}}
+        (tmp_path / f"{datapath}.yaml").write_text(yaml.safe_dump(data))
+        config, used = load_experiment(tmp_path / f"{datapath}.yaml", tmp_path)
+        assert config.datacenter.dilation == dilation and used == DEFAULT_FAITHFUL[datapath]
+    path = tmp_path / "ovs.yaml"  # what follows: userspace OVS, whose experiments keep what the benchmark measures
+    config, used = load_experiment(path, tmp_path)
     variant = capacity.variant_of(config.fabric, len(usable_cpus()))
     capacity.write(tmp_path, [run(variant, 20, 0.97, 150), run(variant, 25, 0.96, 180), run(variant, 50, 0.5),
                               run("another placement", 50, 0.99)], [variant, "another placement"], 10)
@@ -88,5 +97,29 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
         variant: {"rate_mbps": 10}}}))
     assert capacity.faithful_rates(config.fabric, tmp_path).source.startswith("`ccemu bench capacity` of latest")
+    # The bpf datapath's experiments keep a third of what its benchmark measured
+    # (dilation.EXPERIMENTS_SHARE_OF_CAPACITY).
+    (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
+        "bpf": {"rate_mbps": 75}}}))
+    bpf = load_experiment(tmp_path / "bpf.yaml", tmp_path)[1]
+    assert (bpf.link_mbps, bpf.aggregate_mbps) == pytest.approx((25, 100))
+    assert bpf.source.endswith("up to 75 Mbit/s per link")
     # A file that gives its dilation keeps it, and says nothing was resolved.
     assert load_experiment(EXPERIMENTS_DIR / "incast.yaml", tmp_path)[1] is None
+
+
+def test_the_bpf_datapath_is_one_variant_whatever_the_ovs_placement_and_auto_picks_it_without_the_ovs_module():
+    from argparse import Namespace
+
+    from ccemu.fabric.kernel import KernelFeatures
+    from ccemu.model.config import FabricConfig
+
+    args = Namespace(pinned="both", instances=["1", "auto"], ovs_allocator=["glibc", "jemalloc"], datapath=["bpf"])
+    assert [str(v) for v in capacity.variants_of(args)] == ["bpf"]
+    args.datapath = ["ovs", "bpf"]
+    assert len(capacity.variants_of(args)) == 2 * 2 * 2 + 1
+    no_module, module = KernelFeatures(netem=False, openvswitch=False), KernelFeatures(netem=False, openvswitch=True)
+    assert capacity.variant_of(FabricConfig(), 2, no_module) == "bpf"
+    assert capacity.variant_of(FabricConfig(ovs_instances=2), 2, module) == "2"
+    assert capacity.variant_of(FabricConfig(datapath="ovs"), 2, no_module) == "auto"
+    assert capacity.variant_of(FabricConfig(datapath="bpf", ovs_instances=2, pin_ovs=True), 16, module) == "bpf"

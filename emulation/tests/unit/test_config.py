@@ -91,7 +91,7 @@ def config(**sections):
     (config(hosts={"kind": "docker", "per_host": {"h2": {"cpu": 1}}}), "config: hosts.per_host.h2.cpu: unknown key"),
     (config(datacenter={"link_gbps": 10, "dilation": 0.5}),
      "config: datacenter.dilation: must be 'auto' or a number from 1 to 1e6 (got 0.5)"),
-    (config(datacenter={"link_gbps": 10}, link={"rate_mbps": 20}),
+    (config(datacenter={"link_gbps": 10}, link={"rate_mbps": 20}, fabric={"datapath": "ovs"}),
      "config: link.rate_mbps: is set by datacenter.link_gbps / datacenter.dilation (10) when the experiment "
      "declares a datacenter: remove it (got 20)"),
     (config(datacenter={"link_gbps": 0}), "config: datacenter.link_gbps: input should be greater than 0"),
@@ -102,6 +102,7 @@ def config(**sections):
      "config: transport.slow_time_unit_us: input should be greater than 0 (got 0)"),
     (config(transport={"slow_time_unit_us": float("inf")}),
      "config: transport.slow_time_unit_us: input should be a finite number (got inf)"),
+    (config(fabric={"datapath": "xdp"}), "config: fabric.datapath: input should be 'auto', 'ovs' or 'bpf' (got 'xdp')"),
 ])
 def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:

@@ -5,14 +5,17 @@ import yaml
 
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.config import parse_config
-from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, PairDelay, auto_dilation, bdp_packets, delay_lines,
-                                  ideal_fct_s, one_way_delay_us, wire_bytes)
+from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, FaithfulRates, PairDelay, auto_dilation, bdp_packets,
+                                  delay_lines, ideal_fct_s, one_way_delay_us, wire_bytes)
 
 NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
 
 
 def experiment(**sections):
-    return parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, **sections}, kernel=NO_NETEM)
+    """`dilation: auto` below follows userspace OVS's figures (DEFAULT_FAITHFUL["ovs"]) unless a test
+    names another datapath."""
+    return parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "fabric": {"datapath": "ovs"},
+                         **sections}, kernel=NO_NETEM)
 
 
 def test_a_dilated_link_runs_at_the_datacenter_rate_divided_by_the_factor():
@@ -38,13 +41,14 @@ def test_times_are_multiplied_and_reported_back_divided_by_the_factor():
 
 
 def test_auto_picks_the_smallest_round_factor_that_keeps_links_and_the_fabric_faithful():
-    assert auto_dilation(10) == 1000  # one busy link: 10 Mbit/s
-    assert auto_dilation(1) == 100
-    assert auto_dilation(0.005) == 1  # slower than the machine's limit: not dilated
-    assert auto_dilation(10, busy_links=16) == 4000  # 16 hosts sending: 2.5 Mbit/s each, 40 in all
-    assert auto_dilation(10, busy_links=16 * 0.8) == 4000  # 3.125 Mbit/s allowed: 2.5 is the next round rate
-    assert auto_dilation(40) == 4000
-    assert auto_dilation(3) == 400  # 300 needed: 400 is the next of 1, 2, 2.5, 4, 5 x 10^n
+    ten = FaithfulRates(10, 40, "userspace OVS here")  # one link 10 Mbit/s, 40 in all
+    assert auto_dilation(10, 1, ten) == 1000  # one busy link: 10 Mbit/s
+    assert auto_dilation(1, 1, ten) == 100
+    assert auto_dilation(0.005, 1, ten) == 1  # slower than the machine's limit: not dilated
+    assert auto_dilation(10, 16, ten) == 4000  # 16 hosts sending: 2.5 Mbit/s each, 40 in all
+    assert auto_dilation(10, 16 * 0.8, ten) == 4000  # 3.125 Mbit/s allowed: 2.5 is the next round rate
+    assert auto_dilation(40, 1, ten) == 4000
+    assert auto_dilation(3, 1, ten) == 400  # 300 needed: 400 is the next of 1, 2, 2.5, 4, 5 x 10^n
 
 
 def test_auto_counts_the_hosts_a_workload_keeps_sending():
@@ -52,6 +56,23 @@ def test_auto_counts_the_hosts_a_workload_keeps_sending():
     incast = experiment(datacenter={"link_gbps": 1}, workload={"kind": "incast"})
     assert permutation.dilation.factor == 4000 and permutation.link.rate_mbps == pytest.approx(2.5)
     assert incast.dilation.factor == 100 and incast.link.rate_mbps == pytest.approx(10)
+
+
+def test_auto_follows_the_figures_of_the_datapath_the_fabric_runs():
+    """Nothing measured: the bpf datapath's 25 Mbit/s per link and 100 in all, where this kernel
+    (no openvswitch module) makes `auto` the bpf datapath; userspace OVS's 10 and 40 where asked for."""
+    for datapath in ("auto", "bpf"):
+        convergence = experiment(datacenter={"link_gbps": 10}, workload={"kind": "convergence"},
+                                 fabric={"datapath": datapath})
+        permutation = experiment(datacenter={"link_gbps": 10}, workload={"kind": "permutation"},
+                                 fabric={"datapath": datapath})
+        assert convergence.dilation.factor == 400 and convergence.link.rate_mbps == pytest.approx(25)
+        assert permutation.dilation.factor == 2000 and permutation.link.rate_mbps == pytest.approx(5)
+    ovs = experiment(datacenter={"link_gbps": 10}, workload={"kind": "permutation"}, fabric={"datapath": "ovs"})
+    assert ovs.dilation.factor == 4000
+    with_ovs_module = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "datacenter": {
+        "link_gbps": 10}, "workload": {"kind": "permutation"}}, kernel=KernelFeatures(netem=False, openvswitch=True))
+    assert with_ovs_module.dilation.factor == 4000  # auto: OVS's kernel datapath, with OVS's figures
 
 
 def test_the_expresspass_setting_gives_52_us_of_rtt_over_six_links():

@@ -83,7 +83,8 @@ def test_the_bench_runs_each_allocator_asked_for_as_a_variant_of_its_own():
     import argparse
     parser = argparse.ArgumentParser()
     capacity.add_arguments(parser)
-    args = parser.parse_args(["--instances", "2", "--pinned", "no", "--ovs-allocator", "glibc", "jemalloc"])
+    args = parser.parse_args(["--instances", "2", "--pinned", "no", "--ovs-allocator", "glibc", "jemalloc",
+                              "--datapath", "ovs"])
     assert [str(v) for v in capacity.variants_of(args)] == ["2 glibc", "2"]  # jemalloc: the default, unnamed
 
 
@@ -92,3 +93,17 @@ def test_perf_samples_on_cycles_where_the_cpu_has_a_pmu_and_on_the_clock_where_i
     assert profile.sampling_event(tmp_path) == "cpu-clock"
     (tmp_path / "cpu").mkdir()
     assert profile.sampling_event(tmp_path) == "cycles"
+
+
+def test_a_profiled_bpf_run_reports_every_cpus_time_per_packet_hop_and_no_ovs_daemon(tmp_path):
+    breakdown = profile.Breakdown.of_script(LINES, ovs_pids=set(), event="cycles")
+    run = {"variant": "bpf", "rate_mbps": 50, "ratios": [0.99, 1.0], "aggregate_mbps": 376.0,
+           "placement": "kernel (bpf)", "ovs_cpu": 0.0, "steal": 0.0, "idle_rtt_ms": 0.13, "residence_p50_frames": 0.0,
+           "residence_p99_frames": 0.06, "worst_switch_p99_frames": 0.06, "switch_lost_packets": 0,
+           "cpu_us_per_packet_hop": None, "machine_cpu_us_per_packet_hop": 6.6, "packet_hops": 900_000,
+           "profile": breakdown.to_json()}
+    report = (capacity.write(tmp_path, [run], ["bpf"], 10) / "capacity.md").read_text()
+    assert "on every CPU; no OVS daemon (the bpf datapath); every CPU: **6.6 us per packet per switch hop** " \
+           "(900000 packet-hops)." in report
+    assert "top symbols" not in report
+    assert capacity.detail_line(run).split()[14:16] == ["-", "6.6"]  # us/hop (OVS's), all us/hop

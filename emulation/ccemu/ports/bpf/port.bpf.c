@@ -232,10 +232,36 @@ static __always_inline __u64 residence_bucket(__u64 ns)
 	return bucket < PORT_RESIDENCE_BUCKETS ? bucket : PORT_RESIDENCE_BUCKETS - 1;
 }
 
-static __always_inline __u64 wire_bytes(const struct __sk_buff *skb, const struct port_config *cfg)
+/* Frames the packet leaves as. Kernel TCP hands the qdisc GSO packets (the stack always builds
+ * them; a device without offloads segments them only after the qdisc), which reach the peer as
+ * gso_segs frames, each with its own headers: counted as one, a queue's departures would outrun
+ * its admissions and the port would think its queue shorter than it is. */
+static __always_inline __u32 frames_of(const struct __sk_buff *skb)
 {
+	return skb->gso_segs > 1 ? skb->gso_segs : 1;
+}
+
+/* Bytes of headers each frame of a GSO packet repeats: Ethernet, IP and TCP or UDP. */
+static __always_inline __u32 header_bytes(struct __sk_buff *skb, const struct parsed *p)
+{
+	__u8 ip[10], doff;
+	__u32 ip_len;
+
+	if (p->ip_offset < 0 || bpf_skb_load_bytes(skb, p->ip_offset, ip, sizeof(ip)))
+		return sizeof(struct ethhdr);
+	ip_len = (ip[0] & 0xf) * 4;
+	if (ip[9] == IPPROTO_TCP && !bpf_skb_load_bytes(skb, p->ip_offset + ip_len + 12, &doff, 1))
+		return sizeof(struct ethhdr) + ip_len + (doff >> 4) * 4;
+	return sizeof(struct ethhdr) + ip_len + sizeof(struct udphdr);
+}
+
+static __always_inline __u64 wire_bytes(struct __sk_buff *skb, const struct parsed *p, const struct port_config *cfg)
+{
+	__u32 frames = frames_of(skb);
 	__u64 wire = skb->len + cfg->wire_overhead_bytes;
 
+	if (frames > 1)
+		wire += (__u64)(frames - 1) * (header_bytes(skb, p) + cfg->wire_overhead_bytes);
 	return wire < cfg->min_wire_bytes ? cfg->min_wire_bytes : wire;
 }
 
@@ -332,40 +358,59 @@ static __always_inline void pfc_release(struct __sk_buff *skb, const struct pars
 	}
 }
 
+#include "switch.h"
+
 /* Arrival here = departure from the peer's queue. The peer's classes are this port's: every
  * port of a run has the same profile. At a switch port the arrival also starts the packet's
- * residence in the switch. */
-SEC("tc")
-int port_ingress(struct __sk_buff *skb)
+ * residence in the switch. Returns the port's id (0: not a port of the run). */
+static __always_inline __u32 arrive(struct __sk_buff *skb, struct parsed *p)
 {
 	__u32 id = port_of(skb);
 	struct port_config *cfg = id ? bpf_map_lookup_elem(&port_config, &id) : NULL;
 	struct port_departures *departed;
 	struct residence_arrival arrival;
 	struct residence_key key;
-	struct parsed p;
 	__u32 cls;
 
+	parse(skb, p);
 	if (!cfg)
-		return TC_ACT_OK;
+		return 0;
 	departed = bpf_map_lookup_elem(&port_departures, &cfg->peer_port_id);
 	if (!departed)
-		return TC_ACT_OK;
-	parse(skb, &p);
-	cls = class_of(&p, cfg) & 1;
-	__sync_fetch_and_add(&departed->bytes[cls], wire_bytes(skb, cfg));
-	__sync_fetch_and_add(&departed->packets[cls], 1);
-	if (p.ip_offset < 0)
+		return 0;
+	cls = class_of(p, cfg) & 1;
+	__sync_fetch_and_add(&departed->bytes[cls], wire_bytes(skb, p, cfg));
+	__sync_fetch_and_add(&departed->packets[cls], frames_of(skb));
+	if (p->ip_offset < 0)
 		__sync_fetch_and_add(&departed->unparsed_packets, 1);
 	if (cfg->lossless)
-		pfc_release(skb, &p, cfg, bpf_ktime_get_ns());
-	if (cfg->switch_port && !residence_key(skb, &p, &key)) {
+		pfc_release(skb, p, cfg, bpf_ktime_get_ns());
+	if (cfg->switch_port && !residence_key(skb, p, &key)) {
 		arrival.ns = bpf_ktime_get_ns();
 		arrival.ingress_port_id = cfg->port_id;
 		arrival.upstream_port_id = cfg->peer_port_id;
 		bpf_map_update_elem(&residence, &key, &arrival, BPF_ANY);
 	}
+	return id;
+}
+
+SEC("tc")
+int port_ingress(struct __sk_buff *skb)
+{
+	struct parsed p;
+
+	arrive(skb, &p);
 	return TC_ACT_OK;
+}
+
+/* A switch port's ingress when the switches forward in the kernel (switch.h). */
+SEC("tc")
+int switch_ingress(struct __sk_buff *skb)
+{
+	struct parsed p;
+	__u32 id = arrive(skb, &p);
+
+	return id ? forward(skb, &p, id) : TC_ACT_OK;
 }
 
 #define RESIDENCE_UNTRACKED -1 /* no arrival on record */
@@ -452,7 +497,7 @@ int port_egress(struct __sk_buff *skb)
 	__u64 departed[PORT_CLASSES];
 	__u64 resumed_ns = 0;
 	__u64 paused = 0;
-	__u32 cls, bucket, random, tcd = TCD_NONCONGESTION;
+	__u32 cls, bucket, random, frames, tcd = TCD_NONCONGESTION;
 	__s64 residence;
 	int drop = 0, mark = 0, ue = 0, already_ce, ect0, idle;
 
@@ -464,7 +509,8 @@ int port_egress(struct __sk_buff *skb)
 
 	parse(skb, &p);
 	cls = class_of(&p, cfg) & 1;
-	wire = wire_bytes(skb, cfg);
+	wire = wire_bytes(skb, &p, cfg);
+	frames = frames_of(skb);
 	random = bpf_get_prandom_u32() % 1000000;
 	now = bpf_ktime_get_ns();
 	residence = residence_of(skb, &p, cfg, now, &arrival); /* map helpers are not allowed under the lock */
@@ -547,12 +593,12 @@ int port_egress(struct __sk_buff *skb)
 	if (queue + wire > cfg->buffer_bytes[cls]) {
 		drop = 1;
 		mark = 0;
-		stats->dropped_packets++;
+		stats->dropped_packets += frames;
 		stats->dropped_bytes += wire;
 	} else {
 		queue += wire;
 		st->admitted_bytes[cls] += wire;
-		stats->enqueued_packets++;
+		stats->enqueued_packets += frames;
 		stats->enqueued_bytes += wire;
 		if (st->tokens_mbytes[cls] >= wire * 1000)
 			st->tokens_mbytes[cls] -= wire * 1000; /* leaves at once: the ideal queue stays */
@@ -584,7 +630,7 @@ int port_egress(struct __sk_buff *skb)
 	}
 	mark = mark && !already_ce; /* counted once, by the port that marked it first */
 	if (mark) {
-		stats->marked_packets++;
+		stats->marked_packets += frames;
 		stats->marked_bytes += wire;
 	} else if (ue && !drop) {
 		stats->ue_marked_packets++;

@@ -186,4 +186,32 @@ struct port_state {
 	struct port_residence residence;
 };
 
+/* The bpf datapath (fabric.datapath: bpf; switch.h): routes of every switch, written by
+ * `port_loader routes` from fabric/forwarding.py's lines. */
+#define SWITCH_MAX_UPLINKS 16
+#define PATH_IDS 256               /* model/routing.py PATH_ID_BITS = 8 */
+#define PATH_ID_PORT_BASE 0xA000   /* UDP source ports 0xA000-0xBFFF carry a path-id in their low bits */
+#define PATH_ID_PORT_MASK 0xE000
+
+/* A switch's ECMP uplinks: path-id p leaves by ifindex[(p / stride) % count]. */
+struct switch_uplinks {
+	__u32 stride;
+	__u32 count;
+	__u32 ifindex[SWITCH_MAX_UPLINKS];
+};
+
+struct host_route_key {
+	__u32 switch_id;
+	__u32 addr; /* IPv4, network order */
+};
+
+/* The one port toward a host; at the switch the host hangs off, its MAC is written in (hosts
+ * address every packet to the gateway's MAC). */
+struct host_route {
+	__u32 ifindex;
+	__u8 mac[6];
+	__u8 rewrite_mac;
+	__u8 pad;
+};
+
 #endif

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Loads port.bpf.o once per run and attaches its programs in every namespace of the run.
  *
- *   port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS
+ *   port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS HOST_ROUTES
  *       loads (the kernel verifies the programs: ~0.2 s) with the maps sized for port ids
- *       0..PORT_IDS-1 and the residences of SWITCH_PORTS switch ports; pins the maps and both
- *       programs in PIN_DIR (the run's private bpffs).
- *   port_loader attach PIN_DIR CONFIG
+ *       0..PORT_IDS-1, the residences of SWITCH_PORTS switch ports and HOST_ROUTES host routes
+ *       (0 when OVS forwards); pins the maps and the programs in PIN_DIR (the run's private bpffs).
+ *   port_loader routes PIN_DIR ROUTES
+ *       writes the switches' routes (the bpf datapath, switch.h) from ROUTES, one a line (see
+ *       write_route()), checking every line before it writes any.
+ *   port_loader attach PIN_DIR CONFIG [forward]
  *       run inside a namespace: attaches the pinned programs at egress and ingress of the ports
  *       named in CONFIG (one port a line, see parse_line()), writes each one's config, zeroes
  *       its state and maps its ifindex (unique in the run: the fabric creates its interfaces
  *       with ifindexes of their own) to its id. Prints "attached <ifname> <ifindex>" per port.
+ *       With `forward`, a switch port's ingress program also forwards (switch_ingress).
  *   port_loader --layout
  *       struct sizes and field offsets, for ccemu/ports/maps.py's mirror
  *
@@ -17,6 +21,7 @@
  * fat-tree's 144 namespaces take ~12 s of CPU. The tc filters outlive the loader; the
  * namespace's removal takes them away, and the run's bpffs the pins. Exits 1 with one line
  * naming the port on any error, having attached nothing more after it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
 #include <stddef.h>
@@ -37,8 +42,9 @@
 #define RESIDENCE_ENTRIES_PER_PORT 1024
 #define RESIDENCE_MAX_ENTRIES 1048576
 #define RESIDENCE_MIN_ENTRIES 64 /* an LRU map needs a few per CPU */
+#define MAX_HOST_ROUTES (1 << 22) /* a k=32 fat-tree: 1280 switches x 8192 hosts would be 10 M */
 
-static const char *const programs[] = {"port_egress", "port_ingress"};
+static const char *const programs[] = {"port_egress", "port_ingress", "switch_ingress"};
 
 #define SIZE(s) printf(#s " %zu\n", sizeof(struct s))
 #define FIELD(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
@@ -239,7 +245,7 @@ static int pin_path(char *path, size_t size, const char *pin_dir, const char *na
 }
 
 /* Opens OBJ, sizes its maps, loads it with every map pinned in PIN_DIR, and pins the programs. */
-static int load(const char *obj_path, const char *pin_dir, long port_ids, long switch_ports)
+static int load(const char *obj_path, const char *pin_dir, long port_ids, long switch_ports, long host_routes)
 {
 	long residence_entries = switch_ports * RESIDENCE_ENTRIES_PER_PORT;
 	struct bpf_object *obj;
@@ -247,9 +253,10 @@ static int load(const char *obj_path, const char *pin_dir, long port_ids, long s
 	char path[4096];
 	int err, status = 1;
 
-	if (port_ids < 2 || port_ids > PORT_MAX_FABRIC_PORTS || switch_ports < 0) {
-		fprintf(stderr, "port_loader: %ld port ids, %ld switch ports: ids run 1..%d\n", port_ids, switch_ports,
-			PORT_MAX_FABRIC_PORTS - 1);
+	if (port_ids < 2 || port_ids > PORT_MAX_FABRIC_PORTS || switch_ports < 0 || host_routes < 0 ||
+	    host_routes > MAX_HOST_ROUTES) {
+		fprintf(stderr, "port_loader: %ld port ids, %ld switch ports, %ld host routes: ids run 1..%d, routes "
+			"0..%d\n", port_ids, switch_ports, host_routes, PORT_MAX_FABRIC_PORTS - 1, MAX_HOST_ROUTES);
 		return 1;
 	}
 	if (residence_entries > RESIDENCE_MAX_ENTRIES)
@@ -268,7 +275,10 @@ static int load(const char *obj_path, const char *pin_dir, long port_ids, long s
 	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_ids"), port_ids) ||
 	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_config"), port_ids) ||
 	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_state"), port_ids) ||
-	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "residence"), residence_entries)) {
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "residence"), residence_entries) ||
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "port_switch"), port_ids) ||
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "switch_uplinks"), port_ids) ||
+	    bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "host_routes"), host_routes ? host_routes : 1)) {
 		fprintf(stderr, "port_loader: sizing the maps of %s: %s\n", obj_path, strerror(errno));
 		goto out;
 	}
@@ -335,23 +345,125 @@ static int open_pinned(const char *pin_dir, const char *name)
 static char ifnames[MAX_LINES][IF_NAMESIZE];
 static struct port_config cfgs[MAX_LINES];
 
-static int attach_all(const char *pin_dir, const char *config_path)
+static int attach_all(const char *pin_dir, const char *config_path, int forward)
 {
 	struct port_maps maps;
-	int egress, ingress, ports = read_config(config_path, ifnames, cfgs);
+	int egress, ingress, switch_ingress, ports = read_config(config_path, ifnames, cfgs);
 
 	if (ports < 0)
 		return 1;
 	egress = open_pinned(pin_dir, "port_egress");
 	ingress = open_pinned(pin_dir, "port_ingress");
+	switch_ingress = forward ? open_pinned(pin_dir, "switch_ingress") : ingress;
 	maps.ids = open_pinned(pin_dir, "port_ids");
 	maps.config = open_pinned(pin_dir, "port_config");
 	maps.state = open_pinned(pin_dir, "port_state");
-	if (egress < 0 || ingress < 0 || maps.ids < 0 || maps.config < 0 || maps.state < 0)
+	if (egress < 0 || ingress < 0 || switch_ingress < 0 || maps.ids < 0 || maps.config < 0 || maps.state < 0)
 		return 1; /* the descriptors close with the process */
 	for (int i = 0; i < ports; i++)
-		if (attach(egress, ingress, &maps, ifnames[i], &cfgs[i]))
+		if (attach(egress, cfgs[i].switch_port ? switch_ingress : ingress, &maps, ifnames[i], &cfgs[i]))
 			return 1;
+	return 0;
+}
+
+/* One line of ROUTES (written by ccemu/fabric/forwarding.py route_lines):
+ *   port PORT_ID SWITCH_ID                       the switch a port belongs to
+ *   uplinks SWITCH_ID STRIDE IFINDEX...          its ECMP uplinks, in order
+ *   host SWITCH_ID ADDRESS IFINDEX MAC|-         the port toward a host; MAC: write it in
+ * With maps NULL, only checks the line. */
+struct route_maps {
+	int port_switch, uplinks, hosts;
+};
+
+static int write_route(const char *line, const struct route_maps *maps)
+{
+	char kind[16], address[16], mac[18];
+	unsigned int port, switch_id;
+	int used;
+
+	if (sscanf(line, "%15s", kind) != 1)
+		return -1;
+	if (!strcmp(kind, "port")) {
+		if (sscanf(line, "port %u %u", &port, &switch_id) != 2 || !switch_id || port >= PORT_MAX_FABRIC_PORTS)
+			return -1;
+		return maps ? bpf_map_update_elem(maps->port_switch, &port, &switch_id, BPF_ANY) : 0;
+	}
+	if (!strcmp(kind, "uplinks")) {
+		struct switch_uplinks uplinks;
+		const char *rest;
+
+		memset(&uplinks, 0, sizeof(uplinks));
+		if (sscanf(line, "uplinks %u %u%n", &switch_id, &uplinks.stride, &used) != 2 || !switch_id ||
+		    !uplinks.stride)
+			return -1;
+		for (rest = line + used; uplinks.count < SWITCH_MAX_UPLINKS; rest += used)
+			if (sscanf(rest, "%u%n", &uplinks.ifindex[uplinks.count], &used) == 1)
+				uplinks.count++;
+			else
+				break;
+		if (!uplinks.count || sscanf(rest, "%15s", kind) == 1) /* none, or more than SWITCH_MAX_UPLINKS */
+			return -1;
+		return maps ? bpf_map_update_elem(maps->uplinks, &switch_id, &uplinks, BPF_ANY) : 0;
+	}
+	if (!strcmp(kind, "host")) {
+		struct host_route_key key = {0};
+		struct host_route route;
+		struct in_addr addr;
+		unsigned int b[6];
+
+		memset(&route, 0, sizeof(route));
+		if (sscanf(line, "host %u %15s %u %17s", &switch_id, address, &route.ifindex, mac) != 4 || !switch_id ||
+		    inet_pton(AF_INET, address, &addr) != 1)
+			return -1;
+		if (strcmp(mac, "-")) {
+			if (sscanf(mac, "%2x:%2x:%2x:%2x:%2x:%2x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
+				return -1;
+			for (int i = 0; i < 6; i++)
+				route.mac[i] = b[i];
+			route.rewrite_mac = 1;
+		}
+		key.switch_id = switch_id;
+		key.addr = addr.s_addr;
+		return maps ? bpf_map_update_elem(maps->hosts, &key, &route, BPF_ANY) : 0;
+	}
+	return -1;
+}
+
+static int write_routes(const char *pin_dir, const char *routes_path)
+{
+	struct route_maps maps;
+	char line[512];
+	int number = 0;
+	FILE *routes = fopen(routes_path, "r");
+
+	if (!routes) {
+		fprintf(stderr, "port_loader: cannot read the routes %s: %s\n", routes_path, strerror(errno));
+		return 1;
+	}
+	while (fgets(line, sizeof(line), routes)) { /* every line checked before any is written */
+		number++;
+		if (write_route(line, NULL)) {
+			fprintf(stderr, "port_loader: %s line %d: not a route: %s", routes_path, number, line);
+			fclose(routes);
+			return 1;
+		}
+	}
+	maps.port_switch = open_pinned(pin_dir, "port_switch");
+	maps.uplinks = open_pinned(pin_dir, "switch_uplinks");
+	maps.hosts = open_pinned(pin_dir, "host_routes");
+	if (maps.port_switch < 0 || maps.uplinks < 0 || maps.hosts < 0) {
+		fclose(routes);
+		return 1;
+	}
+	rewind(routes);
+	for (number = 1; fgets(line, sizeof(line), routes); number++)
+		if (write_route(line, &maps)) {
+			fprintf(stderr, "port_loader: %s line %d: writing it: %s (are the maps sized for the run's routes?)\n",
+				routes_path, number, strerror(errno));
+			fclose(routes);
+			return 1;
+		}
+	fclose(routes);
 	return 0;
 }
 
@@ -359,11 +471,14 @@ int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "--layout"))
 		return print_layout();
-	if (argc == 6 && !strcmp(argv[1], "load"))
-		return load(argv[2], argv[3], strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10));
-	if (argc == 4 && !strcmp(argv[1], "attach"))
-		return attach_all(argv[2], argv[3]);
-	fprintf(stderr, "usage: port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS | port_loader attach PIN_DIR CONFIG | "
-		"port_loader --layout\n");
+	if (argc == 7 && !strcmp(argv[1], "load"))
+		return load(argv[2], argv[3], strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10),
+			    strtol(argv[6], NULL, 10));
+	if (argc == 4 && !strcmp(argv[1], "routes"))
+		return write_routes(argv[2], argv[3]);
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "forward"))) && !strcmp(argv[1], "attach"))
+		return attach_all(argv[2], argv[3], argc == 5);
+	fprintf(stderr, "usage: port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS HOST_ROUTES | port_loader routes PIN_DIR "
+		"ROUTES | port_loader attach PIN_DIR CONFIG [forward] | port_loader --layout\n");
 	return 2;
 }
