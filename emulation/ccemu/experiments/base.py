@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..bench import capacity as bench_capacity
 from ..containers.cgroups import read_figures
 from ..containers.engine import engine_session
+from ..fabric.kernel import KernelFeatures
 from ..fabric.latency import idle_rtts
 from ..fabric.net import FabricNet
 from ..hosts.cchost import command, counters_under, host_number, read_counters
@@ -571,6 +572,7 @@ class ExperimentRunner:
             "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_seconds": round(time.monotonic() - self.started_at, 1), "interrupted": interrupted,
             "failed": failed, "datacenter": self._datacenter(),
+            "datapath": self.config.fabric.forwarder(KernelFeatures.probe()),  # what `auto` became here
             "fidelity": verdict, "unfinished_flows": self.unfinished_flows,
             "host_failures": [asdict(f) | {"status": f.status} for f in self.failures], **provenance(),
             **self.manifest_extra(),

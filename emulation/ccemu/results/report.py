@@ -84,7 +84,9 @@ def summary_markdown(directory: Path) -> str:
         lines += ["", f"`dilation: auto` chose {chosen:g} so that one link runs at most {auto['link_mbps']:g} "
                       f"Mbit/s and the workload's busy links at most {auto['aggregate_mbps']:g} in all, from "
                       f"{auto['source']}."]
-    lines += ["", f"Commit {manifest.get('git_commit')}; {link['rate_mbps']:g} Mbit/s links; "
+    # Bundles from before the bpf datapath (2026-11-26) name none: OVS forwarded them all.
+    lines += ["", f"Commit {manifest.get('git_commit')}; {manifest.get('datapath', 'ovs')} datapath; "
+              f"{link['rate_mbps']:g} Mbit/s links; "
               f"seed {manifest['config']['seed']}"
               + (f"; wall time {manifest['wall_seconds']:.0f} s" if "wall_seconds" in manifest else "") + ".", ""]
     lines += _datacenter_lines(tables)

@@ -103,3 +103,14 @@ def test_the_summary_says_what_dilation_auto_was_resolved_from(tmp_path):
     (directory / "manifest.json").write_text(json.dumps(manifest))
     assert ("`dilation: auto` chose 500 so that one link runs at most 25 Mbit/s and the workload's busy links at "
             "most 100 in all, from `ccemu bench capacity` of X.") in report(directory).read_text()
+
+
+def test_the_summary_names_the_datapath_that_forwarded_and_ovs_for_bundles_from_before_there_was_a_choice(tmp_path):
+    directory = bundle(tmp_path)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest.pop("datapath", None)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert "; ovs datapath; " in report(directory).read_text()
+    manifest["datapath"] = "bpf"
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert "; bpf datapath; " in report(directory).read_text()
