@@ -231,17 +231,24 @@ def measurements(results_root: Path) -> list[dict]:
     return found
 
 
+def knee_found(measured: dict, variant: str, rate: float) -> bool:
+    """Whether `measured` tried `variant` above its capacity `rate`: one whose every rate passed
+    (`--rates 25 --profile`, say) only bounds the capacity from below."""
+    return any(r["variant"] == variant and r["rate_mbps"] > rate for r in measured.get("runs", []))
+
+
 def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = None) -> FaithfulRates | None:
     """What `dilation: auto` follows on this machine (of `cpus` usable CPUs; unset: this process's):
     the newest capacity measured under `results_root` for the placement `fabric` asks for (its
-    instance count, pinned or not, its allocator) with this CPU count: a later run of the benchmark
-    that measured other placements does not hide it. None where none was."""
+    instance count, pinned or not, its allocator) with this CPU count, by a run that went past it: a
+    later run of the benchmark that measured other placements, or this one at lower rates only, does
+    not hide it. None where none was."""
     cpus = len(usable_cpus()) if cpus is None else cpus
     kernel = KernelFeatures.probe()
     variant = variant_of(fabric, cpus, kernel)
     for measured in measurements(results_root):
         rate = (measured.get("capacities", {}).get(variant) or {}).get("rate_mbps")
-        if len(measured.get("cpus", [])) == cpus and rate is not None:
+        if len(measured.get("cpus", [])) == cpus and rate is not None and knee_found(measured, variant, rate):
             return FaithfulRates.of_capacity(rate, f"`ccemu bench capacity` of {measured['when']}, {variant}: every "
                                                    f"pair >= {GOOD} up to {rate:g} Mbit/s per link",
                                              fabric.forwarder(kernel))

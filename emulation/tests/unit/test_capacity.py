@@ -94,13 +94,17 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     assert capacity.faithful_rates(config.fabric, tmp_path).link_mbps == 25
     latest = tmp_path / "capacity" / "29991231-235959"
     latest.mkdir()
+    # A later run at one rate that passed (a profile, say) says only "at least": it does not hide it either.
     (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
-        variant: {"rate_mbps": 10}}}))
+        variant: {"rate_mbps": 10}}, "runs": [run(variant, 10, 0.99)]}))
+    assert capacity.faithful_rates(config.fabric, tmp_path).link_mbps == 25
+    (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
+        variant: {"rate_mbps": 10}}, "runs": [run(variant, 10, 0.99), run(variant, 15, 0.9)]}))
     assert capacity.faithful_rates(config.fabric, tmp_path).source.startswith("`ccemu bench capacity` of latest")
     # The bpf datapath's experiments keep a third of what its benchmark measured
     # (dilation.EXPERIMENTS_SHARE_OF_CAPACITY).
     (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
-        "bpf": {"rate_mbps": 75}}}))
+        "bpf": {"rate_mbps": 75}}, "runs": [run("bpf", 100, 0.82)]}))
     bpf = load_experiment(tmp_path / "bpf.yaml", tmp_path)[1]
     assert (bpf.link_mbps, bpf.aggregate_mbps) == pytest.approx((25, 100))
     assert bpf.source.endswith("up to 75 Mbit/s per link")
