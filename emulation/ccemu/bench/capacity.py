@@ -2,11 +2,11 @@
 
 8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, each on a path of
 its own (hosts/tcpload.py), at several link rates, datapaths (fabric.datapath), and for OVS
-instance counts and placements (pinned to CPUs or not: fabric/placement.py).
-Per run: goodput / ideal per pair (ideal = link rate x
-1448/1538, TCP payload per wire frame), ovs-vswitchd CPU (fraction of one core, summed over
-instances), hypervisor steal, every CPU's busy time per packet-hop (the figure that compares datapaths),
-the idle RTT h1 -> h16 (5 switches), and switch residence: how
+instance counts and placements (pinned to CPUs or not: fabric/placement.py). Per run: goodput /
+ideal per pair (ideal = link rate x 1448/1538, TCP payload per wire frame), ovs-vswitchd CPU
+(fraction of one core, summed over instances), hypervisor steal, every CPU's busy time per
+packet-hop (the figure that compares datapaths), the idle RTT h1 -> h16 (5 switches), and switch
+residence: how
 long packets waited inside the switches between ports (p50 and p99 in frame times, and the
 p99 of the worst switch, which the fidelity verdict judges) and how many they lost in there.
 

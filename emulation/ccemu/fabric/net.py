@@ -323,16 +323,12 @@ class FabricNet(Mininet):
             json.dumps({port: ids.port_id for port, ids in port_ids.items()}))
         switch_port_count = sum(len(switch.intfs) for switch in self.switches)
         routes = host_route_count(self.routing) if self.forwards_in_bpf else 0
-        loaded = subprocess.run(self.port_program.load_command(self.bpffs, port_ids, switch_port_count, routes),
-                                capture_output=True, text=True)
-        if loaded.returncode:
-            raise FabricError(f"loading the port programs failed: {loaded.stderr.strip()}")
+        _run_loader(self.port_program.load_command(self.bpffs, port_ids, switch_port_count, routes),
+                    "loading the port programs")
         if self.forwards_in_bpf:  # before any port forwards
-            written = subprocess.run(self.port_program.routes_command(
-                self.bpffs, Path(_write(config_dir / "routes", route_lines(self.routing, port_ids)))),
-                capture_output=True, text=True)
-            if written.returncode:
-                raise FabricError(f"writing the switches' routes failed: {written.stderr.strip()}")
+            routes_file = config_dir / "routes"
+            _write(routes_file, route_lines(self.routing, port_ids))
+            _run_loader(self.port_program.routes_command(self.bpffs, routes_file), "writing the switches' routes")
         self.timings.mark("port programs loaded")
 
         def ports_script(node: str, shapes: dict[str, PortShape], switch_ports: bool) -> list[str]:
@@ -507,6 +503,12 @@ def _run_everywhere(scripts: dict[Node, str]) -> dict[Node, str]:
     if failures:
         raise FabricError("configuring namespaces failed: " + " | ".join(failures))
     return outputs
+
+
+def _run_loader(argv: list[str], what: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode:
+        raise FabricError(f"{what} failed: {done.stderr.strip()}")
 
 
 def _write(path: Path, lines: list[str]) -> str:

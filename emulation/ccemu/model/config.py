@@ -396,8 +396,8 @@ PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass", "dcqcn", "tcd"
 
 
 class FabricConfig(_Section):
-    # auto: userspace OVS forwards 5x less than the bpf datapath here (k=4, every pair >= 0.95 up to 10
-    # Mbit/s per link against 50; README "This machine's limits"), so it runs only where asked for.
+    # auto: userspace OVS forwards 5x less than the bpf datapath here (k=4, every pair >= 0.95 up to 15
+    # Mbit/s per link against 75; README "This machine's limits"), so it runs only where asked for.
     datapath: Literal["auto", "ovs", "bpf"] = Field(
         "auto", description="what forwards between a switch's ports: 'ovs' (Open vSwitch: its kernel datapath where "
                             "the openvswitch module exists, else its userspace one), 'bpf' (the kernel, driven by "

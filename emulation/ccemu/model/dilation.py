@@ -56,7 +56,7 @@ class FaithfulRates:
     source: str
 
     @classmethod
-    def of_capacity(cls, link_mbps: float, source: str, datapath: str = "ovs") -> "FaithfulRates":
+    def of_capacity(cls, link_mbps: float, source: str, datapath: str) -> "FaithfulRates":
         """From a `ccemu bench capacity` measurement (one link's rate, 8 TCP flows) of `datapath`: the
         experiments' share of it (EXPERIMENTS_SHARE_OF_CAPACITY), and in all the ratio the experiments
         measured beside the benchmark's 10 Mbit/s with OVS (40 in all: every host sending, a credit

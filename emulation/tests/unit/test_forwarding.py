@@ -1,7 +1,9 @@
 """The bpf datapath's routes (fabric/forwarding.py) against the routing tables they come from,
 and the loader's check of them (no root: every line is checked before any map is opened)."""
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -11,6 +13,8 @@ from ccemu.fabric.forwarding import host_route_count, path_id, route_lines
 from ccemu.model.routing import PATH_IDS, Routing
 from ccemu.model.topology import fat_tree, leaf_spine
 from ccemu.ports.program import BPF_BUILD_DIR, ifindex_of, number_ports
+
+BPF_SOURCE = Path(__file__).resolve().parents[2] / "ccemu" / "ports" / "bpf"
 
 
 def installed(routing):
@@ -107,3 +111,14 @@ def test_the_loader_accepts_good_route_lines_and_then_needs_the_runs_maps(tmp_pa
     done = subprocess.run([str(loader), "routes", str(tmp_path / "no-bpffs"), str(routes)], capture_output=True,
                           text=True)
     assert done.returncode == 1 and "no-bpffs/port_switch" in done.stderr and "not a route" not in done.stderr
+
+
+def test_the_programs_path_id_constants_mirror_the_routing_models():
+    """switch.h reads these from port.h; a drift would route packets where the tables do not say."""
+    from ccemu.fabric.forwarding import MAX_UPLINKS
+    from ccemu.model.routing import PATH_ID_PORT_MASK, PATH_ID_PORTS
+
+    header = (BPF_SOURCE / "port.h").read_text()
+    defines = {name: int(value, 0) for name, value in re.findall(r"#define (\w+) (0x[0-9A-Fa-f]+|\d+)", header)}
+    assert (defines["PATH_IDS"], defines["PATH_ID_PORT_BASE"], defines["PATH_ID_PORT_MASK"],
+            defines["SWITCH_MAX_UPLINKS"]) == (PATH_IDS, PATH_ID_PORTS[0], PATH_ID_PORT_MASK, MAX_UPLINKS)
