@@ -31,7 +31,9 @@ from .bench import capacity as bench_capacity
 from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, default_faithful, dilation_is_auto,
                            fabric_section, parse_config, read_yaml)
 from .model.dilation import FaithfulRates
+from .fabric.admission import admit
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
+from .fabric.kernel import KernelFeatures
 from .metrics.monitoring import MONITORING_STATE
 
 # The statuses of the module docstring, which `ccemu --help` shows.
@@ -231,7 +233,7 @@ def _check_config(args) -> ExperimentConfig:
     if args.config:
         config = load_experiment(args.config, RESULTS)[0]  # at the rate `ccemu experiment` would run it
         if args.ovs_instances is None and args.datapath is None:
-            return config
+            return admit(config, str(args.config))
         data = config.model_dump()
     else:
         topology = {
@@ -245,19 +247,21 @@ def _check_config(args) -> ExperimentConfig:
         data.setdefault("fabric", {})["ovs_instances"] = args.ovs_instances
     if args.datapath is not None:
         data.setdefault("fabric", {})["datapath"] = args.datapath
-    return parse_config(data, source="command line")
+    return admit(parse_config(data, source="command line", kernel=KernelFeatures.probe()), "command line")
 
 
 def load_experiment(path: Path, results: Path) -> tuple[ExperimentConfig, FaithfulRates | None]:
     """An experiment file, its `dilation: auto` resolved from this machine's measured capacity for
     its placement where `ccemu bench capacity --results RESULTS` measured one (DESIGN.md's figures
-    otherwise); and what auto was resolved from (None: the file gives its dilation), for the summary."""
+    otherwise); and what auto was resolved from (None: the file gives its dilation), for the summary.
+    Not yet admitted: the caller admits the config it will run (fabric/admission.py)."""
     data = read_yaml(Path(path))
-    faithful = None
+    faithful, kernel = None, KernelFeatures.probe()
     if dilation_is_auto(data):
         fabric = fabric_section(data)
-        faithful = (bench_capacity.faithful_rates(fabric, results) if fabric else None) or default_faithful(fabric)
-    return parse_config(data, source=str(path), faithful=faithful), faithful
+        faithful = ((bench_capacity.faithful_rates(fabric, results) if fabric else None)
+                    or default_faithful(fabric, kernel))
+    return parse_config(data, source=str(path), kernel=kernel, faithful=faithful), faithful
 
 
 def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
@@ -329,7 +333,7 @@ def cmd_up(args) -> int:
 
     from .fabric.net import FabricNet
 
-    config = load_experiment(args.config, RESULTS)[0]
+    config = admit(load_experiment(args.config, RESULTS)[0], str(args.config))
     _require_root("up")
     net = FabricNet(config)
     try:
@@ -511,7 +515,7 @@ def cmd_experiment(args) -> int:
     from .experiments import WorkloadNotRunnable, runner_for
 
     config, dilation_from = load_experiment(args.config, args.results)
-    config = with_hosts(config, args.hosts)
+    config = admit(with_hosts(config, args.hosts), str(args.config))
     _require_root("experiment")
     # Before anything starts: a missing build is one line.
     cchost_binary()
@@ -588,7 +592,7 @@ def cmd_reproduce(args) -> int:
             print(f"ccemu reproduce: no experiment {name!r} (workloads/experiments/ has: {known})", file=sys.stderr)
             return EXIT_BAD_CONFIG
         config, dilation_from[name] = load_experiment(path, args.results)
-        configs[name] = with_hosts(config, args.hosts)
+        configs[name] = admit(with_hosts(config, args.hosts), str(path))
     _require_root("reproduce")
     cchost_binary()
     PortProgram.built()
@@ -669,8 +673,14 @@ def cmd_sweep(args) -> int:
     if args.inventory is not None and not args.inventory.is_file():
         print(f"ccemu sweep: --inventory {args.inventory}: no such file", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    if args.inventory is None and not args.plan_only:
-        _require_root("sweep")  # the points run here; an inventory's machines run them as root there
+    if args.inventory is None:
+        # The points run here: this machine judges them now (an inventory's machines each judge
+        # the points they are given, when they run them).
+        for point in sweep.points:
+            admit(parse_config(point.config, source=f"{args.sweep}: point {point.id}", kernel=KernelFeatures.probe()),
+                  f"{args.sweep}: point {point.id} ({point.describe()})")
+        if not args.plan_only:
+            _require_root("sweep")  # an inventory's machines run them as root there
     directory = write_plan(sweep, args.results)
     if args.plan_only:
         print(directory)

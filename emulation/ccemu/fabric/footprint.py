@@ -7,8 +7,8 @@ a veth end with its qdiscs, port program entries and OVS's per-port state. The c
 from the topology's formulas (nothing is built: a k=400 fat-tree has 16 million hosts), the
 costs per item were measured on a live fabric (the constants below say how and when).
 
-ExperimentConfig asks refusal() while it validates, so a config that cannot run is refused
-with one line naming its key before anything starts (config.DoesNotFit).
+admission.py asks refusal() on the machine that brings the fabric up, before anything starts,
+so a config that cannot run is refused with one line naming its key (config.DoesNotFit).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ MEMORY_HEADROOM = 0.8
 
 @dataclass(frozen=True)
 class MachineLimits:
-    """What this machine allows, read when a config is validated (tests inject their own)."""
+    """What this machine allows, read when a config is admitted (admission.py; tests inject their own)."""
 
     memory_available_bytes: int  # /proc/meminfo MemAvailable
     pid_max: int  # kernel.pid_max: a task (process or thread) needs a pid
@@ -345,7 +345,7 @@ def _drain_refusal(config: ExperimentConfig, footprint: Footprint, ports: list[_
                    machine: MachineLimits) -> Refusal | None:
     """The port program's fluid drain, elapsed_ns * rate_Bps in u64, with elapsed_ns up to
     the port's idle reset: twice the time its fuller class takes to drain (shaping.py), at
-    least 1 s. config.py's bounds keep the 1 s and the data queue's drain time below
+    least 1 s. model/config/ports.py's bounds keep the 1 s and the data queue's drain time below
     overflow (2e9 * buffer / data share <= 2e9 * 2^30 * 2); a deep credit queue at a small
     credit share is what remains."""
     for case in ports:

@@ -122,7 +122,7 @@ def test_the_bpf_datapath_is_one_variant_whatever_the_ovs_placement_and_auto_pic
     assert [str(v) for v in capacity.variants_of(args)] == ["bpf"]
     args.datapath = ["ovs", "bpf"]
     assert len(capacity.variants_of(args)) == 2 * 2 * 2 + 1
-    no_module, module = KernelFeatures(netem=False, openvswitch=False), KernelFeatures(netem=False, openvswitch=True)
+    no_module, module = KernelFeatures(openvswitch=False), KernelFeatures(openvswitch=True)
     assert capacity.variant_of(FabricConfig(), 2, no_module) == "bpf"
     assert capacity.variant_of(FabricConfig(ovs_instances=2), 2, module) == "2"
     assert capacity.variant_of(FabricConfig(datapath="ovs"), 2, no_module) == "auto"

@@ -6,11 +6,16 @@ from pathlib import Path
 import pytest
 
 from ccemu.model.config import ConfigError, DctcpPort, DoesNotFit, SchemeConfig, load_config, parse_config
+from ccemu.fabric.admission import admit
+from ccemu.fabric.footprint import MachineLimits
 from ccemu.fabric.kernel import KernelFeatures
 
 REPO = Path(__file__).resolve().parents[3]
-NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
-WITH_NETEM = KernelFeatures(netem=True, openvswitch=False)
+NO_MODULES = KernelFeatures(openvswitch=False)
+# A machine no config here comes near.
+ROOMY = MachineLimits(memory_available_bytes=1 << 50, pid_max=4_194_304, threads_max=1 << 30, tasks_now=0,
+                      nproc=None, net_namespaces_max=1 << 30, open_files_soft=1024, open_files_hard=1 << 20,
+                      file_max=1 << 40, files_now=0)
 
 
 def config(**sections):
@@ -28,8 +33,7 @@ def config(**sections):
     (config(link={"rate_mbps": -5}), "config: link.rate_mbps: must be at least 0.001 (1 kbit/s)"),
     (config(port={"buffer_bytes": 1000}), "config: port.buffer_bytes: must hold at least one full frame, "
                                           "1514 bytes at MTU 1500 (got 1000)"),
-    (config(link={"delay_us": 100}), "config: link.delay_us: 100 us of propagation delay is not emulated by netem: "
-                                     "netem behind a port would sit inside the queue the port programs measure"),
+    (config(link={"delay_us": 100}), "config: link.delay_us: unknown key"),
     ({"topology": {"kind": "star"}}, "config: name: required key is missing"),
     (config(topology={"kind": "leafspine", "spines": 0}), "config: topology.spines: input should be greater"),
     (config(fabric={"ovs_instances": 0}), "config: fabric.ovs_instances"),
@@ -81,7 +85,6 @@ def config(**sections):
     (config(hosts={"image": "lab/host:1"}), "config: hosts.image: needs kind: docker"),
     (config(hosts={"kind": "docker", "cpus": 0.005}),
      "config: hosts.cpus: input should be greater than or equal to 0.01 (got 0.005)"),
-    (config(hosts={"kind": "docker", "cpus": 4096}), "config: hosts.cpus: this machine has"),
     (config(hosts={"kind": "docker", "memory_mb": 4}),
      "config: hosts.memory_mb: input should be greater than or equal to 6 (got 4)"),
     (config(hosts={"kind": "docker", "per_host": {"h17": {"cpus": 0.5}}}),
@@ -106,7 +109,7 @@ def config(**sections):
 ])
 def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:
-        parse_config(data, kernel=NO_NETEM)
+        parse_config(data, kernel=NO_MODULES)
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
 
@@ -150,7 +153,7 @@ def test_bad_config_names_the_key_and_the_rule_in_one_line(data, message):
 ])
 def test_what_the_port_program_cannot_represent_or_a_scheme_cannot_use_is_refused_in_one_exact_line(section, message):
     with pytest.raises(ConfigError) as error:
-        parse_config(config(**section), kernel=NO_NETEM)
+        parse_config(config(**section), kernel=NO_MODULES)
     assert str(error.value) == message
 
 
@@ -158,12 +161,12 @@ def test_what_the_port_program_cannot_represent_or_a_scheme_cannot_use_is_refuse
                                              ("dctcp", "expresspass")])
 def test_a_scheme_runs_on_another_schemes_ports_when_the_mismatch_is_intended(scheme, profile):
     parsed = parse_config(config(schemes=[{"scheme": scheme, "port": {"profile": profile},
-                                           "port_mismatch_intended": True}]), kernel=NO_NETEM)
+                                           "port_mismatch_intended": True}]), kernel=NO_MODULES)
     assert parsed.schemes[0].port.profile == profile
 
 
 def test_the_largest_link_rate_and_buffers_are_accepted():
-    parsed = parse_config(config(link={"rate_mbps": 100_000}, port={"buffer_bytes": 1 << 20}), kernel=NO_NETEM)
+    parsed = parse_config(config(link={"rate_mbps": 100_000}, port={"buffer_bytes": 1 << 20}), kernel=NO_MODULES)
     assert parsed.link.rate_mbps == 100_000
 
 
@@ -179,42 +182,64 @@ def test_validating_a_config_counts_its_topology_and_never_builds_it(monkeypatch
         raise AssertionError("validation built the topology")
 
     for factory in ("fat_tree", "leaf_spine", "dumbbell", "star"):
-        monkeypatch.setattr(f"ccemu.model.config.{factory}", no_building)
+        monkeypatch.setattr(f"ccemu.model.config.topology.{factory}", no_building)
     with pytest.raises(ConfigError, match="workload.aggregator: the topology has h1..h16000000 "):
         parse_config(config(topology={"kind": "fattree", "k": 400},
-                            workload={"kind": "incast", "aggregator": "h99999999"}), kernel=NO_NETEM)
+                            workload={"kind": "incast", "aggregator": "h99999999"}), kernel=NO_MODULES)
     with pytest.raises(DoesNotFit, match="topology.k: a fat-tree with k=400 has 16000000 hosts"):
-        parse_config(config(topology={"kind": "fattree", "k": 400}), kernel=NO_NETEM)
+        admit(parse_config(config(topology={"kind": "fattree", "k": 400}), kernel=NO_MODULES))
 
 
 def test_port_profile_defaults_to_droptail_and_expresspass_to_the_papers_credit_share():
-    assert parse_config(config(port={"buffer_bytes": 9000}), kernel=NO_NETEM).port.profile == "droptail"
-    port = parse_config(config(port={"profile": "spraypass"}), kernel=NO_NETEM).port
+    assert parse_config(config(port={"buffer_bytes": 9000}), kernel=NO_MODULES).port.profile == "droptail"
+    port = parse_config(config(port={"profile": "spraypass"}), kernel=NO_MODULES).port
     assert port.credit_share == pytest.approx(84 / (84 + 1538))
     assert (port.credit_buffer_bytes, port.credit_mark_window) == (8 * 84, 4)
 
 
-def test_link_delay_is_refused_even_where_the_kernel_has_netem():
-    with pytest.raises(ConfigError, match="link.delay_us: 100 us of propagation delay is not emulated by netem: "
-                                          ".*; use 0 and datacenter.link_delay_us \\(added at the hosts\\)$"):
-        parse_config(config(link={"delay_us": 100}), kernel=WITH_NETEM)
+def test_link_delay_is_no_key():
+    # Propagation delay is the datacenter's (datacenter.link_delay_us), added at the hosts: netem
+    # behind a port would sit inside the queue the port programs measure.
+    for delay in (100, 0):
+        with pytest.raises(ConfigError, match="^config: link.delay_us: unknown key$"):
+            parse_config(config(link={"delay_us": delay}), kernel=NO_MODULES)
+
+
+def test_a_config_is_judged_without_reading_the_machine(monkeypatch):
+    def no_probing(*args):
+        raise AssertionError("validation probed the machine")
+
+    monkeypatch.setattr("ccemu.fabric.footprint.MachineLimits.probe", no_probing)
+    monkeypatch.setattr("ccemu.fabric.kernel.KernelFeatures.probe", no_probing)
+    monkeypatch.setattr("os.cpu_count", no_probing)
+    assert parse_config(config(topology={"kind": "fattree", "k": 400}, hosts={"kind": "docker", "cpus": 4096},
+                               datacenter={"link_gbps": 10})).topology.k == 400
+
+
+def test_admission_refuses_more_cpus_than_the_machine_has_naming_the_key():
+    parsed = parse_config(config(hosts={"kind": "docker", "cpus": 3, "per_host": {"h2": {"cpus": 4}}}))
+    with pytest.raises(ConfigError, match=r"^config: hosts.cpus: this machine has 2 CPUs \(got 3\)$"):
+        admit(parsed, cpus=2, machine=ROOMY)
+    with pytest.raises(ConfigError, match=r"^incast.yaml: hosts.per_host.h2.cpus: this machine has 3 CPUs \(got 4\)$"):
+        admit(parsed, "incast.yaml", cpus=3, machine=ROOMY)
+    assert admit(parsed, cpus=4, machine=ROOMY) is parsed
 
 
 def test_defaults_fill_every_optional_section():
-    parsed = parse_config({"name": "t", "topology": {"kind": "star"}}, kernel=NO_NETEM)
+    parsed = parse_config({"name": "t", "topology": {"kind": "star"}}, kernel=NO_MODULES)
     assert parsed.topology.hosts == 4 and parsed.link.mtu == 1500 and parsed.fabric.ovs_instances == "auto"
 
 
 def test_auto_ovs_instances_is_one_per_cpu_and_five_switches_but_never_more_than_switches(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    fabric = parse_config(config(), kernel=NO_NETEM).fabric
+    fabric = parse_config(config(), kernel=NO_MODULES).fabric
     assert [fabric.instance_count(n) for n in (1, 2, 6, 20, 45, 80)] == [1, 2, 2, 4, 9, 16]
-    assert parse_config(config(fabric={"ovs_instances": 3}), kernel=NO_NETEM).fabric.instance_count(20) == 3
+    assert parse_config(config(fabric={"ovs_instances": 3}), kernel=NO_MODULES).fabric.instance_count(20) == 3
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "workloads" / "experiments").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_experiment_is_valid(path):
-    assert load_config(path, kernel=NO_NETEM).name == path.stem
+    assert load_config(path, kernel=NO_MODULES).name == path.stem
 
 
 def test_yaml_that_is_not_a_mapping_is_rejected_with_the_file_name(tmp_path):
@@ -241,29 +266,29 @@ def test_cli_exits_2_with_one_line_and_starts_nothing(tmp_path):
 def test_schemes_take_their_own_port_profile_by_default():
     parsed = parse_config(config(schemes=[{"scheme": "expresspass"},
                                           {"scheme": "dctcp", "port": {"ecn_threshold_bytes": 16000}}]),
-                          kernel=NO_NETEM)
+                          kernel=NO_MODULES)
     assert [s.port.profile for s in parsed.schemes] == ["expresspass", "dctcp"]
     assert parsed.for_scheme(parsed.schemes[1]).port.ecn_threshold_bytes == 16000
 
 
 def test_the_four_schemes_are_accepted_each_on_its_own_port_profile_by_default():
     parsed = parse_config(config(schemes=[{"scheme": s} for s in ("expresspass", "spraypass", "dctcp", "dctcp+")]),
-                          kernel=NO_NETEM)
+                          kernel=NO_MODULES)
     assert [(s.scheme, s.port.profile) for s in parsed.schemes] == [
         ("expresspass", "expresspass"), ("spraypass", "spraypass"), ("dctcp", "dctcp"), ("dctcp+", "dctcp")]
     assert parsed.schemes[1].port.credit_mark_window == 4
 
 
 def test_w_init_and_slow_time_unit_are_unset_by_default_and_taken_when_given():
-    default = parse_config(config(), kernel=NO_NETEM).transport
+    default = parse_config(config(), kernel=NO_MODULES).transport
     assert (default.w_init, default.slow_time_unit_us) == (None, None)
     given = parse_config(config(transport={"alpha": 0.0625, "w_init": 0.0625, "slow_time_unit_us": 100}),
-                         kernel=NO_NETEM).transport
+                         kernel=NO_MODULES).transport
     assert (given.w_init, given.slow_time_unit_us) == (0.0625, 100.0)
 
 
 def test_the_incast_experiment_file_is_valid():
-    parsed = load_config(REPO / "workloads" / "experiments" / "incast.yaml", kernel=NO_NETEM)
+    parsed = load_config(REPO / "workloads" / "experiments" / "incast.yaml", kernel=NO_MODULES)
     assert [(s.scheme, s.port.profile) for s in parsed.schemes] == [
         ("expresspass", "expresspass"), ("spraypass", "spraypass"), ("dctcp", "dctcp"), ("dctcp+", "dctcp")]
     expresspass, spraypass, dctcp, dctcp_plus = (s.port for s in parsed.schemes)
@@ -287,7 +312,7 @@ def test_a_convergence_scheme_takes_its_own_senders_and_interval_where_given():
     workload = parse_config(config(workload={"kind": "convergence", "senders": 4, "interval_rtts": 40,
                                              "per_scheme": {"dctcp": {"senders": 2, "interval_rtts": 600},
                                                             "dctcp+": {"interval_rtts": 100}}}),
-                            kernel=NO_NETEM).workload
+                            kernel=NO_MODULES).workload
     assert (workload.senders_of("dctcp"), workload.interval_rtts_of("dctcp")) == (2, 600)
     assert (workload.senders_of("dctcp+"), workload.interval_rtts_of("dctcp+")) == (4, 100)
     assert (workload.senders_of("expresspass"), workload.interval_rtts_of("expresspass")) == (4, 40)

@@ -8,14 +8,14 @@ from ccemu.model.config import parse_config
 from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, FaithfulRates, PairDelay, auto_dilation, bdp_packets,
                                   delay_lines, ideal_fct_s, one_way_delay_us, wire_bytes)
 
-NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+NO_MODULES = KernelFeatures(openvswitch=False)
 
 
 def experiment(**sections):
     """`dilation: auto` below follows userspace OVS's figures (DEFAULT_FAITHFUL["ovs"]) unless a test
     names another datapath."""
     return parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "fabric": {"datapath": "ovs"},
-                         **sections}, kernel=NO_NETEM)
+                         **sections}, kernel=NO_MODULES)
 
 
 def test_a_dilated_link_runs_at_the_datacenter_rate_divided_by_the_factor():
@@ -71,7 +71,7 @@ def test_auto_follows_the_figures_of_the_datapath_the_fabric_runs():
     ovs = experiment(datacenter={"link_gbps": 10}, workload={"kind": "permutation"}, fabric={"datapath": "ovs"})
     assert ovs.dilation.factor == 4000
     with_ovs_module = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "datacenter": {
-        "link_gbps": 10}, "workload": {"kind": "permutation"}}, kernel=KernelFeatures(netem=False, openvswitch=True))
+        "link_gbps": 10}, "workload": {"kind": "permutation"}}, kernel=KernelFeatures(openvswitch=True))
     assert with_ovs_module.dilation.factor == 4000  # auto: OVS's kernel datapath, with OVS's figures
 
 
@@ -103,7 +103,7 @@ def test_each_end_holds_the_others_packets_for_half_of_what_the_fabric_lacks():
 
 def test_a_dilated_config_written_back_validates_to_the_same_config():
     config = experiment(datacenter={"link_gbps": 10, "link_delay_us": 4}, workload={"kind": "shuffle"})
-    again = parse_config(config.model_dump(mode="json"), kernel=NO_NETEM)
+    again = parse_config(config.model_dump(mode="json"), kernel=NO_MODULES)
     assert again == config and again.link.rate_mbps == pytest.approx(2.5)
 
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from ccemu.fabric import footprint
+from ccemu.fabric.admission import admit
 from ccemu.model.config import ConfigError, DoesNotFit, parse_config
 from ccemu.fabric.net import OPEN_FILES_LIMIT, FabricNet
 from ccemu.fabric.footprint import MachineLimits, estimate
@@ -26,7 +27,7 @@ from ccemu.model.topology import (
 )
 
 BPF = Path(__file__).resolve().parents[2] / "ccemu" / "ports" / "bpf"
-NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+NO_MODULES = KernelFeatures(openvswitch=False)
 GIB = 1 << 30
 # A machine nothing here comes near, but for what the port program can represent.
 ROOMY = MachineLimits(memory_available_bytes=1 << 50, pid_max=4_194_304, threads_max=1 << 30, tasks_now=0,
@@ -38,8 +39,9 @@ WORKSTATION = dataclasses.replace(ROOMY, memory_available_bytes=round(22.3 * GIB
 
 
 def parse(machine: MachineLimits = ROOMY, **sections):
-    return parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, **sections}, kernel=NO_NETEM,
-                        machine=machine)
+    """The config as `ccemu experiment` would run it on `machine`: parsed, then admitted."""
+    return admit(parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, **sections}, kernel=NO_MODULES),
+                 machine=machine)
 
 
 def refusal(machine: MachineLimits = ROOMY, **sections) -> str:

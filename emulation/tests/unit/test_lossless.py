@@ -13,7 +13,7 @@ from ccemu.ports.maps import PFC_EVENT
 from ccemu.ports.pfc import KICK_FRAME, RINGBUF_BUSY, RINGBUF_DISCARD, RingBuffer, gate_message
 from ccemu.ports.tc import PortShape
 
-NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+NO_MODULES = KernelFeatures(openvswitch=False)
 
 
 def config(**sections):
@@ -48,13 +48,13 @@ def config(**sections):
 ])
 def test_a_bad_lossless_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:
-        parse_config(data, kernel=NO_NETEM)
+        parse_config(data, kernel=NO_MODULES)
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
 
 
 def test_dcqcn_and_tcd_schemes_run_on_their_lossless_profiles_by_default():
-    parsed = parse_config(config(schemes=[{"scheme": "dcqcn"}, {"scheme": "dcqcn+tcd"}]), kernel=NO_NETEM)
+    parsed = parse_config(config(schemes=[{"scheme": "dcqcn"}, {"scheme": "dcqcn+tcd"}]), kernel=NO_MODULES)
     dcqcn, tcd = (s.port for s in parsed.schemes)
     assert (dcqcn.profile, tcd.profile) == ("dcqcn", "tcd")
     assert (dcqcn.lossless.xoff_bytes, dcqcn.lossless.xon_bytes) == (320_000, 318_000)

@@ -14,7 +14,7 @@ from ccemu.experiments.base import transport_args
 from ccemu.experiments.incast import incast_schedule, warm_up_schedule
 from ccemu.model.topology import fat_tree, leaf_spine
 
-NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+NO_MODULES = KernelFeatures(openvswitch=False)
 
 
 def test_a_schedule_line_carries_paths_when_set_and_leaves_it_out_otherwise():
@@ -72,10 +72,10 @@ def test_incast_flows_on_a_leaf_spine_carry_one_path_per_spine_across_leaves():
 
 def test_w_init_and_slow_time_unit_reach_cchost_only_when_the_config_sets_them():
     base = {"name": "t", "topology": {"kind": "fattree", "k": 4}, "seed": 2}
-    default = transport_args(parse_config(base, kernel=NO_NETEM), "h3")
+    default = transport_args(parse_config(base, kernel=NO_MODULES), "h3")
     assert "--w-init" not in default and "--slow-time-unit-us" not in default
     assert default[default.index("--seed") + 1] == "2003"
     given = transport_args(parse_config({**base, "transport": {"w_init": 0.0625, "slow_time_unit_us": 100}},
-                                        kernel=NO_NETEM), "h3")
+                                        kernel=NO_MODULES), "h3")
     assert given[given.index("--w-init") + 1] == "0.0625"
     assert given[given.index("--slow-time-unit-us") + 1] == "100.0"

@@ -5,12 +5,12 @@ from ccemu.fabric.kernel import KernelFeatures
 from ccemu.ports.program import PortIds, number_ports
 from ccemu.ports.tc import PortShape, gate, idle_reset_ns, port_program_line, port_qdiscs, tcd_max_on_s
 
-NO_NETEM = KernelFeatures(netem=False, openvswitch=False)
+NO_MODULES = KernelFeatures(openvswitch=False)
 
 
 def shape_of(port: dict, rate_mbps: float = 25) -> PortShape:
     config = parse_config({"name": "t", "topology": {"kind": "star"}, "link": {"rate_mbps": rate_mbps},
-                           "port": port}, kernel=NO_NETEM)
+                           "port": port}, kernel=NO_MODULES)
     return PortShape.of(config)
 
 
@@ -91,12 +91,12 @@ def test_a_hosts_nic_takes_its_own_buffer_and_share_of_the_rate_and_the_switch_p
     port = {"profile": "dctcp", "ecn_threshold_bytes": 100000, "buffer_bytes": 384500}
     config = parse_config({"name": "t", "topology": {"kind": "star", "hosts": 2}, "link": {"rate_mbps": 20,
                            "host_shares": {"h2": 0.5}}, "port": {**port, "host_buffer_bytes": 1538000}},
-                          kernel=NO_NETEM)
+                          kernel=NO_MODULES)
     switch_port = PortShape.of(config)
     assert (switch_port.buffer_bytes, switch_port.rate_mbps) == (384500, 20)
     assert (switch_port.of_nic(config, "h1").buffer_bytes, switch_port.of_nic(config, "h2").rate_mbps) == (1538000, 10)
     assert port_program_line("x", switch_port.of_nic(config, "h1"), 1, 2, switch_port=False).split()[4] == "1538000"
-    unset = parse_config({"name": "t", "topology": {"kind": "star"}, "port": port}, kernel=NO_NETEM)
+    unset = parse_config({"name": "t", "topology": {"kind": "star"}, "port": port}, kernel=NO_MODULES)
     assert PortShape.of(unset).of_nic(unset, "h1").buffer_bytes == 384500
 
 
@@ -131,7 +131,7 @@ def test_an_interface_on_two_links_is_refused():
 def test_ports_between_switches_run_at_the_fabric_share_of_the_rate_with_tcds_on_time_in_their_own_frames():
     port = {"profile": "tcd", "buffer_bytes": 2_000_000}
     config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4},
-                           "link": {"rate_mbps": 30, "fabric_share": 1 / 3}, "port": port}, kernel=NO_NETEM)
+                           "link": {"rate_mbps": 30, "fabric_share": 1 / 3}, "port": port}, kernel=NO_MODULES)
     facing_host, between_switches = PortShape.of(config), PortShape.of_fabric(config)
     assert (facing_host.rate_mbps, between_switches.rate_mbps) == (30, pytest.approx(10))
     assert between_switches.tcd_max_on_s == pytest.approx(3 * facing_host.tcd_max_on_s)

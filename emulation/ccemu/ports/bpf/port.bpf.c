@@ -588,7 +588,7 @@ int port_egress(struct __sk_buff *skb)
 		ue = tcd == TCD_UNDETERMINED && ect0; /* UE never overwrites CE (nor ECT(1): marked already) */
 	}
 	/* A lossless port drops too if its buffer overflows: PFC's thresholds are meant to make that
-	 * never happen (config.py: the buffer holds xoff + headroom from every ingress), and a drop
+	 * never happen (model/config/experiment.py: the buffer holds xoff + headroom from every ingress), and a drop
 	 * here, counted, says they did not. */
 	if (queue + wire > cfg->buffer_bytes[cls]) {
 		drop = 1;

@@ -1,0 +1,178 @@
+"""Port profiles: what every switch egress port (and host NIC) runs, per scheme: buffers,
+marking, the credit class, PFC. Bounds come from what the port program can represent."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+# CREDIT_WIRE_BYTES: minimum Ethernet frame + preamble/SFD + inter-frame gap; DATA_WIRE_BYTES:
+# maximum frame (MTU 1500) + the same.
+from ..dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES
+from .base import Section
+from .errors import KeyedError
+
+ETHERNET_HEADER_BYTES = 14
+EXPRESSPASS_CREDIT_SHARE = CREDIT_WIRE_BYTES / (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES)
+# struct port_config holds buffers and K as u32, and tc's bfifo limit (the buffer plus a few
+# frames of margin, shaping.FIFO_MARGIN_FRAMES) is a u32 too: 1 GiB stays far from 2^32 with
+# any margin. What full buffers hold in kernel memory (~4x, skb truesize) is footprint.py's.
+MAX_PORT_BUFFER_BYTES = 1 << 30
+# port_config.credit_mark_window is a u32, and the program counts credits up to it in a u32.
+MAX_CREDIT_MARK_WINDOW = (1 << 32) - 1
+# The port program keeps the credit rate in whole bytes per second, 0 meaning "no credit
+# class"; below one credit per second a credit class is no credit class for any experiment.
+MIN_CREDIT_RATE_BPS = 8 * CREDIT_WIRE_BYTES
+# How the port program counts buffers and K (shaping.WIRE_OVERHEAD_BYTES), said in their descriptions.
+_WIRE_BYTES = ("bytes on the wire: each frame (1514 bytes at MTU 1500) plus 24 of preamble, FCS and inter-frame "
+               "gap, e.g. 20 full frames = 20 x 1538 = 30760")
+
+
+class LosslessConfig(Section):
+    """PFC (ports/pfc.py): per ingress port of a switch, the bytes that arrived through it and
+    still sit in the switch's egress queues; above xoff_bytes the port upstream of it is paused,
+    at xon_bytes or below it resumes. A lossless port never drops."""
+
+    xoff_bytes: int = Field(320_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                            description=f"pause above this, in {_WIRE_BYTES} (TCD paper 5.2.1: 320 KB)")
+    xon_bytes: int = Field(318_000, ge=0, description="resume at or below this (TCD paper 5.2.1: 318 KB)")
+    headroom_bytes: int = Field(
+        15_380, ge=0, le=MAX_PORT_BUFFER_BYTES,
+        description="what may still arrive through an ingress after its pause is decided (the pause reaction "
+                    "times the link rate, and the frames on their way); buffer_bytes must hold xoff_bytes + this "
+                    "(default: 10 full frames)")
+
+    @model_validator(mode="after")
+    def _xon_below_xoff(self) -> "LosslessConfig":
+        if self.xon_bytes >= self.xoff_bytes:
+            raise KeyedError(("xon_bytes",), f"must be below xoff_bytes ({self.xoff_bytes}) (got {self.xon_bytes})")
+        return self
+
+
+class DropTailPort(Section):
+    """A byte FIFO at the link rate: tail drop, no marking."""
+
+    profile: Literal["droptail"] = "droptail"
+    buffer_bytes: int = Field(150_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                              description=f"egress (data) buffer of every port, in {_WIRE_BYTES}; lossless "
+                                          "ports never drop, and hold at least xoff + headroom per ingress")
+    lossless: Union[LosslessConfig, None] = Field(None, description="PFC: pause upstream instead of dropping "
+                                                                     "(unset: the port drops at buffer_bytes)")
+    host_buffer_bytes: Union[int, None] = Field(
+        None, ge=1, le=MAX_PORT_BUFFER_BYTES,
+        description=f"egress buffer of every host's NIC, in {_WIRE_BYTES} (unset: buffer_bytes). A NIC is not a "
+                    "switch port: ns2-xpass's scripts give hosts 1000 packets (1538000), where switch ports have "
+                    "250 at 10 Gbit/s")
+
+    @property
+    def host_nic_buffer_bytes(self) -> int:
+        return self.buffer_bytes if self.host_buffer_bytes is None else self.host_buffer_bytes
+
+    @model_validator(mode="after")
+    def _buffer_holds_what_pfc_lets_in(self) -> "DropTailPort":
+        pfc = self.lossless
+        if pfc and self.buffer_bytes < pfc.xoff_bytes + pfc.headroom_bytes:
+            raise KeyedError(("buffer_bytes",), f"a lossless port holds xoff_bytes + headroom_bytes "
+                                                 f"({pfc.xoff_bytes + pfc.headroom_bytes}) from one ingress "
+                                                 f"(got {self.buffer_bytes})")
+        return self
+
+
+class DctcpPort(DropTailPort):
+    """DCTCP: ECN-capable packets that find more than K bytes queued are CE-marked."""
+
+    profile: Literal["dctcp"] = "dctcp"
+    # At most buffer_bytes (the rule below), so within the u32 of port_config too.
+    ecn_threshold_bytes: int = Field(30_000, ge=1, description=f"K: a packet that finds more queued is CE-marked, "
+                                                              f"in {_WIRE_BYTES} (default: Linux's 20 packets)")
+
+    @model_validator(mode="after")
+    def _threshold_below_buffer(self) -> "DctcpPort":
+        if self.ecn_threshold_bytes >= self.buffer_bytes:
+            raise KeyedError(("ecn_threshold_bytes",),
+                              f"must be below port.buffer_bytes ({self.buffer_bytes}) (got {self.ecn_threshold_bytes})")
+        if self.ecn_threshold_bytes >= self.host_nic_buffer_bytes:  # a NIC marks at K too
+            raise KeyedError(("host_buffer_bytes",), f"must be above port.ecn_threshold_bytes "
+                                                      f"({self.ecn_threshold_bytes}) (got {self.host_buffer_bytes})")
+        return self
+
+
+class ExpressPassPort(DropTailPort):
+    """ExpressPass: credits get their own class capped at credit_share of the link with a
+    tiny buffer (excess credits are dropped); data gets the rest and may borrow all of it."""
+
+    @model_validator(mode="after")
+    def _credits_are_dropped(self) -> "ExpressPassPort":
+        if self.lossless:
+            raise KeyedError(("lossless",), f"{self.profile} ports drop excess credits by design: no PFC")
+        return self
+
+    profile: Literal["expresspass"] = "expresspass"
+    credit_share: float = Field(EXPRESSPASS_CREDIT_SHARE, gt=0, le=0.5,
+                                description="credit class rate / link rate; paper: 84/(84+1538)")
+    credit_buffer_credits: int = Field(8, ge=1, le=MAX_PORT_BUFFER_BYTES // CREDIT_WIRE_BYTES,
+                                       description="credit queue, in 84-byte credits as the wire carries them "
+                                                   "(paper: 8)")
+
+    @property
+    def credit_buffer_bytes(self) -> int:
+        return self.credit_buffer_credits * CREDIT_WIRE_BYTES
+
+
+class SprayPassPort(ExpressPassPort):
+    """SprayPass: ExpressPass's credit queue, and departing credits CE-marked with the
+    probability Pd = dropped / injected credits, refreshed every credit_mark_window credits."""
+
+    profile: Literal["spraypass"] = "spraypass"
+    credit_mark_window: int = Field(4, ge=1, le=MAX_CREDIT_MARK_WINDOW,
+                                    description="N_cdt, credits per Pd refresh (paper: 4)")
+
+
+class _LosslessPort(DropTailPort):
+    """What the lossless profiles share: PFC on, and a buffer that holds Xoff + headroom from
+    several ingresses (not itself a profile: it is in no PortConfig)."""
+
+    buffer_bytes: int = Field(2_000_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                              description=f"egress buffer of every port, in {_WIRE_BYTES}")
+
+
+# DCQCN's CP (SIGCOMM 2015, section 5 and Figure 4's marking curve): Kmin 5 KB, Kmax 200 KB, Pmax 1 %.
+class DcqcnPort(_LosslessPort):
+    """DCQCN's CP on a lossless port: an ECN-capable packet that finds q queued is CE-marked with
+    probability 0 below kmin, rising linearly to pmax at kmax, 1 above (RED on the instant queue)."""
+
+    profile: Literal["dcqcn"] = "dcqcn"
+    lossless: Union[LosslessConfig, None] = Field(default_factory=LosslessConfig,
+                                                  description="PFC (DCQCN runs on lossless RoCE fabrics)")
+    kmin_bytes: int = Field(5_000, ge=0, le=MAX_PORT_BUFFER_BYTES, description="no mark at or below (paper: 5 KB)")
+    kmax_bytes: int = Field(200_000, ge=1, le=MAX_PORT_BUFFER_BYTES, description="mark always above (paper: 200 KB)")
+    pmax: float = Field(0.01, ge=0, le=1, description="marking probability at kmax (paper: 1 %)")
+
+    @model_validator(mode="after")
+    def _kmin_below_kmax(self) -> "DcqcnPort":
+        if self.kmin_bytes >= self.kmax_bytes:
+            raise KeyedError(("kmin_bytes",), f"must be below kmax_bytes ({self.kmax_bytes}) (got {self.kmin_bytes})")
+        return self
+
+
+class TcdPort(_LosslessPort):
+    """TCD (seed 004) on a lossless port: congestion -> CE, undetermined (paused, or sending for
+    at most max(T_on) since the last resume) -> UE, non-congestion -> no mark."""
+
+    profile: Literal["tcd"] = "tcd"
+    lossless: LosslessConfig = Field(default_factory=LosslessConfig, description="PFC (TCD needs it)")
+    # github.com/bobzhuyb/ns3-rdma mix/config.txt KMIN 40 (KB): the DCQCN simulator TCD's own is built on.
+    threshold_bytes: int = Field(40_000, ge=1, le=MAX_PORT_BUFFER_BYTES,
+                                 description="a port that is ON with more queued is congested")
+    epsilon: float = Field(0.05, ge=0.001, lt=1, description="sets max(T_on) (seed 004, 5.1.4: 0.05 recommended)")
+    # At most a million frame times: the port program keeps max(T_on) in u64 nanoseconds.
+    max_on_frames: Union[float, None] = Field(
+        None, gt=0, le=1e6, description="max(T_on) in frame times at the link rate; unset: from epsilon (ports/tc.py "
+                                "tcd_max_on_s)")
+
+
+PortConfig = Annotated[
+    Union[DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort, DcqcnPort, TcdPort], Field(discriminator="profile")
+]
+PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass", "dcqcn", "tcd")

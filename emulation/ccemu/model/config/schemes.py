@@ -1,0 +1,73 @@
+"""The schemes compared side by side, the port profile each runs on, and cchost's parameters."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, model_validator
+
+from .base import Section
+from .errors import KeyedError
+from .ports import ExpressPassPort, PortConfig
+
+
+SchemeName = Literal["expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd"]
+# The port profile each scheme's hosts are written for.
+SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp",
+                        "dcqcn": "dcqcn", "dcqcn+tcd": "tcd"}
+# Schemes whose hosts send data only against credits: behind ports without a credit class the
+# credits would queue behind data, and nothing the scheme relies on would hold.
+CREDIT_SCHEMES = ("expresspass", "spraypass")
+
+
+class SchemeConfig(Section):
+    """One scheme of the comparison and the port profile its fabric runs."""
+
+    scheme: SchemeName
+    port: PortConfig
+    port_mismatch_intended: bool = Field(
+        False, description="run the scheme on another scheme's port profile on purpose (e.g. expresspass hosts "
+                           "behind spraypass ports); without it that is an error, and credit schemes always need "
+                           "ports with a credit class")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults_to_the_schemes(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("scheme") in SCHEME_PORT_PROFILES:
+            port = data.get("port") or {}
+            if isinstance(port, dict) and "profile" not in port:
+                data = {**data, "port": {"profile": SCHEME_PORT_PROFILES[data["scheme"]], **port}}
+        return data
+
+    @model_validator(mode="after")
+    def _profile_fits_the_scheme(self) -> "SchemeConfig":
+        own, profile = SCHEME_PORT_PROFILES[self.scheme], self.port.profile
+        if self.scheme in CREDIT_SCHEMES and not isinstance(self.port, ExpressPassPort):
+            raise KeyedError(("port", "profile"), f"{self.scheme} sends data against credits, and {profile} ports "
+                                                   f"have no credit class (use {own} ports)")
+        if profile != own and not self.port_mismatch_intended:
+            raise KeyedError(("port", "profile"), f"{self.scheme} runs on {own} ports (got {profile!r}); to run it "
+                                                   f"on {profile} ports on purpose, set "
+                                                   f"{KeyedError.HERE}port_mismatch_intended: true")
+        return self
+
+
+class TransportConfig(Section):
+    """cchost's parameters (transport/src/bin/cchost)."""
+
+    alpha: float = Field(0.5, gt=0, le=1, description="ExpressPass/SprayPass initial credit rate / max (paper: 1/2; "
+                                                      "1/16 for realistic workloads)")
+    w_init: Union[float, None] = Field(None, gt=0, le=1,
+                                       description="ExpressPass/SprayPass initial aggressiveness w; unset: equal to "
+                                                   "alpha (paper: alpha = w_init = 1/16 for realistic workloads)")
+    # Every time here is datacenter time when the experiment declares a datacenter (cchost
+    # multiplies them, and its own built-in times, by the dilation: --dilation).
+    rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
+    control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
+    persistent_connections: bool = Field(
+        True, description="a window scheme's flow to a host takes over the congestion state (window, alpha, "
+                          "slow_time, RTT) the last one to it left, as on a kept connection (the DCTCP+ paper's "
+                          "incast); false: every flow starts afresh (the ExpressPass paper's simulated workloads)")
+    slow_time_unit_us: Union[float, None] = Field(None, gt=0, allow_inf_nan=False,
+                                                  description="DCTCP+ backoff_time_unit, microseconds; unset: the "
+                                                              "flow's measured base RTT (paper: the base RTT, 100 us)")

@@ -1,0 +1,216 @@
+"""The workloads an experiment drives through the fabric, one model per kind
+(experiments/kinds/ runs each)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from ..topology import TopologyCounts
+from ..workloads import host_load_for_tor_uplinks
+from .base import HOST_NAME, Section
+from .errors import KeyedError
+from .schemes import SchemeName
+
+
+class IncastWorkload(Section):
+    """N senders answer one aggregator with total_bytes / N each; the next round starts when
+    the last response arrived (the DCTCP+ paper's setup)."""
+
+    kind: Literal["incast"]
+    aggregator: str = Field("h1", pattern=HOST_NAME)
+    total_bytes: int = Field(1_000_000, ge=1, description="bytes per round, all responses together")
+    flows: list[int] = Field([4, 8, 16, 32], min_length=1, description="N values swept")
+    rounds: int = Field(3, ge=1, description="rounds per N")
+    settle_rounds: int = Field(0, ge=0, description="the first rounds of each N, shown round by round but left out "
+                                                    "of goodput, round time and timeouts (the paper averages 1000 "
+                                                    "requests: its figures are the steady state's)")
+    round_timeout_s: float = Field(30.0, gt=0, description="a round not done by then is reported and ended")
+    warm_up: bool = Field(True, description="before round 1, every sender opens the connections it carries in a "
+                                            "round (a one-packet response each, the senders one after another), "
+                                            "as the DCTCP+ testbed's persistent connections were open before its "
+                                            "requests; not counted. Needs transport.persistent_connections. "
+                                            "false: round 1 opens them, and a loss there waits the initial RTO")
+
+    @field_validator("flows")
+    @classmethod
+    def _positive(cls, flows: list[int]) -> list[int]:
+        if any(n < 1 for n in flows):
+            raise ValueError(f"every N must be >= 1 (got {flows})")
+        return flows
+
+    @model_validator(mode="after")
+    def _rounds_left_after_settling(self) -> "IncastWorkload":
+        if self.settle_rounds >= self.rounds:
+            raise KeyedError(("settle_rounds",), f"must be below workload.rounds ({self.rounds}): the rounds after "
+                                                  f"it are the ones counted (got {self.settle_rounds})")
+        return self
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        """Every response crosses the aggregator's link: the fabric carries one link's rate."""
+        return 1
+
+
+class RealisticWorkload(Section):
+    """Poisson flow arrivals between random host pairs at a target load, flow sizes from one of
+    the four CDFs (the ExpressPass and SprayPass realistic workloads); one fabric per load."""
+
+    kind: Literal["realistic"]
+    cdf: Literal["search", "mining", "cachefollower", "webserver"] = "webserver"
+    loads: list[float] = Field([0.2, 0.5, 0.8], min_length=1,
+                               description="offered load where load_on says, each run on its own fabric")
+    load_on: Literal["host_links", "tor_uplinks"] = Field(
+        "host_links", description="host_links: every host offers load x its link; tor_uplinks: what crosses a "
+                                  "ToR's uplinks is load x their capacity (ExpressPass, seed 000: 'we set the "
+                                  "target load for ToR up-links', with 3:1 oversubscription there)")
+    flows: int = Field(300, ge=1, description="flows per load (all hosts together)")
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds a load's flows get after the last one starts")
+
+    @field_validator("loads")
+    @classmethod
+    def _loads_in_range(cls, loads: list[float]) -> list[float]:
+        bad = [load for load in loads if not 0 < load <= 1]
+        if bad:
+            raise ValueError(f"every load must be in (0, 1] (got {bad[0]})")
+        return loads
+
+    def host_link_load(self, load: float, counts: TopologyCounts, fabric_share: float) -> float:
+        """`load` (one of loads) as the share of its link every host offers."""
+        if self.load_on == "host_links":
+            return load
+        return host_load_for_tor_uplinks(load, counts.tor, counts.hosts, fabric_share)
+
+    def host_link_loads(self, counts: TopologyCounts, fabric_share: float) -> list[float]:
+        return [self.host_link_load(load, counts, fabric_share) for load in self.loads]
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return counts.hosts * max(self.host_link_loads(counts, fabric_share))
+
+
+class PermutationWorkload(Section):
+    """Every host sends one long flow to another, no two to the same receiver (SprayPass)."""
+
+    kind: Literal["permutation"]
+    size_bytes: int = Field(2_000_000, ge=1)
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get to finish")
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return counts.hosts
+
+
+class ShuffleWorkload(Section):
+    """ExpressPass's MapReduce shuffle: each of every host's tasks sends size_bytes to every
+    other host, all at once."""
+
+    kind: Literal["shuffle"]
+    tasks_per_host: int = Field(2, ge=1)
+    size_bytes: int = Field(100_000, ge=1)
+    timeout_s: float = Field(300.0, gt=0, description="wall seconds the flows get to finish")
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return counts.hosts
+
+
+class ConvergenceTiming(Section):
+    """A scheme's own senders and interval in a convergence workload (unset: the workload's)."""
+
+    senders: int | None = Field(None, ge=1)
+    interval_rtts: float | None = Field(None, gt=0)
+
+
+class ConvergenceWorkload(Section):
+    """Senders start one by one, `interval_rtts` apart, toward one receiver (one bottleneck: its
+    link) and stop in reverse order; each flow's size is what fair sharing gives it in its time.
+    Credit schemes run once per initial rate alpha (= w_init)."""
+
+    kind: Literal["convergence"]
+    receiver: str = Field("h1", pattern=HOST_NAME)
+    senders: int = Field(4, ge=1)
+    interval_rtts: float = Field(40, gt=0, description="between starts (and stops), in base RTTs of the "
+                                                       "longest path")
+    per_scheme: dict[SchemeName, ConvergenceTiming] = Field(
+        {}, description="a scheme's own senders and interval_rtts (DCTCP converges in hundreds of RTTs: a join "
+                        "needs room for it to be measured, not read as never)")
+    alphas: list[float] = Field([0.5, 0.0625], min_length=1,
+                                description="initial credit rate / max of the credit schemes (paper: 1/2 and 1/16)")
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
+
+    @field_validator("alphas")
+    @classmethod
+    def _fractions(cls, alphas: list[float]) -> list[float]:
+        bad = [a for a in alphas if not 0 < a <= 1]
+        if bad:
+            raise ValueError(f"every alpha must be in (0, 1] (got {bad[0]})")
+        return alphas
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return 1
+
+    def senders_of(self, scheme: str) -> int:
+        own = self.per_scheme.get(scheme)
+        return own.senders if own and own.senders is not None else self.senders
+
+    def interval_rtts_of(self, scheme: str) -> float:
+        own = self.per_scheme.get(scheme)
+        return own.interval_rtts if own and own.interval_rtts is not None else self.interval_rtts
+
+
+HOST_NAME = r"^h[1-9][0-9]*$"
+
+
+class VictimWorkload(Section):
+    """TCD's victim-flow scenario (seed 004, 5.1.3): victim senders send to a receiver whose link is
+    never congested, over ports they share with congesting senders' flows to a hot receiver, which
+    bursters hit with synchronised bursts. The hot receiver's link is the one congestion point; PFC
+    spreads its pauses upstream over the shared ports, and the victims' flows cross only those."""
+
+    kind: Literal["victim"]
+    victim_senders: list[str] = Field(["h1"], min_length=1, description="S0: every flow they send is a victim flow")
+    victim_receiver: str = Field("h10", pattern=HOST_NAME, description="R0: its link is never congested")
+    congesting_senders: list[str] = Field(["h2"], description="S1: flows to the hot receiver, over the victims' ports")
+    hot_receiver: str = Field("h9", pattern=HOST_NAME, description="R1: the congestion point is its link")
+    bursters: list[str] = Field(["h11", "h12", "h13", "h14", "h15", "h16"], min_length=1,
+                                description="A0..: synchronised bursts to the hot receiver")
+    cdf: Literal["search", "mining", "cachefollower", "webserver"] = Field(
+        "webserver",
+        description="victim and congesting flows' sizes (the paper's Hadoop CDF is not among ccemu's four)")
+    load: float = Field(0.3, gt=0, le=1, description="offered load of each victim and congesting sender, of the "
+                                                      "fabric's link rate")
+    flows: int = Field(100, ge=1, description="victim flows (the congesting senders send as many each)")
+    burst_bytes: int = Field(64_000, ge=1, description="each burster's flow per burst")
+    burst_interval_us: float = Field(2000.0, gt=0, description="datacenter time between bursts")
+    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
+
+    @field_validator("victim_senders", "congesting_senders", "bursters")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        bad = [h for h in hosts if not re.match(HOST_NAME, h)]
+        if bad:
+            raise ValueError(f"not a host name: {bad[0]!r}")
+        return hosts
+
+    @model_validator(mode="after")
+    def _roles_apart(self) -> "VictimWorkload":
+        roles = [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
+                 *self.bursters]
+        twice = sorted({h for h in roles if roles.count(h) > 1})
+        if twice:
+            raise KeyedError(("bursters",), f"each host has one role (got {', '.join(twice)} twice)")
+        return self
+
+    def hosts(self) -> list[str]:
+        return [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
+                *self.bursters]
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        return len(self.bursters) + 2
+
+
+WorkloadConfig = Annotated[
+    Union[IncastWorkload, RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload,
+          VictimWorkload],
+    Field(discriminator="kind"),
+]
+WORKLOAD_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
