@@ -352,7 +352,7 @@ def cmd_up(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from .containers.engine import EngineError, engine_session, stop_if_unused
+    from .containers.engine import EngineError, engine_session, remove_containers, stop_if_unused
 
     _require_root("clean")
     status = 0
@@ -367,7 +367,7 @@ def cmd_clean(args) -> int:
         # Killed runs with Docker hosts: one engine session for all of their containers.
         with engine_session(any(inventory.containers for inventory in dead)):
             for inventory in dead:
-                problems = inventory.remove()
+                problems = inventory.remove(remove_containers=remove_containers)
                 if problems:
                     status = EXIT_FAILED
                     print(f"{inventory.run_id}: could not remove: {'; '.join(problems)}")

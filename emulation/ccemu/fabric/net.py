@@ -33,7 +33,7 @@ from mininet.node import Node, Switch
 
 from ..containers import CONTAINERS_FILE
 from ..containers import image as host_image
-from ..containers.engine import DockerEngine
+from ..containers.engine import DockerEngine, remove_containers
 from ..containers.host import Container, DockerHost, create_containers
 from ..model.config import ExperimentConfig
 from .inventory import DEFAULT_STATE_ROOT, Inventory
@@ -468,7 +468,7 @@ class FabricNet(Mininet):
             node.terminate()
         self.stop_timings.mark("shells")
         try:
-            problems = self.inventory.remove() if self.inventory else []  # containers too
+            problems = self.inventory.remove(remove_containers=remove_containers) if self.inventory else []
         finally:
             if self.engine is not None:
                 self.engine.release()
