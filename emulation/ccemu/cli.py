@@ -282,50 +282,9 @@ def cmd_bench(args) -> int:
 def cmd_check(args) -> int:
     config = _check_config(args)
     _require_root("check")
+    from .fabric.checks import check_fabric
+
     return 0 if check_fabric(config) else EXIT_FAILED
-
-
-def check_fabric(config: ExperimentConfig) -> bool:
-    """Bring up, verify, tear down, printing what was found; True if everything held."""
-    from .fabric.net import FabricNet
-    from .model.routing import symmetry_problems
-    from .fabric.checks import check_path_symmetry, check_reachability, symmetry_pairs
-
-    net = FabricNet(config)
-    topo = net.fabric_topo
-    print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
-          f"{net.describe_datapath()}")
-    started = time.monotonic()
-    how, problems = symmetry_problems(net.routing)
-    problems = [f"routing tables: {p}" for p in problems]
-    print(f"routing tables symmetric for every pair and path-id: {'no' if problems else 'yes'}, {how}, in "
-          f"{time.monotonic() - started:.2f} s")
-    with net:
-        print(f"bring-up   {net.timings.total:6.2f} s  ({_phases(net.timings)})")
-        started = time.monotonic()
-        reachability = check_reachability(net)
-        problems += reachability.problems
-        pairs = len(topo.hosts) * (len(topo.hosts) - 1)
-        print(f"reachability of {pairs} ordered pairs checked in {time.monotonic() - started:.2f} s "
-              f"({reachability.first_try_losses} first datagrams lost and resent)")
-        started = time.monotonic()
-        pairs = symmetry_pairs(net.routing)
-        for a, b in pairs:
-            problems += check_path_symmetry(net, a, b)
-        print(f"path symmetry checked on port counters for {len(pairs)} pairs, one per path length "
-              f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}), every path-id, in {time.monotonic() - started:.2f} s; "
-              f"routing tables: every pair and path-id (above)")
-    print(f"teardown   {net.stop_timings.total:6.2f} s  ({_phases(net.stop_timings)})")
-    for problem in problems[:50]:
-        print(f"FAIL {problem}")
-    if len(problems) > 50:
-        print(f"... and {len(problems) - 50} more")
-    print("OK: all pairs reachable, paths symmetric" if not problems else f"FAILED: {len(problems)} problem(s)")
-    return not problems
-
-
-def _phases(timings) -> str:
-    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.phases.items())
 
 
 def cmd_up(args) -> int:
@@ -509,6 +468,8 @@ def cmd_exec(args) -> int:
 def cmd_experiment(args) -> int:
     from rich.console import Console
 
+    from .fabric.checks import check_fabric
+
     from .hosts.cchost import cchost_binary
     from .ports.program import PortProgram
     from .containers.engine import engine_session
@@ -572,6 +533,8 @@ PROFILES = {"default": REPRODUCED, "full": REPRODUCED + ("incast-rto200", "incas
 def cmd_reproduce(args) -> int:
     """Every experiment one after another (each with its own bundle), then REPORT.md."""
     from rich.console import Console
+
+    from .fabric.checks import check_fabric
 
     from .containers.engine import engine_session
     from .experiments import runner_for

@@ -13,7 +13,8 @@ from .forwarding import path_id
 from .net import FabricNet
 from .ovs import OvsError, parse_port_stats
 from .placement import usable_cpus
-from ..model.routing import PATH_IDS, Routing
+from ..model.config import ExperimentConfig
+from ..model.routing import PATH_IDS, Routing, symmetry_problems
 
 PortKey = tuple[str, int]  # (switch, OpenFlow port)
 
@@ -200,3 +201,42 @@ def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | No
         if fwd_stray | rev_stray:
             problems.append(f"path-id {pid}: stray packets on {sorted(fwd_stray | rev_stray)}")
     return problems
+
+
+def check_fabric(config: ExperimentConfig) -> bool:
+    """Bring up, verify, tear down, printing what was found; True if everything held."""
+    net = FabricNet(config)
+    topo = net.fabric_topo
+    print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
+          f"{net.describe_datapath()}")
+    started = time.monotonic()
+    how, problems = symmetry_problems(net.routing)
+    problems = [f"routing tables: {p}" for p in problems]
+    print(f"routing tables symmetric for every pair and path-id: {'no' if problems else 'yes'}, {how}, in "
+          f"{time.monotonic() - started:.2f} s")
+    with net:
+        print(f"bring-up   {net.timings.total:6.2f} s  ({_phases(net.timings)})")
+        started = time.monotonic()
+        reachability = check_reachability(net)
+        problems += reachability.problems
+        pairs = len(topo.hosts) * (len(topo.hosts) - 1)
+        print(f"reachability of {pairs} ordered pairs checked in {time.monotonic() - started:.2f} s "
+              f"({reachability.first_try_losses} first datagrams lost and resent)")
+        started = time.monotonic()
+        pairs = symmetry_pairs(net.routing)
+        for a, b in pairs:
+            problems += check_path_symmetry(net, a, b)
+        print(f"path symmetry checked on port counters for {len(pairs)} pairs, one per path length "
+              f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}), every path-id, in {time.monotonic() - started:.2f} s; "
+              f"routing tables: every pair and path-id (above)")
+    print(f"teardown   {net.stop_timings.total:6.2f} s  ({_phases(net.stop_timings)})")
+    for problem in problems[:50]:
+        print(f"FAIL {problem}")
+    if len(problems) > 50:
+        print(f"... and {len(problems) - 50} more")
+    print("OK: all pairs reachable, paths symmetric" if not problems else f"FAILED: {len(problems)} problem(s)")
+    return not problems
+
+
+def _phases(timings) -> str:
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.phases.items())
