@@ -83,7 +83,7 @@ class BlockKey:
 
     def describe(self) -> str:
         """How a block is named everywhere: "dctcp N=64", "expresspass load=0.5", "dctcp"."""
-        return " ".join(part for part in (self.scheme, f"N={self.n}" if self.n else "", self.point_text) if part)
+        return block_label(self.scheme, self.n, self.point_text)
 
     def columns(self) -> dict:
         """The key as the tables' first columns."""
@@ -95,6 +95,11 @@ class BlockKey:
         n = row.get("n")
         values = [("N", int(float(n)))] if n not in ("", None) and float(n) else []
         return cls(row["scheme"], (*values, *point_values(row.get("point") or "")))
+
+
+def block_label(scheme: str, n: int, point: str) -> str:
+    """A block's name from its columns as the tables hold them (BlockKey.describe's)."""
+    return " ".join(part for part in (scheme, f"N={n}" if n else "", point) if part)
 
 
 def point_values(text: str) -> tuple[tuple[str, float], ...]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
-from .bundle import BlockKey, point_values, read_table
+from .bundle import block_label, point_values, read_table
 from .stats import BUCKETS, percentile, wilson_interval
 
 KB = 1000  # the papers' queue tables are in KB
@@ -157,7 +157,7 @@ def load_of(point: str) -> float:
 
 
 def label(scheme: str, point: str | None = None, n: int | None = None) -> str:
-    return BlockKey.of_row({"scheme": scheme, "n": n, "point": point}).describe()
+    return block_label(scheme, n or 0, point or "")
 
 
 # Flows: FCTs, slowdowns, throughputs ----------------------------------------------------------

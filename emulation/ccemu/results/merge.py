@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..model.dilation import DATA_WIRE_BYTES
 from . import figures
-from .bundle import BlockKey, point_values
+from .bundle import block_label, point_values
 from .figures import Tables
 from .markdown import save as _save
 
@@ -433,7 +433,7 @@ def _number(text: str) -> float | None:
 
 
 def _dimensions(rows: Sequence[dict], keys: Sequence[str]) -> list[_Dimension]:
-    names = {name for r in rows for name, _ in point_values(r["point"])}
+    names = {name for r in rows for name, _ in _point(r["point"])}
     return [*(_Dimension(key, key, lambda r, k=key: r["params"].get(k, ""),
                          lambda r, k=key: _number(r["params"].get(k, ""))) for key in keys),
             _Dimension("n", "incast flows N", lambda r: _block_text(r, "n"), lambda r: float(r["n"]) or None),
@@ -443,8 +443,16 @@ def _dimensions(rows: Sequence[dict], keys: Sequence[str]) -> list[_Dimension]:
 
 def _point_number(point: str) -> float | None:
     """The value of a one-value point ("load=0.5"); None for none, or for several."""
-    values = point_values(point)
-    return values[0][1] if len(values) == 1 else None
+    values = _point(point)
+    return values[0][1] if len(values) == 1 and math.isfinite(values[0][1]) else None
+
+
+def _point(point: str) -> tuple[tuple[str, float], ...]:
+    """A point's named values; none for a point that is not "name=value" (a hand-made table)."""
+    try:
+        return point_values(point)
+    except ValueError:
+        return ()
 
 
 def _x_dimension(rows: Sequence[dict], dimensions: Sequence[_Dimension]) -> _Dimension | None:
@@ -534,6 +542,6 @@ def _bars(plt, rows: Sequence[dict], metric: str, scheme_colors: dict[str, str])
         at = [i for i, r in enumerate(rows) if r["scheme"] == scheme]
         if at:
             ax.bar(at, [rows[i][metric] for i in at], color=color, label=scheme)
-    ax.set_xticks(range(len(rows)), [f"{r['label']} {BlockKey.of_row(r).describe()}" for r in rows],
+    ax.set_xticks(range(len(rows)), [f"{r['label']} {block_label(r['scheme'], r['n'], r['point'])}" for r in rows],
                   rotation=45, ha="right", fontsize="small")
     return fig, ax

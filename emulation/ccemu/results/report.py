@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..bench import capacity as bench_capacity
 from . import figures, papers
-from .bundle import BlockKey
+from .bundle import block_label
 from .figures import Tables
 from .markdown import by, save, schemes
 from .stats import BUCKETS, histogram_cdf
@@ -86,7 +86,7 @@ def _hosts_lines(tables: Tables) -> list[str]:
 
 
 def _label(row: dict) -> str:
-    return BlockKey.of_row(row).describe()
+    return block_label(row["scheme"], int(row.get("n") or 0), row.get("point") or "")
 
 
 def _datacenter_lines(tables: Tables) -> list[str]:
