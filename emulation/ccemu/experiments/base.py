@@ -29,7 +29,7 @@ from ..containers.engine import engine_session
 from ..fabric.kernel import KernelFeatures
 from ..fabric.latency import idle_rtts
 from ..fabric.net import FabricNet
-from ..hosts.cchost import command, counters_under, host_number, read_counters
+from ..hosts.cchost import counters_under, experiment_command, host_number, read_counters
 from ..logs import last_line
 from ..metrics.collector import Block as CollectorBlock
 from ..metrics.collector import ExperimentCollector, MetricsServer
@@ -170,26 +170,6 @@ def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, cre
     buffer plus burst at each credit queue of its path, and each credit stands for a full
     data frame, so the spread is at most that many frames per queue."""
     return (port.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES) * credit_queues
-
-
-def transport_args(config: ExperimentConfig, host: str, alpha: float | None = None) -> tuple[str, ...]:
-    """cchost's transport parameters for `host`; the optional ones only when the config sets them.
-    Times are the config's (datacenter time): cchost multiplies them by --dilation."""
-    transport = config.transport
-    args = ("--alpha", str(alpha if alpha is not None else transport.alpha), "--rto-min-ms",
-            str(transport.rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
-            "--seed", str(config.seed * 1000 + host_number(host)))
-    if config.dilation.factor != 1:
-        args += ("--dilation", str(config.dilation.factor))
-    if transport.w_init is not None:
-        args += ("--w-init", str(transport.w_init))
-    elif alpha is not None:
-        args += ("--w-init", str(alpha))
-    if transport.slow_time_unit_us is not None:
-        args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
-    if not transport.persistent_connections:
-        args += ("--fresh-connections",)
-    return args
 
 
 class ExperimentRunner:
@@ -433,13 +413,9 @@ class ExperimentRunner:
         """cchost on `host` with the block's scheme, transport, dilation and delay table; its
         output in `workdir`/<host>.log (read when it fails)."""
         workdir = workdir or live.workdir
-        extra = transport_args(live.config, host, live.spec.alpha)
-        if host in live.delays:
-            extra += ("--delays", str(live.delays[host]))
-        extra += tuple(kwargs.pop("extra", ()))
         node = live.net[host]
-        argv = command(host, live.config.link.host_rate_mbps(host), live.spec.scheme.scheme, live.epoch, workdir,
-                       extra=extra, binary=node.transport_binary, **kwargs)
+        argv = experiment_command(live.config, host, live.spec.scheme.scheme, live.epoch, workdir, live.spec.alpha,
+                                  live.delays.get(host), binary=node.transport_binary, **kwargs)
         with open(workdir / f"{host}.log", "wb") as log:
             return node.popen_transport(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
 
