@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ccemu.results.figures import Tables
-from ccemu.results.report import incast_table
+from ccemu.experiments.kinds.incast import incast_table
 
 CONFIG = Path(__file__).resolve().parent / "smoke.yaml"
 SCHEMES = ("expresspass", "spraypass", "dctcp", "dctcp+")

@@ -35,6 +35,7 @@ from .fabric.admission import admit
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .fabric.kernel import KernelFeatures
 from .metrics.monitoring import MONITORING_STATE
+from .experiments.kinds import KINDS as EXPERIMENT_KINDS
 
 # The statuses of the module docstring, which `ccemu --help` shows.
 EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_UNFINISHED = 1, 2, 3, 4
@@ -487,8 +488,8 @@ def cmd_experiment(args) -> int:
         runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
                             keep_monitoring=args.keep_monitoring, dilation_from=dilation_from)
     except WorkloadNotRunnable as exc:
-        print(f"ccemu: NOT IMPLEMENTED: {exc}", file=sys.stderr)
-        return EXIT_NOT_IMPLEMENTED
+        print(f"ccemu: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     # Docker hosts: one engine session for the check and the run (a dockerd ccemu starts serves both).
     with engine_session(config.hosts.kind == "docker"):
         if not args.skip_check:
@@ -524,7 +525,7 @@ def cmd_monitor(args) -> int:
 
 
 # The seeds' experiments; each distinct topology among them is checked once, before any runs.
-REPRODUCED = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
+REPRODUCED = tuple(EXPERIMENT_KINDS)  # workloads/experiments/KIND.yaml: one experiment per kind, named after it
 # What `make reproduce PROFILE=...` runs. full: also the settings that do not fit the default's ~30
 # minutes here (the incast at seed 002's 200 ms RTO_min: a timeout is 40 s of wall time at d = 200).
 PROFILES = {"default": REPRODUCED, "full": REPRODUCED + ("incast-rto200", "incast-rto200-n256")}

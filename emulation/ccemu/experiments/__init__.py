@@ -1,22 +1,22 @@
-"""Running an experiment file: one runner per workload kind over one shared block lifecycle
-(base.py): incast.py for incast rounds, flows.py for the kinds whose flows are all known up
-front (realistic, permutation, shuffle, convergence)."""
+"""Running an experiment file: the kind of its workload (kinds/, one module per kind, one
+registry) says its blocks and which traffic runs them over the one block lifecycle (base.py):
+incast.py for incast rounds, flows.py for the kinds whose flows are all known up front."""
 
 from __future__ import annotations
 
-from ..model.config import ExperimentConfig, IncastWorkload
+from ..model.config import ExperimentConfig
 from .base import ExperimentRunner, WorkloadNotRunnable
-from .flows import FLOWS_KINDS, FlowsRunner
+from .flows import FlowsRunner
 from .incast import IncastRunner
+from .kinds import KINDS, kind
 
 
 def runner_for(config: ExperimentConfig, *args, **kwargs) -> ExperimentRunner:
-    """The runner of the config's workload kind; WorkloadNotRunnable when it has none."""
-    if isinstance(config.workload, IncastWorkload):
-        return IncastRunner(config, *args, **kwargs)
-    if isinstance(config.workload, FLOWS_KINDS):
-        return FlowsRunner(config, *args, **kwargs)
-    raise WorkloadNotRunnable(f"{config.name}: no workload to run (add a `workload:` section)")
+    """The runner of the config's workload kind; WorkloadNotRunnable (a config error) when the
+    config has no workload."""
+    if config.workload is None:
+        raise WorkloadNotRunnable(f"{config.name}: no workload to run (add a `workload:` section)")
+    return kind(config.workload.kind).runner(config, *args, **kwargs)
 
 
-__all__ = ["ExperimentRunner", "FlowsRunner", "IncastRunner", "WorkloadNotRunnable", "runner_for"]
+__all__ = ["KINDS", "ExperimentRunner", "FlowsRunner", "IncastRunner", "WorkloadNotRunnable", "kind", "runner_for"]

@@ -3,7 +3,7 @@ sweep: an incast N, a load, an initial rate), a fresh fabric with the scheme's p
 datacenter's missing propagation delay added at the hosts, the kind's traffic, the ports'
 figures once the queues drained, a fidelity verdict; then the results bundle.
 
-A kind (incast.py, flows.py) says which blocks it has and what traffic a block runs. Live
+A kind (kinds/: one module each) says which blocks it has and what traffic a block runs. Live
 metrics, progress, Ctrl-C (the current fabric is torn down and the bundle still written, marked
 interrupted) and the manifest are the same for all.
 """
@@ -18,6 +18,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,20 +29,22 @@ from ..containers.engine import engine_session
 from ..fabric.kernel import KernelFeatures
 from ..fabric.latency import idle_rtts
 from ..fabric.net import FabricNet
-from ..hosts.cchost import command, counters_under, host_number, read_counters
+from ..hosts.cchost import counters_under, experiment_command, host_number, read_counters
 from ..logs import last_line
 from ..metrics.collector import Block as CollectorBlock
 from ..metrics.collector import ExperimentCollector, MetricsServer
 from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
-from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig, ExpressPassPort,
-                            SchemeConfig)
+from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, ConfigError, DctcpPort, ExperimentConfig,
+                            ExpressPassPort, SchemeConfig)
 from ..model.dilation import FaithfulRates, PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
 from ..ports import pfc
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
-from ..results.bundle import Bundle, block_label, provenance
-from ..results.report import report
+from ..results.bundle import BlockKey, Bundle, provenance
 from ..results.stats import histogram_mean, size_bucket
+
+if TYPE_CHECKING:
+    from .kinds import Kind
 
 START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every host's cchost is up by then
 CREDIT_BURST_CREDITS = 2
@@ -50,8 +53,9 @@ POLL_S = 0.05  # how often a block looks at its cchosts
 AFTER_FAILURE_GRACE_S = 2.0
 
 
-class WorkloadNotRunnable(RuntimeError):
-    pass
+class WorkloadNotRunnable(ConfigError):
+    """A config the runner cannot run (no workload, no schemes, more senders than the topology has):
+    a config error, one line."""
 
 
 def stop_all(procs) -> None:
@@ -75,16 +79,19 @@ def stop_all(procs) -> None:
 
 @dataclass(frozen=True)
 class BlockSpec:
-    """One fabric of the experiment: a scheme at one point of the sweep."""
+    """One fabric of the experiment: a scheme's config at one point of the kind's sweep."""
 
     scheme: SchemeConfig
-    n: int = 0  # incast N (0: not an incast)
-    point: str = ""  # the sweep's value for the other kinds, e.g. "load=0.5", "alpha=0.0625"
-    alpha: float | None = None  # the credit schemes' initial rate for this block (None: the config's)
+    key: BlockKey  # its name in every table, the verdict and the console
+
+    @property
+    def alpha(self) -> float | None:
+        """The credit schemes' initial rate for this block (None: the config's)."""
+        return self.key.value("alpha")
 
     @property
     def label(self) -> str:
-        return block_label(self.scheme.scheme, self.n, self.point)
+        return self.key.describe()
 
     @property
     def slug(self) -> str:
@@ -95,14 +102,19 @@ class BlockSpec:
 class HostFailure:
     """A cchost that exited abnormally during a block."""
 
-    scheme: str
-    n: int
+    block: BlockKey
     round: int
     host: str
     role: str  # "sender", "aggregator" or "host"
     returncode: int  # negative: killed by that signal
     last_error: str  # the last line it wrote to stderr, if any
-    point: str = ""
+
+    def as_json(self) -> dict:
+        """The manifest's entry (its keys in the order bundles have always had them)."""
+        columns = self.block.columns()
+        return {"scheme": columns["scheme"], "n": columns["n"], "round": self.round, "host": self.host,
+                "role": self.role, "returncode": self.returncode, "last_error": self.last_error,
+                "point": columns["point"], "status": self.status}
 
     @property
     def status(self) -> str:
@@ -148,16 +160,6 @@ class LiveBlock:
         return (time.monotonic_ns() - self.epoch) / 1e9
 
 
-@dataclass
-class Block:
-    """One block and what it showed, for the fidelity verdict."""
-
-    scheme: str
-    n: int
-    point: str
-    seen: fidelity.Observation
-
-
 def credit_gap_us(config: ExperimentConfig, port: ExpressPassPort) -> float:
     """Gap between credits at the full credit rate of a link."""
     return CREDIT_WIRE_BYTES * 8 / (config.link.rate_mbps * port.credit_share)
@@ -170,43 +172,26 @@ def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, cre
     return (port.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES) * credit_queues
 
 
-def transport_args(config: ExperimentConfig, host: str, alpha: float | None = None) -> tuple[str, ...]:
-    """cchost's transport parameters for `host`; the optional ones only when the config sets them.
-    Times are the config's (datacenter time): cchost multiplies them by --dilation."""
-    transport = config.transport
-    args = ("--alpha", str(alpha if alpha is not None else transport.alpha), "--rto-min-ms",
-            str(transport.rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
-            "--seed", str(config.seed * 1000 + host_number(host)))
-    if config.dilation.factor != 1:
-        args += ("--dilation", str(config.dilation.factor))
-    if transport.w_init is not None:
-        args += ("--w-init", str(transport.w_init))
-    elif alpha is not None:
-        args += ("--w-init", str(alpha))
-    if transport.slow_time_unit_us is not None:
-        args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
-    if not transport.persistent_connections:
-        args += ("--fresh-connections",)
-    return args
-
-
 class ExperimentRunner:
-    """The shared lifecycle; a kind overrides blocks(), progress_total() and run_traffic()."""
+    """The shared lifecycle; the kind says the blocks, and a traffic runner (incast.py, flows.py)
+    overrides run_traffic()."""
 
-    kind = "experiment"
-
-    def __init__(self, config: ExperimentConfig, results_root: Path, console: Console, monitoring: bool = True,
-                 keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None):
+    def __init__(self, kind: "Kind", config: ExperimentConfig, results_root: Path, console: Console,
+                 monitoring: bool = True, keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None):
         """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
         said in the summary; None: the file gives its dilation."""
         if not config.schemes:
             raise WorkloadNotRunnable(f"{config.name}: no schemes to compare (add a `schemes:` list)")
+        if not isinstance(config.workload, kind.workload):
+            raise WorkloadNotRunnable(f"{config.name}: a {kind.name} runner was given a "
+                                      f"{type(config.workload).__name__}")
+        self.kind = kind
         self.config = config
         self.console = console
         self.bundle = Bundle(results_root, config.name)
         self.capacity = bench_capacity.latest(results_root)  # `ccemu bench capacity`'s, quoted in the summary
         self.dilation_from = dilation_from
-        self.blocks_seen: list[Block] = []
+        self.blocks_seen: list[tuple[BlockKey, fidelity.Observation]] = []  # for the verdict
         self.failures: list[HostFailure] = []
         self.credit_queues = 0
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
@@ -219,22 +204,11 @@ class ExperimentRunner:
     # What a kind says -------------------------------------------------------------------------
 
     def blocks(self) -> list[BlockSpec]:
-        raise NotImplementedError
-
-    def progress_total(self, spec: BlockSpec) -> int:
-        """Steps of a block's progress bar (rounds, flows)."""
-        return 1
-
-    def bottleneck_host(self, spec: BlockSpec) -> str | None:
-        """The host whose link is the block's bottleneck (None: no single one; the verdict then
-        judges the port that lagged most)."""
-        return None
+        """The experiment's blocks, in the order they run (the kind's)."""
+        return self.kind.blocks(self.config)
 
     def run_traffic(self, live: LiveBlock, progress: Progress, task) -> list[HostFailure]:
         raise NotImplementedError
-
-    def manifest_extra(self) -> dict:
-        return {}
 
     # The lifecycle ----------------------------------------------------------------------------
 
@@ -304,7 +278,7 @@ class ExperimentRunner:
                 for spec in blocks:
                     name = spec.scheme.scheme
                     if name not in tasks:
-                        total = sum(self.progress_total(s) for s in blocks if s.scheme.scheme == name)
+                        total = sum(self.kind.progress_total(self.config, s) for s in blocks if s.scheme.scheme == name)
                         tasks[name] = progress.add_task(f"{name:12}", total=total)
                 for spec in blocks:
                     self._run_block(spec, progress, tasks[spec.scheme.scheme])
@@ -331,7 +305,7 @@ class ExperimentRunner:
         workdir.mkdir()
         cpu_before = fidelity.CpuTimes.now()
         run_id = f"{f'{config.name}-{spec.slug}'[:53]}-{secrets.token_hex(3)}"  # the random part kept whole
-        bottleneck_host = self.bottleneck_host(spec)
+        bottleneck_host = self.kind.bottleneck_host(self.config)
         with FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,)) as net:
             hosts = sorted((h.name for h in net.hosts), key=host_number)
             live = LiveBlock(spec, config, net, workdir, time.monotonic_ns(), hosts)
@@ -339,8 +313,8 @@ class ExperimentRunner:
             shortfalls = self._add_missing_delay(live)
             live.epoch = time.monotonic_ns()
             if self.collector:
-                self.collector.attach(CollectorBlock(spec.scheme.scheme, spec.n, net.inventory.state_dir, workdir,
-                                                     spec.point, lambda record: self.ideal_fct_s(live, record)))
+                self.collector.attach(CollectorBlock(spec.key.scheme, spec.key.n, net.inventory.state_dir, workdir,
+                                                     spec.key.point_text, lambda r: self.ideal_fct_s(live, r)))
             try:
                 failures = self.run_traffic(live, progress, task)
                 if self.collector:
@@ -392,7 +366,7 @@ class ExperimentRunner:
             credit_lag_bytes=fidelity.busiest_credit_lag_bytes(ports),
             residues=fidelity.queue_residues(ports), lateness_us=lateness, credit_gap_us=gap,
             host_failures=[f.reason for f in failures], delay_shortfalls=shortfalls)
-        self.blocks_seen.append(Block(spec.scheme.scheme, spec.n, spec.point, seen))
+        self.blocks_seen.append((spec.key, seen))
         self.failures += failures
 
     def _add_missing_delay(self, live: LiveBlock) -> list[str]:
@@ -420,7 +394,7 @@ class ExperimentRunner:
         for pair in plan:
             live.base_rtts[(pair.src, pair.dst)] = max(pair.floor_rtt_s, pair.target_rtt_s)
             self.bundle.rtts.append({
-                "scheme": live.spec.scheme.scheme, "n": live.spec.n, "point": live.spec.point, "src": pair.src,
+                **live.spec.key.columns(), "src": pair.src,
                 "dst": pair.dst, "links": links[(pair.src, pair.dst)],
                 "floor_ms": round(pair.floor_rtt_s * 1e3, 3), "target_ms": round(pair.target_rtt_s * 1e3, 3),
                 "added_one_way_ms": round(pair.added_one_way_s * 1e3, 3),
@@ -439,21 +413,16 @@ class ExperimentRunner:
         """cchost on `host` with the block's scheme, transport, dilation and delay table; its
         output in `workdir`/<host>.log (read when it fails)."""
         workdir = workdir or live.workdir
-        extra = transport_args(live.config, host, live.spec.alpha)
-        if host in live.delays:
-            extra += ("--delays", str(live.delays[host]))
-        extra += tuple(kwargs.pop("extra", ()))
         node = live.net[host]
-        argv = command(host, live.config.link.host_rate_mbps(host), live.spec.scheme.scheme, live.epoch, workdir,
-                       extra=extra, binary=node.transport_binary, **kwargs)
+        argv = experiment_command(live.config, host, live.spec.scheme.scheme, live.epoch, workdir, live.spec.alpha,
+                                  live.delays.get(host), binary=node.transport_binary, **kwargs)
         with open(workdir / f"{host}.log", "wb") as log:
             return node.popen_transport(argv, stdin=stdin, stdout=log, stderr=subprocess.STDOUT)
 
     def failed(self, spec: BlockSpec, round_number: int, host: str, role: str, proc: subprocess.Popen,
                log: Path) -> HostFailure:
         """A cchost that exited abnormally, said on the console the moment it is seen."""
-        failure = HostFailure(spec.scheme.scheme, spec.n, round_number, host, role, proc.returncode, last_line(log),
-                              spec.point)
+        failure = HostFailure(spec.key, round_number, host, role, proc.returncode, last_line(log))
         self.console.print(f"[red]{spec.label} round {round_number}: {failure}[/red]")
         return failure
 
@@ -464,7 +433,7 @@ class ExperimentRunner:
             figures = read_figures(container.cgroups)
             if figures is not None:
                 self.bundle.hosts.append({
-                    "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "host": host, "image": net.image,
+                    **spec.key.columns(), "host": host, "image": net.image,
                     "cpus": container.cpus or "", "memory_mb": container.memory_mb or "",
                     **{key: round(value, 6) if isinstance(value, float) else value
                        for key, value in figures.as_row().items()}})
@@ -478,13 +447,12 @@ class ExperimentRunner:
             host["credits_received"] += counters["received_packets"]["credit"]
             host["credits_wasted"] += counters["credits_wasted"]
         for host, figures in sorted(totals.items(), key=lambda item: host_number(item[0])):
-            self.bundle.transport.append({"scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "host": host,
-                                          **figures})
+            self.bundle.transport.append({**spec.key.columns(), "host": host, **figures})
 
     def _record_ports(self, spec: BlockSpec, ports: list[PortStats], bottleneck_port: str | None) -> None:
         for p in ports:
             self.bundle.ports.append({
-                "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "node": p.node, "port": p.port,
+                **spec.key.columns(), "node": p.node, "port": p.port,
                 "bottleneck": int(p.port == bottleneck_port),
                 "data_enqueued": p.data.enqueued_packets, "data_dropped": p.data.dropped_packets,
                 "data_marked": p.data.marked_packets, "max_data_queue": p.data.max_queue_bytes,
@@ -520,7 +488,7 @@ class ExperimentRunner:
         src, dst = record["src_host"], f"h{record['dst']}"
         ideal = self.ideal_fct_s(live, record)
         return {
-            "scheme": live.spec.scheme.scheme, "n": live.spec.n, "point": live.spec.point, "round": round_number,
+            **live.spec.key.columns(), "round": round_number,
             "id": record["id"], "src": src, "dst": dst, "size": record["size"], "bucket": size_bucket(record["size"]),
             "start": record["start"], "end": record["end"], "fct": record["fct"],
             "ideal_fct": round(ideal, 6), "slowdown": round(record["fct"] / ideal, 4) if ideal > 0 else 0.0,
@@ -534,12 +502,10 @@ class ExperimentRunner:
     def _verdict(self) -> dict:
         """The run's verdict (the worst block's) with every block's own."""
         overall, blocks = fidelity.Verdict(), []
-        for block in self.blocks_seen:
-            verdict = fidelity.judge(block.seen)
-            blocks.append({"scheme": block.scheme, "n": block.n, "point": block.point, "status": verdict.status,
-                           **verdict.figures})
-            overall.reasons += [f"{block_label(block.scheme, block.n, block.point)}: {reason}"
-                                for reason in verdict.reasons]
+        for key, seen in self.blocks_seen:
+            verdict = fidelity.judge(seen)
+            blocks.append({**key.columns(), "status": verdict.status, **verdict.figures})
+            overall.reasons += [f"{key.describe()}: {reason}" for reason in verdict.reasons]
             overall.status = fidelity.worst(overall.status, verdict.status)
         return {"status": overall.status, "reasons": overall.reasons, "blocks": blocks}
 
@@ -568,14 +534,14 @@ class ExperimentRunner:
         self.bundle.write_tables()
         verdict = self._verdict()
         manifest = {
-            "kind": self.kind, "config": self.config.model_dump(mode="json"), "seed": self.config.seed,
+            "kind": self.kind.name, "config": self.config.model_dump(mode="json"), "seed": self.config.seed,
             "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_seconds": round(time.monotonic() - self.started_at, 1), "interrupted": interrupted,
             "failed": failed, "datacenter": self._datacenter(),
             "datapath": self.config.fabric.forwarder(KernelFeatures.probe()),  # what `auto` became here
             "fidelity": verdict, "unfinished_flows": self.unfinished_flows,
-            "host_failures": [asdict(f) | {"status": f.status} for f in self.failures], **provenance(),
-            **self.manifest_extra(),
+            "host_failures": [f.as_json() for f in self.failures], **provenance(),
+            **self.kind.manifest_extra(self.config),
         }
         if self.pause_agents:
             manifest["pause_agent"] = self.pause_agents
@@ -598,4 +564,5 @@ class ExperimentRunner:
             if isinstance(scheme.port, DctcpPort):
                 manifest["dctcp_k_bytes"] = scheme.port.ecn_threshold_bytes
         self.bundle.write_manifest(manifest)
+        from ..results.report import report  # here: the report reads the kinds, which import this module
         report(self.bundle.dir)

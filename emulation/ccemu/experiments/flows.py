@@ -1,12 +1,11 @@
-"""Kinds whose whole traffic is known before it starts: realistic (Poisson arrivals at a load),
-permutation, shuffle and convergence. Every host's cchost is a server for the whole block with
-a schedule of all the flows it sends (in wall time: the workload's datacenter times x the
+"""The traffic of the kinds whose flows are all known before they start (kinds.ScheduledKind:
+realistic, permutation, shuffle, convergence, victim). Every host's cchost is a server for the whole
+block with a schedule of all the flows it sends (in wall time: the workload's datacenter times x the
 dilation); the block ends when every flow is recorded, a cchost fails, or its timeout passes.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections import defaultdict
@@ -14,116 +13,20 @@ from collections import defaultdict
 from rich.progress import Progress
 
 from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
-from ..model.config import (CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig, PermutationWorkload,
-                            RealisticWorkload, ShuffleWorkload, VictimWorkload)
-from ..model.dilation import CREDITED_PAYLOAD_SHARE
 from ..model.routing import PATH_IDS
-from ..model.workloads import Flow, FlowSizeCdf, convergence, permutation, poisson_flows, shuffle, victim_flows
-from .base import (AFTER_FAILURE_GRACE_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock, WorkloadNotRunnable,
-                   stop_all)
+from .base import AFTER_FAILURE_GRACE_S, ExperimentRunner, HostFailure, LiveBlock, stop_all
 
-FLOWS_KINDS = (RealisticWorkload, PermutationWorkload, ShuffleWorkload, ConvergenceWorkload, VictimWorkload)
 # From the block's epoch to its first flow: 16 cchosts are started one after another meanwhile.
 FIRST_FLOW_AFTER_S = 0.5
 WATCH_S = 0.25  # how often the block counts finished flows
-PROGRESS_EVERY_MS = 10  # wall: convergence samples each flow's delivered bytes this often
-
-
-def _point(value: float, name: str) -> str:
-    return f"{name}={value:g}"
 
 
 class FlowsRunner(ExperimentRunner):
-    def __init__(self, config: ExperimentConfig, *args, **kwargs):
-        if not isinstance(config.workload, FLOWS_KINDS):
-            raise WorkloadNotRunnable(f"{config.name}: not a realistic, permutation, shuffle or convergence workload")
-        super().__init__(config, *args, **kwargs)
-        self.workload = config.workload
-        self.kind = self.workload.kind
-        self.host_count = config.topology.counts().hosts
-
-    def blocks(self) -> list[BlockSpec]:
-        w = self.workload
-        if isinstance(w, RealisticWorkload):
-            return [BlockSpec(s, point=_point(load, "load")) for s in self.config.schemes for load in w.loads]
-        if isinstance(w, ConvergenceWorkload):
-            return [BlockSpec(s, point=_point(a, "alpha"), alpha=a) if s.scheme in CREDIT_SCHEMES else BlockSpec(s)
-                    for s in self.config.schemes for a in (w.alphas if s.scheme in CREDIT_SCHEMES else [None])]
-        return [BlockSpec(s) for s in self.config.schemes]
-
-    def progress_total(self, spec: BlockSpec) -> int:
-        w, hosts = self.workload, self.host_count
-        if isinstance(w, RealisticWorkload):
-            return w.flows
-        if isinstance(w, ShuffleWorkload):
-            return hosts * w.tasks_per_host * (hosts - 1)
-        if isinstance(w, ConvergenceWorkload):
-            return w.senders_of(spec.scheme.scheme)
-        if isinstance(w, VictimWorkload):
-            return len(self.victim_flows(self.config.link.rate_mbps * 1e6, random.Random(self._seed(spec))))
-        return hosts
-
-    def bottleneck_host(self, spec: BlockSpec) -> str | None:
-        if isinstance(self.workload, VictimWorkload):
-            return self.workload.hot_receiver
-        return self.workload.receiver if isinstance(self.workload, ConvergenceWorkload) else None
-
-    def manifest_extra(self) -> dict:
-        if isinstance(self.workload, (RealisticWorkload, VictimWorkload)):
-            return {"mean_flow_bytes": FlowSizeCdf.named(self.workload.cdf).mean()}
-        return {}
-
-    def _seed(self, spec: BlockSpec) -> str:
-        return f"{self.config.seed}-{self.workload.kind}-{spec.point}"
-
-    def victim_flows(self, link_bps: float, rng: random.Random) -> list[Flow]:
-        w = self.workload
-        return victim_flows(w.victim_senders, w.victim_receiver, w.congesting_senders, w.hot_receiver, w.bursters,
-                            FlowSizeCdf.named(w.cdf), w.load, link_bps, w.flows, w.burst_bytes,
-                            self.config.dilation.wall_s(w.burst_interval_us / 1e6), rng).all()
-
-    def flows_of(self, live: LiveBlock) -> list[Flow]:
-        """The block's flows, starts in wall seconds from the first; the same for every scheme (the
-        seed and the block's point decide them)."""
-        w, hosts = self.workload, live.hosts
-        rng = random.Random(self._seed(live.spec))
-        link_bps = live.config.link.rate_mbps * 1e6  # wall: inter-arrivals come out dilated
-        if isinstance(w, RealisticWorkload):
-            load = w.host_link_load(float(live.spec.point.split("=")[1]), self.config.topology.counts(),
-                                    self.config.link.fabric_share)
-            return poisson_flows(hosts, FlowSizeCdf.named(w.cdf), load, link_bps, w.flows, rng)
-        if isinstance(w, PermutationWorkload):
-            return permutation(hosts, w.size_bytes, rng)
-        if isinstance(w, ShuffleWorkload):
-            return shuffle(hosts, w.tasks_per_host, w.size_bytes)
-        if isinstance(w, VictimWorkload):
-            return self.victim_flows(link_bps, rng)
-        senders = self.convergence_senders(live)
-        rtt = max(live.base_rtt_s(src, w.receiver) for src in senders)
-        interval = w.interval_rtts_of(live.spec.scheme.scheme) * rtt
-        return convergence(w.receiver, senders, interval, link_bps / 8 * CREDITED_PAYLOAD_SHARE)
-
-    def convergence_senders(self, live: LiveBlock) -> list[str]:
-        """Senders as far from the receiver as any host (on a fat-tree: other pods), spread over
-        them: every flow has the same base RTT (a flow with a shorter one updates its rate more
-        often and takes more than its share, which is not what the figure shows), and the flows
-        share only the receiver's link."""
-        w = self.workload
-        others = [h for h in live.hosts if h != w.receiver]
-        farthest = max(len(live.net.routing.path(h, w.receiver, 0)) for h in others)
-        far = [h for h in others if len(live.net.routing.path(h, w.receiver, 0)) == farthest]
-        scheme = live.spec.scheme.scheme
-        wanted = w.senders_of(scheme)
-        if wanted > len(far):
-            key = f"per_scheme.{scheme}.senders" if scheme in w.per_scheme else "senders"
-            raise WorkloadNotRunnable(f"{self.config.name}: workload.{key}: {wanted} senders at the same distance "
-                                      f"from {w.receiver} need that many hosts (the topology has {len(far)})")
-        step = len(far) / wanted
-        return [far[int(i * step)] for i in range(wanted)]
+    """Runs a ScheduledKind's blocks: the kind says the flows, this sends them."""
 
     def run_traffic(self, live: LiveBlock, progress: Progress, task) -> list[HostFailure]:
-        spec, w = live.spec, self.workload
-        flows = self.flows_of(live)
+        spec, w = live.spec, live.config.workload
+        flows = self.kind.flows(self, live, random.Random(self.kind.seed(self.config, spec)))
         first = live.now_s() + FIRST_FLOW_AFTER_S
         by_src: dict[str, list[ScheduledFlow]] = defaultdict(list)
         for i, flow in enumerate(flows, start=1):
@@ -142,9 +45,8 @@ class FlowsRunner(ExperimentRunner):
                 kwargs: dict = {"duration_s": duration}
                 if host in by_src:
                     kwargs["schedule"] = write_schedule(live.workdir / f"{host}.flows", by_src[host])
-                if isinstance(w, ConvergenceWorkload) and host in receivers:
-                    kwargs["extra"] = ("--progress", str(live.workdir / f"{host}.progress"),
-                                       "--progress-every-ms", str(PROGRESS_EVERY_MS))
+                if host in receivers and (extra := self.kind.receiver_args(live, host)):
+                    kwargs["extra"] = extra
                 procs[host] = self.start_cchost(live, host, **kwargs)
             while time.monotonic() < deadline:
                 time.sleep(WATCH_S)
@@ -171,7 +73,7 @@ class FlowsRunner(ExperimentRunner):
         end = max((r["end"] for r in records), default=first)
         sent = sum(r["size"] for r in records)
         self.bundle.rounds.append({
-            "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "round": 1, "flows": len(flows),
+            **spec.key.columns(), "round": 1, "flows": len(flows),
             "finished": len(records), "bytes": sent, "duration": round(end - first, 6),
             "goodput_bps": round(sent * 8 / (end - first)) if end > first else 0, "unfinished": " ".join(unfinished),
             "failures": "; ".join(str(f) for f in failures),
@@ -179,19 +81,5 @@ class FlowsRunner(ExperimentRunner):
         if unfinished:
             self.console.print(f"[red]{spec.label}: {len(unfinished)} of {len(flows)} flows never finished: "
                                f"{' '.join(unfinished[:10])}{' ...' if len(unfinished) > 10 else ''}[/red]")
-        if isinstance(w, ConvergenceWorkload):
-            self._record_timeline(live, receivers)
+        self.kind.after_traffic(self, live, receivers)
         return failures
-
-    def _record_timeline(self, live: LiveBlock, receivers: set[str]) -> None:
-        """Each received flow's delivered bytes over time (t: seconds after the epoch, as flows.csv)."""
-        for host in sorted(receivers):
-            path = live.workdir / f"{host}.progress"
-            if not path.exists():
-                continue
-            for line in path.read_text().splitlines():
-                if line.strip():
-                    sample = json.loads(line)
-                    self.bundle.timeline.append({"scheme": live.spec.scheme.scheme, "point": live.spec.point,
-                                                 "t": sample["t"], "src": f"h{sample['src']}",
-                                                 "id": sample["id"], "bytes": sample["bytes"]})

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from rich.progress import Progress
 
 from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
-from ..model.config import ExperimentConfig, IncastWorkload
+from ..model.config import IncastWorkload
 from ..model.dilation import DATA_WIRE_BYTES, PAYLOAD_BYTES
 from ..model.routing import PATH_IDS, Routing
 from ..model.workloads import Flow, incast_connections, incast_round
 from .base import (AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock,
-                   WorkloadNotRunnable, stop_all)
+                   stop_all)
 
 
 def incast_schedule(routing: Routing, hosts: list[str], workload: IncastWorkload, n: int, rng: random.Random,
@@ -57,22 +57,11 @@ def warm_up_schedule(routing: Routing, hosts: list[str], aggregator: str, n: int
 
 
 class IncastRunner(ExperimentRunner):
-    kind = "incast"
+    """Runs incast's blocks (kinds/incast.py says which): rounds of flows to one aggregator."""
 
-    def __init__(self, config: ExperimentConfig, *args, **kwargs):
-        if not isinstance(config.workload, IncastWorkload):
-            raise WorkloadNotRunnable(f"{config.name}: not an incast workload")
-        super().__init__(config, *args, **kwargs)
-        self.workload: IncastWorkload = config.workload
-
-    def blocks(self) -> list[BlockSpec]:
-        return [BlockSpec(scheme, n=n) for scheme in self.config.schemes for n in self.workload.flows]
-
-    def progress_total(self, spec: BlockSpec) -> int:
-        return self.workload.rounds
-
-    def bottleneck_host(self, spec: BlockSpec) -> str:
-        return self.workload.aggregator
+    @property
+    def workload(self) -> IncastWorkload:
+        return self.config.workload
 
     def run_traffic(self, live: LiveBlock, progress: Progress, task) -> list[HostFailure]:
         """Every host's cchost lives for the whole block: the aggregator receives, the senders
@@ -116,9 +105,9 @@ class IncastRunner(ExperimentRunner):
         if self.collector:
             self.collector.set_round(0)
         began = time.monotonic()
-        flows = warm_up_schedule(live.net.routing, live.hosts, aggregator, spec.n, self.config.link.rate_mbps * 1e6,
+        flows = warm_up_schedule(live.net.routing, live.hosts, aggregator, spec.key.n, self.config.link.rate_mbps * 1e6,
                                  lambda sender: live.base_rtt_s(sender, aggregator), live.now_s() + START_DELAY_S,
-                                 first_id=self.workload.rounds * spec.n + 1)
+                                 first_id=self.workload.rounds * spec.key.n + 1)
         self._send(live, procs, flows, "warm-up", dead=set())
         failures, records = self._watch_round(live, procs, 0, {src for src, _ in flows},
                                               {(src, flow.id) for src, flow in flows}, dead=set())
@@ -151,7 +140,7 @@ class IncastRunner(ExperimentRunner):
                    failed_before: list[HostFailure]) -> list[HostFailure]:
         """One round; returns the cchosts that failed in it. Every cchost counts from the block's
         epoch (a sender's record ends when the aggregator acknowledged its last byte)."""
-        spec, n = live.spec, live.spec.n
+        spec, n = live.spec, live.spec.key.n
         # The same flows for every scheme: the seed, N and the round decide them.
         rng = random.Random(f"{self.config.seed}-{n}-{round_number}")
         start = live.now_s() + START_DELAY_S
@@ -168,7 +157,7 @@ class IncastRunner(ExperimentRunner):
         duration = max((r["end"] for r in records), default=0) - start if not unfinished else 0.0
         sent = sum(r["size"] for r in records)
         self.bundle.rounds.append({
-            "scheme": spec.scheme.scheme, "n": n, "point": spec.point, "round": round_number, "flows": len(flows),
+            **spec.key.columns(), "round": round_number, "flows": len(flows),
             "finished": len(records), "bytes": sent, "duration": round(duration, 6),
             "goodput_bps": round(sent * 8 / duration) if duration > 0 else 0, "unfinished": " ".join(unfinished),
             "failures": "; ".join(str(f) for f in failures),
@@ -210,7 +199,7 @@ class IncastRunner(ExperimentRunner):
         """Rounds a failure left no way to run: their flows count as unfinished."""
         for round_number in rounds:
             self.bundle.rounds.append({
-                "scheme": spec.scheme.scheme, "n": spec.n, "point": spec.point, "round": round_number,
-                "flows": spec.n, "finished": 0, "bytes": 0, "duration": 0.0, "goodput_bps": 0,
+                **spec.key.columns(), "round": round_number,
+                "flows": spec.key.n, "finished": 0, "bytes": 0, "duration": 0.0, "goodput_bps": 0,
                 "unfinished": "not run", "failures": "not run: no aggregator",
             })

@@ -11,8 +11,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..model.routing import PATH_IDS
+
+if TYPE_CHECKING:
+    from ..model.config import ExperimentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CCHOST = Path(os.environ.get("CCEMU_CCHOST", REPO_ROOT / "build" / "cchost"))
@@ -83,6 +87,38 @@ def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Pa
     if duration_s is not None:
         argv += ["--duration", str(duration_s)]
     return argv + list(extra)
+
+
+def transport_args(config: "ExperimentConfig", host: str, alpha: float | None = None) -> tuple[str, ...]:
+    """cchost's transport parameters for `host`; the optional ones only when the config sets them.
+    Times are the config's (datacenter time): cchost multiplies them by --dilation."""
+    transport = config.transport
+    args = ("--alpha", str(alpha if alpha is not None else transport.alpha), "--rto-min-ms",
+            str(transport.rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
+            "--seed", str(config.seed * 1000 + host_number(host)))
+    if config.dilation.factor != 1:
+        args += ("--dilation", str(config.dilation.factor))
+    if transport.w_init is not None:
+        args += ("--w-init", str(transport.w_init))
+    elif alpha is not None:
+        args += ("--w-init", str(alpha))
+    if transport.slow_time_unit_us is not None:
+        args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
+    if not transport.persistent_connections:
+        args += ("--fresh-connections",)
+    return args
+
+
+def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch_ns: int, workdir: Path,
+                       alpha: float | None = None, delays: Path | None = None, *, extra: tuple[str, ...] = (),
+                       **kwargs) -> list[str]:
+    """cchost's argv for `host` in an experiment's block: its link's rate, the block's scheme, the
+    transport parameters (transport_args), its delay table when it has one, then `extra`."""
+    args = transport_args(config, host, alpha)
+    if delays is not None:
+        args += ("--delays", str(delays))
+    return command(host, config.link.host_rate_mbps(host), scheme, epoch_ns, workdir, extra=args + tuple(extra),
+                   **kwargs)
 
 
 def read_records(path: Path) -> list[dict]:

@@ -24,6 +24,8 @@ from grafana_foundation_sdk.builders import heatmap, prometheus, stat, timeserie
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, GridPos, VariableRefresh, VariableSort
 
+from ..experiments.kinds import KINDS as EXPERIMENT_KINDS
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD_DIR = REPO_ROOT / "dashboards"
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="ccemu-prometheus")
@@ -31,7 +33,7 @@ SELECTOR = 'experiment=~"$experiment", scheme=~"$scheme", n=~"$n", point=~"$poin
 VARIABLE_METRIC = "ccemu_port_queue_bytes"  # every block's ports carry all four labels
 DATA, CREDIT = 'class="data"', 'class="credit"'  # a port's queue
 
-ALL_KINDS = ("incast", "realistic", "permutation", "shuffle", "convergence", "victim")
+ALL_KINDS = tuple(EXPERIMENT_KINDS)  # the registry's (experiments/kinds/)
 # uid -> the experiment kinds whose runs feed every panel of that dashboard.
 KINDS: dict[str, tuple[str, ...]] = {
     "ccemu-fabric": ALL_KINDS,

@@ -27,6 +27,7 @@ import platform
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..hosts.cchost import cchost_binary
@@ -58,9 +59,59 @@ PORT_FIELDS = ["scheme", "n", "point", "node", "port", "bottleneck", "data_enque
                "data_ue_marked", "pause_events", "paused_s", "max_held_bytes", "bucket_bytes", "histogram"]
 
 
+@dataclass(frozen=True)
+class BlockKey:
+    """Which block: a scheme and its point of the kind's sweep, as named values ((("N", 64),) for
+    an incast N, (("load", 0.5),), (("alpha", 0.0625),); () for a kind with one block per scheme).
+    The tables keep it in three columns (`columns()`): scheme, n (incast's N; 0 for none) and point
+    (the other values as text, "load=0.5"; "" for none); `of_row` reads it back."""
+
+    scheme: str
+    point: tuple[tuple[str, float], ...] = ()
+
+    def value(self, name: str, default: float | None = None) -> float | None:
+        return dict(self.point).get(name, default)
+
+    @property
+    def n(self) -> int:
+        return int(self.value("N", 0))
+
+    @property
+    def point_text(self) -> str:
+        """The point column: every value but N, "name=value"."""
+        return " ".join(f"{name}={value:g}" for name, value in self.point if name != "N")
+
+    def describe(self) -> str:
+        """How a block is named everywhere: "dctcp N=64", "expresspass load=0.5", "dctcp"."""
+        return block_label(self.scheme, self.n, self.point_text)
+
+    def columns(self) -> dict:
+        """The key as the tables' first columns."""
+        return {"scheme": self.scheme, "n": self.n, "point": self.point_text}
+
+    @classmethod
+    def of_row(cls, row: dict) -> "BlockKey":
+        """The key of a table's row (or a verdict's block): its scheme, n and point columns."""
+        n = row.get("n")
+        values = [("N", int(float(n)))] if n not in ("", None) and float(n) else []
+        return cls(row["scheme"], (*values, *point_values(row.get("point") or "")))
+
+
 def block_label(scheme: str, n: int, point: str) -> str:
-    """How a block is named everywhere: "dctcp N=64", "expresspass load=0.5", "dctcp"."""
+    """A block's name from its columns as the tables hold them (BlockKey.describe's)."""
     return " ".join(part for part in (scheme, f"N={n}" if n else "", point) if part)
+
+
+def point_values(text: str) -> tuple[tuple[str, float], ...]:
+    """A point column's named values ("load=0.5" -> (("load", 0.5),)); ValueError if it is not
+    "name=value ..."."""
+    values = []
+    for part in text.split():
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"block point {text!r}: {part!r} is not name=value")
+        values.append((name, float(value)))
+    return tuple(values)
 
 
 class Bundle:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
-from .bundle import block_label, read_table
+from .bundle import block_label, point_values, read_table
 from .stats import BUCKETS, percentile, wilson_interval
 
 KB = 1000  # the papers' queue tables are in KB
@@ -147,10 +147,13 @@ def _in(row: dict, scheme: str, point: str | None, n: int | None) -> bool:
 
 def load_of(point: str) -> float:
     """The load of a realistic block's point ("load=0.6")."""
-    name, _, value = point.partition("=")
-    if name != "load":
+    try:
+        load = dict(point_values(point)).get("load")
+    except ValueError:
+        load = None
+    if load is None:
         raise NoData(f"{point!r} is not a load")
-    return float(value)
+    return load
 
 
 def label(scheme: str, point: str | None = None, n: int | None = None) -> str:

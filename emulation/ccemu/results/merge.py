@@ -26,9 +26,9 @@ from pathlib import Path
 
 from ..model.dilation import DATA_WIRE_BYTES
 from . import figures
-from .bundle import block_label
+from .bundle import block_label, point_values
 from .figures import Tables
-from .report import _save
+from .markdown import save as _save
 
 # points.csv: these, then one column per parameter (an empty cell: the point lacks the parameter).
 POINT_FIELDS = ["label", "bundle", "machine", "status", "reason", "wall_seconds"]
@@ -433,12 +433,26 @@ def _number(text: str) -> float | None:
 
 
 def _dimensions(rows: Sequence[dict], keys: Sequence[str]) -> list[_Dimension]:
-    names = {r["point"].split("=")[0] for r in rows if "=" in r["point"]}
+    names = {name for r in rows for name, _ in _point(r["point"])}
     return [*(_Dimension(key, key, lambda r, k=key: r["params"].get(k, ""),
                          lambda r, k=key: _number(r["params"].get(k, ""))) for key in keys),
             _Dimension("n", "incast flows N", lambda r: _block_text(r, "n"), lambda r: float(r["n"]) or None),
             _Dimension("point", names.pop() if len(names) == 1 else "point", lambda r: r["point"],
-                       lambda r: _number(r["point"].split("=", 1)[-1]) if "=" in r["point"] else None)]
+                       lambda r: _point_number(r["point"]))]
+
+
+def _point_number(point: str) -> float | None:
+    """The value of a one-value point ("load=0.5"); None for none, or for several."""
+    values = _point(point)
+    return values[0][1] if len(values) == 1 and math.isfinite(values[0][1]) else None
+
+
+def _point(point: str) -> tuple[tuple[str, float], ...]:
+    """A point's named values; none for a point that is not "name=value" (a hand-made table)."""
+    try:
+        return point_values(point)
+    except ValueError:
+        return ()
 
 
 def _x_dimension(rows: Sequence[dict], dimensions: Sequence[_Dimension]) -> _Dimension | None:

@@ -16,14 +16,15 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..model.config import WORKLOAD_KINDS, ExperimentConfig
+from ..experiments.kinds import KINDS
+from ..model.config import ExperimentConfig
 from . import readings, rule, stats
 from .figures import Tables
 from .readings import NotComparable
 from .rule import Figure, Judgement, Paper, Tighter
 
 REFERENCE = Path(__file__).resolve().parents[3] / "workloads" / "reference.yaml"
-EXPERIMENTS = WORKLOAD_KINDS  # a claim is about one kind of experiment
+EXPERIMENTS = tuple(KINDS)  # a claim is about one kind of experiment
 
 
 class _Strict(BaseModel):

@@ -265,7 +265,7 @@ def test_incast_goodput_pools_bytes_over_time_and_an_unfinished_round_is_not_com
 
 
 def test_the_incast_table_and_the_claim_give_the_same_goodput():
-    from ccemu.results.report import incast_table
+    from ccemu.experiments.kinds.incast import incast_table
     t = incast_tables({256: 0.8}, scheme="dctcp+", rto_min_ms=200)
     (row,) = incast_table(t)
     assert row["goodput_of_link"] == pytest.approx(by_id(papers.compare(t))["plus-goodput"].ours.low)

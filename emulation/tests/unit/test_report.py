@@ -5,7 +5,8 @@ import json
 
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS, TRANSPORT_FIELDS
 from ccemu.results.figures import Tables
-from ccemu.results.report import incast_table, report
+from ccemu.experiments.kinds.incast import incast_table
+from ccemu.results.report import report
 
 
 def write(path, fields, rows):

@@ -10,7 +10,7 @@ from ccemu.hosts.cchost import ScheduledFlow, write_schedule
 from ccemu.model.config import IncastWorkload, parse_config
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.routing import Routing
-from ccemu.experiments.base import transport_args
+from ccemu.hosts.cchost import transport_args
 from ccemu.experiments.incast import incast_schedule, warm_up_schedule
 from ccemu.model.topology import fat_tree, leaf_spine
 
@@ -79,3 +79,15 @@ def test_w_init_and_slow_time_unit_reach_cchost_only_when_the_config_sets_them()
                                         kernel=NO_MODULES), "h3")
     assert given[given.index("--w-init") + 1] == "0.0625"
     assert given[given.index("--slow-time-unit-us") + 1] == "100.0"
+
+
+def test_an_experiments_cchost_argv_has_the_transports_flags_then_the_delay_table_then_the_callers(tmp_path):
+    from ccemu.hosts.cchost import experiment_command
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "seed": 2}, kernel=NO_MODULES)
+    argv = experiment_command(config, "h3", "dctcp", 5, tmp_path, None, tmp_path / "h3.delays",
+                              extra=("--schedule-stdin",), binary=tmp_path / "cchost", duration_s=1.0)
+    flags = tuple(transport_args(config, "h3"))
+    start = argv.index(flags[0])
+    assert tuple(argv[start:start + len(flags) + 3]) == (*flags, "--delays", str(tmp_path / "h3.delays"),
+                                                         "--schedule-stdin")
+    assert argv[0] == str(tmp_path / "cchost") and argv[argv.index("--scheme") + 1] == "dctcp"

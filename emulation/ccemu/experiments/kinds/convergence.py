@@ -1,0 +1,148 @@
+"""Convergence: senders join one receiver one by one and leave in reverse order; each joining flow's
+RTTs to its fair share. Its blocks: one per scheme, and per initial rate alpha for the credit schemes;
+its bottleneck: the receiver's link. It records each flow's delivered bytes over time (timeline.csv)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+
+from ...model.config import CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig
+from ...model.dilation import CREDITED_PAYLOAD_SHARE
+from ...model.workloads import Flow, convergence
+from ...results import figures
+from ...results.bundle import BlockKey, point_values
+from ...results.figures import Tables
+from ...results.markdown import cell, save
+from .kind import ScheduledKind
+
+PROGRESS_EVERY_MS = 10  # wall: convergence samples each flow's delivered bytes this often
+
+
+class Convergence(ScheduledKind):
+    name = "convergence"
+    workload = ConvergenceWorkload
+
+    def blocks(self, config: ExperimentConfig):
+        from ..base import BlockSpec
+        return [BlockSpec(s, BlockKey(s.scheme, (("alpha", a),) if a is not None else ()))
+                for s in config.schemes
+                for a in (config.workload.alphas if s.scheme in CREDIT_SCHEMES else [None])]
+
+    def progress_total(self, config: ExperimentConfig, block) -> int:
+        return config.workload.senders_of(block.scheme.scheme)
+
+    def bottleneck_host(self, config: ExperimentConfig) -> str:
+        return config.workload.receiver
+
+    def flows(self, runner, live, rng: random.Random) -> list[Flow]:
+        w = live.config.workload
+        senders = self.senders(runner, live)
+        rtt = max(live.base_rtt_s(src, w.receiver) for src in senders)
+        interval = w.interval_rtts_of(live.spec.scheme.scheme) * rtt
+        link_bps = live.config.link.rate_mbps * 1e6
+        return convergence(w.receiver, senders, interval, link_bps / 8 * CREDITED_PAYLOAD_SHARE)
+
+    def senders(self, runner, live) -> list[str]:
+        """Senders as far from the receiver as any host (on a fat-tree: other pods), spread over
+        them: every flow has the same base RTT (a flow with a shorter one updates its rate more
+        often and takes more than its share, which is not what the figure shows), and the flows
+        share only the receiver's link."""
+        from ..base import WorkloadNotRunnable
+        w = live.config.workload
+        others = [h for h in live.hosts if h != w.receiver]
+        farthest = max(len(live.net.routing.path(h, w.receiver, 0)) for h in others)
+        far = [h for h in others if len(live.net.routing.path(h, w.receiver, 0)) == farthest]
+        scheme = live.spec.scheme.scheme
+        wanted = w.senders_of(scheme)
+        if wanted > len(far):
+            key = f"per_scheme.{scheme}.senders" if scheme in w.per_scheme else "senders"
+            raise WorkloadNotRunnable(f"{runner.config.name}: workload.{key}: {wanted} senders at the same distance "
+                                      f"from {w.receiver} need that many hosts (the topology has {len(far)})")
+        step = len(far) / wanted
+        return [far[int(i * step)] for i in range(wanted)]
+
+    def receiver_args(self, live, host: str) -> tuple[str, ...]:
+        return ("--progress", str(live.workdir / f"{host}.progress"), "--progress-every-ms", str(PROGRESS_EVERY_MS))
+
+    def after_traffic(self, runner, live, receivers: set[str]) -> None:
+        """Each received flow's delivered bytes over time (t: seconds after the epoch, as flows.csv)."""
+        for host in sorted(receivers):
+            path = live.workdir / f"{host}.progress"
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    sample = json.loads(line)
+                    runner.bundle.timeline.append({"scheme": live.spec.scheme.scheme, "point": live.spec.key.point_text,
+                                                   "t": sample["t"], "src": f"h{sample['src']}",
+                                                   "id": sample["id"], "bytes": sample["bytes"]})
+
+    def summary_lines(self, tables: Tables) -> list[str]:
+        return _convergence_lines(tables)
+
+    def plots(self, tables: Tables, out: Path, plt) -> list[Path]:
+        return _plot_convergence(tables, out, plt)
+
+
+def _joins(joins: list[float | None], room: list[float]) -> str:
+    return ", ".join(f"> {r:.0f}" if j is None else f"{j:.1f}" for j, r in zip(joins, room))
+
+
+def _convergence_lines(tables: Tables) -> list[str]:
+    lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
+             "| scheme | alpha | base RTT us | reached, per joining flow (RTTs) | median | settled, per joining flow "
+             "(RTTs) | median |", "|---|---|---|---|---|---|---|"]
+    for scheme in tables.schemes():
+        for point in tables.points(scheme):
+            alpha = dict(point_values(point)).get("alpha")
+            alpha = "-" if alpha is None else f"{alpha:g}"
+            seen = figures.optional(lambda: figures.convergence(tables, scheme, point))
+            if seen is None:
+                lines.append(f"| {scheme} | {alpha} | - | no timeline | - | - | - |")
+                continue
+            reached, settled = seen.median(seen.reached), seen.median(seen.settled)
+            lines.append(f"| {scheme} | {alpha} | {seen.rtt_s / tables.dilation * 1e6:.1f} | "
+                         f"{_joins(seen.reached, seen.room)} | {cell(reached, '{:.1f}')} | "
+                         f"{_joins(seen.settled, seen.room)} | {cell(settled, '{:.1f}')} |")
+    band, window = f"+-{figures.CONVERGENCE_BAND:.0%}", figures.CONVERGENCE_WINDOW_RTTS
+    lines += ["", f"Reached (the papers' figures label this, and the claims read it): the joining flow's throughput "
+              f"over the next {window} base RTTs first at least {1 - figures.CONVERGENCE_BAND:.0%} of its fair share. "
+              f"Settled (stricter): every "
+              f"running flow within {band} over {window} RTTs, and so for every such window that starts within "
+              f"{figures.CONVERGENCE_HOLD_RTTS} RTTs after. Both count from the join; \"> x\": not within the x RTTs "
+              "the flow had before the next join or leave. Bytes sampled at the receiver by cchost --progress "
+              "(plots/throughput_timeline.png).", ""]
+    return lines
+
+
+def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
+    blocks = [(s, p) for s in tables.schemes() for p in tables.points(s)]
+    if not blocks or not tables.timeline:
+        return []
+    # Each block on its own time axis: DCTCP's flows join hundreds of RTTs apart, the credit schemes' tens.
+    fig, axes = plt.subplots(len(blocks), 1, figsize=(8, 2.4 * len(blocks)), squeeze=False)
+    d = tables.dilation
+    for ax, (scheme, point) in zip(axes[:, 0], blocks):
+        series: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        for s in tables.timeline:
+            if s["scheme"] == scheme and s["point"] == point:
+                series[f"{s['src']}#{s['id']}"].append((float(s["t"]), int(s["bytes"])))
+        flows = tables.flows_of(scheme, point)
+        rtt = figures.base_rtt_s(tables, scheme, point, flows[0]["dst"]) if flows else 0.0
+        first = min((float(f["start"]) for f in flows), default=0.0)
+        for name, samples in sorted(series.items()):
+            samples.sort()
+            # Throughput over one base RTT (or 50 ms of wall time without one), datacenter Gbit/s.
+            window = rtt or 0.05
+            ts = [t for t, _ in samples if t >= samples[0][0] + window]
+            rates = [(figures.bytes_at(samples, t) - figures.bytes_at(samples, t - window)) * 8 / window * d / 1e9
+                     for t in ts]
+            ax.plot([(t - first) / d * 1e3 for t in ts], rates, label=name, linewidth=1)
+        ax.set(ylabel="Gbit/s", title=f"{scheme} {point}".strip())
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set(xlabel="time since the block's first flow started (ms, datacenter)")
+    axes[0, 0].legend(fontsize="small", ncol=4)
+    return [save(fig, out / "throughput_timeline.png")]

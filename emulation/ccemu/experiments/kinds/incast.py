@@ -1,0 +1,159 @@
+"""Incast (the DCTCP+ paper's setup): for each scheme and N, rounds in which N senders answer one
+aggregator with total_bytes / N each (experiments/incast.py runs them). Its blocks: one per scheme and N;
+its bottleneck: the aggregator's link."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...model.config import ExperimentConfig, IncastWorkload
+from ...results import figures
+from ...results.bundle import BlockKey
+from ...results.figures import Tables
+from ...results.markdown import cell, or_, save
+from .kind import Kind
+
+
+class Incast(Kind):
+    name = "incast"
+    workload = IncastWorkload
+
+    def runner(self, config: ExperimentConfig, *args, **kwargs):
+        from ..incast import IncastRunner
+        return IncastRunner(self, config, *args, **kwargs)
+
+    def blocks(self, config: ExperimentConfig):
+        from ..base import BlockSpec
+        return [BlockSpec(s, BlockKey(s.scheme, (("N", n),))) for s in config.schemes for n in config.workload.flows]
+
+    def progress_total(self, config: ExperimentConfig, block) -> int:
+        return config.workload.rounds
+
+    def bottleneck_host(self, config: ExperimentConfig) -> str:
+        return config.workload.aggregator
+
+    def summary_lines(self, tables: Tables) -> list[str]:
+        return _incast_lines(tables)
+
+    def plots(self, tables: Tables, out: Path, plt) -> list[Path]:
+        return _plot_incast(tables, out, plt)
+
+
+def incast_table(tables: Tables) -> list[dict]:
+    """One row per scheme and N, in datacenter units: what the summary and the plots show."""
+    table = []
+    for scheme in tables.schemes():
+        for n in tables.ns(scheme):
+            seen = figures.incast(tables, scheme, n)
+            fct = figures.optional(lambda: figures.fcts(tables, scheme, n=n))
+            queue = figures.optional(lambda: figures.queues(tables, scheme, n=n))
+            ports = tables.ports_of(scheme, n=n)
+            table.append({
+                "scheme": scheme, "n": n, "rounds": seen.rounds,
+                "unfinished_rounds": seen.rounds - seen.finished_rounds,
+                "unfinished": tables.unfinished(scheme, n=n),
+                "goodput_mbps": seen.goodput_bps * tables.dilation / 1e6 if seen.goodput_bps is not None else None,
+                "goodput_of_link": seen.goodput_bps / tables.link_bps if seen.goodput_bps is not None else None,
+                "round_ms": 1e3 * seen.round_mean_s if seen.round_mean_s is not None else None,
+                "fct_mean_ms": 1e3 * fct.mean_s if fct else None, "fct_p99_ms": 1e3 * fct.p99_s if fct else None,
+                "fct_max_ms": 1e3 * fct.max_s if fct else None,
+                "max_queue": queue.max_bytes if queue else None, "mean_queue": queue.mean_bytes if queue else None,
+                "data_drops": sum(int(p["data_dropped"]) for p in ports),
+                "marks": sum(int(p["data_marked"]) for p in ports),
+                "credit_drops": sum(int(p["credit_dropped"]) for p in ports),
+                "credit_marks": sum(int(p["credit_marked"]) for p in ports),
+                "timeouts": seen.timeouts, "timeout_share": seen.timeout_share,
+                "retransmits": sum(int(f["retransmits"]) for f in tables.flows_of(scheme, n=n)),
+                "credit_waste": figures.optional(lambda: figures.credit_waste(tables, scheme, n=n)),
+            })
+    return table
+
+
+def _incast_lines(tables: Tables) -> list[str]:
+    manifest = tables.manifest
+    lines = ["## Incast: per scheme and N", "",
+             "| scheme | N | rounds (unfinished) | goodput Mbit/s | goodput / link | round ms | FCT mean ms | p99 ms | "
+             "max ms | max queue B | mean queue B | data drops | CE marks | timeouts (of transmissions) | "
+             "retransmits | credit drops | credit CE marks | credit waste | unfinished flows |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = incast_table(tables)
+    for row in table:
+        share = cell(row["timeout_share"], "{:.2%}")
+        lines.append(f"| {row['scheme']} | {row['n']} | {row['rounds']} ({row['unfinished_rounds']}) | "
+                     f"{cell(row['goodput_mbps'])} | {cell(row['goodput_of_link'])} | "
+                     f"{cell(row['round_ms'], '{:.1f}')} | "
+                     f"{cell(row['fct_mean_ms'], '{:.1f}')} | {cell(row['fct_p99_ms'], '{:.1f}')} | "
+                     f"{cell(row['fct_max_ms'], '{:.1f}')} | {cell(row['max_queue'], '{:.0f}')} | "
+                     f"{cell(row['mean_queue'], '{:.0f}')} | {row['data_drops']} | {row['marks']} | "
+                     f"{row['timeouts']} ({share}) | {row['retransmits']} | {row['credit_drops']} | "
+                     f"{row['credit_marks']} | {cell(row['credit_waste'], '{:.1%}')} | {row['unfinished']} |")
+    lines += ["", "Datacenter units. Goodput: the bytes of every finished round over the time they took (a round ends "
+              "with its last response; an unfinished round has no end: it is counted in the rounds column, not in the "
+              "goodput). Round ms: a finished round's mean duration, the request's completion time. Timeouts: "
+              "retransmission timeouts, and their share of the data packets sent, first copies and retransmissions "
+              "(DCTCP+ paper, Table I). Queues are the bottleneck port's (the switch port toward the aggregator), "
+              "exact at every enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric "
+              "(CE marks: data packets marked, each counted once, by the port that marked it first; credit CE marks: "
+              "credits SprayPass's ports marked with the probability they drop credits).", ""]
+    lines += _incast_rounds_lines(tables)
+    bound = manifest.get("expresspass_queue_bound_bytes")
+    worst = [r["max_queue"] for r in table if r["scheme"] == "expresspass" and r["max_queue"] is not None]
+    if bound and worst:
+        lines += [f"ExpressPass data queue bound: {bound} B = (credit buffer + burst) x (84 + 1538) B x "
+                  f"{manifest.get('expresspass_credit_queues_on_longest_path')} credit queues on the longest "
+                  f"credit path (the link rate times the largest spread of credit-path delays). "
+                  f"Largest measured: {max(worst)} B: {'within' if max(worst) <= bound else 'ABOVE'} the bound.", ""]
+    k = manifest.get("dctcp_k_bytes")
+    if k:
+        lines += [f"DCTCP marks above K = {k} B.", ""]
+    return lines
+
+
+def _incast_rounds_lines(tables: Tables) -> list[str]:
+    """Goodput round by round, so that a reader sees whether the rounds settle (the paper averages
+    1000 requests)."""
+    rounds = max((int(r["round"]) for r in tables.rounds), default=0)
+    lines = ["### Goodput per round, share of the link", "",
+             "| scheme | N | " + " | ".join(f"round {i}" for i in range(1, rounds + 1)) + " |",
+             "|---|---|" + "---|" * rounds]
+    for scheme in tables.schemes():
+        for n in tables.ns(scheme):
+            by_round = {int(r["round"]): r for r in tables.rounds_of(scheme, n=n)}
+            cells = []
+            for i in range(1, rounds + 1):
+                row = by_round.get(i)
+                goodput = figures.goodput_bps([row]) if row else None
+                cells.append("-" if row is None else "unfinished" if goodput is None
+                             else f"{goodput / tables.link_bps:.2f}")
+            lines.append(f"| {scheme} | {n} | " + " | ".join(cells) + " |")
+    warm = tables.config_value("workload.warm_up") and tables.config_value("transport.persistent_connections")
+    settle = int(tables.config_value("workload.settle_rounds") or 0)
+    lines += ["", "Each block opened its connections before round 1 (workload.warm_up: a one-packet response per "
+              "connection, not counted)." if warm else "Round 1 opened the connections (workload.warm_up off, or no "
+              "persistent connections): a loss there waits the initial RTO."]
+    if settle:
+        lines += [f"The first {settle} round(s) of each N settle (workload.settle_rounds) and are shown here only: "
+                  f"goodput, round ms and timeouts above, and the claims, count rounds {settle + 1} to {rounds}."]
+    return lines + [""]
+
+
+def _plot_incast(tables: Tables, out: Path, plt) -> list[Path]:
+    table = incast_table(tables)
+    nan = float("nan")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for color, scheme in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], tables.schemes()):
+        rows = [r for r in table if r["scheme"] == scheme]
+        ns = [r["n"] for r in rows]
+        left.plot(ns, [or_(r["goodput_mbps"], nan) for r in rows], marker="o", color=color, label=scheme)
+        right.plot(ns, [or_(r["fct_p99_ms"], nan) for r in rows], marker="o", color=color, label=f"{scheme} p99")
+        right.plot(ns, [or_(r["fct_mean_ms"], nan) for r in rows], marker="x", linestyle="--", color=color,
+                   label=f"{scheme} mean")
+    left.set(ylabel="goodput (Mbit/s)", title="Incast goodput", ylim=(0, None))
+    right.set(ylabel="FCT (ms)", title="Incast FCT", ylim=(0, None))
+    for ax in (left, right):
+        ax.set(xlabel="incast flows N", xscale="log")
+        ax.set_xticks(tables.ns(), [str(n) for n in tables.ns()])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        ax.legend()
+    return [save(fig, out / "incast_vs_n.png")]
