@@ -10,13 +10,18 @@ from .flows import FlowsRunner
 from .incast import IncastRunner
 from .kinds import KINDS, kind
 
+# The traffic a kind's blocks run (Kind.runner names one).
+RUNNERS: dict[str, type[ExperimentRunner]] = {"rounds": IncastRunner, "scheduled": FlowsRunner}
+
 
 def runner_for(config: ExperimentConfig, *args, **kwargs) -> ExperimentRunner:
     """The runner of the config's workload kind; WorkloadNotRunnable (a config error) when the
     config has no workload."""
     if config.workload is None:
         raise WorkloadNotRunnable(f"{config.name}: no workload to run (add a `workload:` section)")
-    return kind(config.workload.kind).runner(config, *args, **kwargs)
+    found = kind(config.workload.kind)
+    return RUNNERS[found.runner](found, config, *args, **kwargs)
 
 
-__all__ = ["KINDS", "ExperimentRunner", "FlowsRunner", "IncastRunner", "WorkloadNotRunnable", "kind", "runner_for"]
+__all__ = ["KINDS", "RUNNERS", "ExperimentRunner", "FlowsRunner", "IncastRunner", "WorkloadNotRunnable", "kind",
+           "runner_for"]

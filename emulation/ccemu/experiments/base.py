@@ -34,14 +34,15 @@ from ..logs import last_line
 from ..metrics.collector import Block as CollectorBlock
 from ..metrics.collector import ExperimentCollector, MetricsServer
 from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
-from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, ConfigError, DctcpPort, ExperimentConfig,
-                            ExpressPassPort, SchemeConfig)
+from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig,
+                            ExpressPassPort)
 from ..model.dilation import FaithfulRates, PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
 from ..ports import pfc
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
 from ..results.bundle import BlockKey, Bundle, provenance
 from ..results.stats import histogram_mean, size_bucket
+from .blocks import BlockSpec, WorkloadNotRunnable
 
 if TYPE_CHECKING:
     from .kinds import Kind
@@ -51,11 +52,6 @@ CREDIT_BURST_CREDITS = 2
 POLL_S = 0.05  # how often a block looks at its cchosts
 # Once a cchost died, the others get this long to finish their flows before the block's round ends.
 AFTER_FAILURE_GRACE_S = 2.0
-
-
-class WorkloadNotRunnable(ConfigError):
-    """A config the runner cannot run (no workload, no schemes, more senders than the topology has):
-    a config error, one line."""
 
 
 def stop_all(procs) -> None:
@@ -75,27 +71,6 @@ def stop_all(procs) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-@dataclass(frozen=True)
-class BlockSpec:
-    """One fabric of the experiment: a scheme's config at one point of the kind's sweep."""
-
-    scheme: SchemeConfig
-    key: BlockKey  # its name in every table, the verdict and the console
-
-    @property
-    def alpha(self) -> float | None:
-        """The credit schemes' initial rate for this block (None: the config's)."""
-        return self.key.value("alpha")
-
-    @property
-    def label(self) -> str:
-        return self.key.describe()
-
-    @property
-    def slug(self) -> str:
-        return self.label.replace(" ", "-").replace("=", "")
 
 
 @dataclass(frozen=True)

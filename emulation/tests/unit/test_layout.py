@@ -15,11 +15,16 @@ def module_name(path: Path) -> str:
 
 def imports_of(path: Path, modules: set[str]) -> set[str]:
     """The package's modules `path` imports, at its top or inside a function (a lazy import is
-    still a dependency: it only hides the circle from the interpreter)."""
+    still a dependency: it only hides the circle from the interpreter); not those under `if
+    TYPE_CHECKING:`, which name types for annotations and run nothing."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]

@@ -16,6 +16,7 @@ from ...results import figures
 from ...results.bundle import BlockKey, point_values
 from ...results.figures import Tables
 from ...results.markdown import cell, save
+from ..blocks import BlockSpec, WorkloadNotRunnable
 from .kind import ScheduledKind
 
 PROGRESS_EVERY_MS = 10  # wall: convergence samples each flow's delivered bytes this often
@@ -26,7 +27,6 @@ class Convergence(ScheduledKind):
     workload = ConvergenceWorkload
 
     def blocks(self, config: ExperimentConfig):
-        from ..base import BlockSpec
         return [BlockSpec(s, BlockKey(s.scheme, (("alpha", a),) if a is not None else ()))
                 for s in config.schemes
                 for a in (config.workload.alphas if s.scheme in CREDIT_SCHEMES else [None])]
@@ -50,7 +50,6 @@ class Convergence(ScheduledKind):
         them: every flow has the same base RTT (a flow with a shorter one updates its rate more
         often and takes more than its share, which is not what the figure shows), and the flows
         share only the receiver's link."""
-        from ..base import WorkloadNotRunnable
         w = live.config.workload
         others = [h for h in live.hosts if h != w.receiver]
         farthest = max(len(live.net.routing.path(h, w.receiver, 0)) for h in others)

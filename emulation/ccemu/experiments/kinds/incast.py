@@ -11,6 +11,7 @@ from ...results import figures
 from ...results.bundle import BlockKey
 from ...results.figures import Tables
 from ...results.markdown import cell, or_, save
+from ..blocks import BlockSpec
 from .kind import Kind
 
 
@@ -18,12 +19,9 @@ class Incast(Kind):
     name = "incast"
     workload = IncastWorkload
 
-    def runner(self, config: ExperimentConfig, *args, **kwargs):
-        from ..incast import IncastRunner
-        return IncastRunner(self, config, *args, **kwargs)
+    runner = "rounds"
 
     def blocks(self, config: ExperimentConfig):
-        from ..base import BlockSpec
         return [BlockSpec(s, BlockKey(s.scheme, (("N", n),))) for s in config.schemes for n in config.workload.flows]
 
     def progress_total(self, config: ExperimentConfig, block) -> int:

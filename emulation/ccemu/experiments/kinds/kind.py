@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ...model.config import ExperimentConfig
 from ...results.bundle import BlockKey
+from ..blocks import BlockSpec
 
 if TYPE_CHECKING:
     from ...model.workloads import Flow
     from ...results.figures import Tables
-    from ..base import BlockSpec, ExperimentRunner, LiveBlock
+    from ..base import ExperimentRunner, LiveBlock
 
 
 class Kind:
@@ -25,19 +26,17 @@ class Kind:
     workload: ClassVar[type]  # its pydantic model (model/config/workloads.py)
     # summary.md's FCT-per-size-bucket section after the kind's own (realistic has its own per load).
     fct_by_bucket: ClassVar[bool] = True
+    # Which traffic runs its blocks: a name of experiments/__init__.py's RUNNERS ("rounds":
+    # incast.py, request and response rounds; "scheduled": flows.py, every flow known up front).
+    runner: ClassVar[str]
 
     # Running ----------------------------------------------------------------------------------
 
-    def runner(self, config: ExperimentConfig, *args, **kwargs) -> "ExperimentRunner":
-        """The runner of a config of this kind (the lifecycle with this kind's traffic)."""
-        raise NotImplementedError
-
-    def blocks(self, config: ExperimentConfig) -> list["BlockSpec"]:
+    def blocks(self, config: ExperimentConfig) -> list[BlockSpec]:
         """The fabrics the experiment brings up, in order: by default one per scheme."""
-        from ..base import BlockSpec
         return [BlockSpec(s, BlockKey(s.scheme)) for s in config.schemes]
 
-    def progress_total(self, config: ExperimentConfig, block: "BlockSpec") -> int:
+    def progress_total(self, config: ExperimentConfig, block: BlockSpec) -> int:
         """Steps of a block's progress bar (rounds, flows)."""
         return 1
 
@@ -64,11 +63,9 @@ class ScheduledKind(Kind):
     """A kind whose whole traffic is known before it starts (experiments/flows.py runs it): every
     host's cchost gets a schedule of the flows it sends."""
 
-    def runner(self, config: ExperimentConfig, *args, **kwargs) -> "ExperimentRunner":
-        from ..flows import FlowsRunner
-        return FlowsRunner(self, config, *args, **kwargs)
+    runner = "scheduled"
 
-    def seed(self, config: ExperimentConfig, block: "BlockSpec") -> str:
+    def seed(self, config: ExperimentConfig, block: BlockSpec) -> str:
         """What decides a block's flows: the same for every scheme at one point."""
         return f"{config.seed}-{self.name}-{block.key.point_text}"
 

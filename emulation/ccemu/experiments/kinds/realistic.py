@@ -13,6 +13,7 @@ from ...results import figures
 from ...results.bundle import BlockKey
 from ...results.figures import Tables
 from ...results.markdown import cell, or_, save
+from ..blocks import BlockSpec
 from .kind import ScheduledKind
 
 
@@ -22,7 +23,6 @@ class Realistic(ScheduledKind):
     fct_by_bucket = False  # its own table has them, per load
 
     def blocks(self, config: ExperimentConfig):
-        from ..base import BlockSpec
         return [BlockSpec(s, BlockKey(s.scheme, (("load", load),))) for s in config.schemes
                 for load in config.workload.loads]
 
