@@ -4,30 +4,26 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cc::dcqcn::DcqcnConfig;
-use crate::cc::dctcp::DctcpConfig;
-use crate::cc::dctcp_plus::DctcpPlusConfig;
-use crate::cc::expresspass::ExpressPassConfig;
-use crate::cc::spraypass::SprayPassConfig;
+use crate::cc;
+use crate::scheme::Registry;
 use crate::types::HostId;
+
+/// Data payload per packet, bytes: 1450 makes a 1500-byte IP packet (1538 on the wire) with
+/// IP, UDP and the 22-byte ccemu data header.
+pub const DEFAULT_MSS: u16 = 1450;
 
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
     pub host: HostId,
     /// Clock origin shared by every host of the emulation (flow records' times count from it).
     pub epoch: Instant,
-    /// Data payload per packet, bytes: 1450 makes a 1500-byte IP packet (1538 on the wire)
-    /// with IP, UDP and the 22-byte ccemu data header.
+    /// Data payload per packet, bytes ([`DEFAULT_MSS`]).
     pub mss: u16,
-    /// ExpressPass; `max_rate` is the credit share of this host's link.
-    pub expresspass: ExpressPassConfig,
-    pub spraypass: SprayPassConfig,
-    pub dctcp: DctcpConfig,
-    pub dctcp_plus: DctcpPlusConfig,
-    /// DCQCN and DCQCN+TCD, for this host's link (their rates are fractions of it); the data
-    /// receiver's CNP interval is the sender's scheme's.
-    pub dcqcn: DcqcnConfig,
-    pub dcqcn_tcd: DcqcnConfig,
+    /// The schemes this host runs, each with its parameters, configured for this host's link
+    /// (credit shares and DCQCN's rates are fractions of it): [`cc::schemes`], the standard
+    /// table, unless a test adds its own ([`Registry::with`]). A flow's data receiver builds
+    /// its controls from its own registry, by the wire id the sender's packets carry.
+    pub schemes: Registry,
     /// Credit request / credit stop resent when unanswered this long (ExpressPass: 100 ms).
     pub control_timeout: Duration,
     /// Window schemes' retransmission timeout floor (10 ms, as in DCTCP+'s comparison).
@@ -47,17 +43,11 @@ pub struct EndpointConfig {
 
 impl EndpointConfig {
     pub fn new(host: HostId, link_bits_per_second: f64, epoch: Instant) -> Self {
-        let dctcp = DctcpConfig { mss: 1450, ..DctcpConfig::default() };
         Self {
             host,
             epoch,
-            mss: 1450,
-            expresspass: ExpressPassConfig::for_link(link_bits_per_second),
-            spraypass: SprayPassConfig::for_link(link_bits_per_second),
-            dctcp_plus: DctcpPlusConfig::on(dctcp.clone()),
-            dctcp,
-            dcqcn: DcqcnConfig::for_link(link_bits_per_second),
-            dcqcn_tcd: DcqcnConfig::for_link(link_bits_per_second).with_tcd(),
+            mss: DEFAULT_MSS,
+            schemes: cc::schemes(link_bits_per_second, DEFAULT_MSS),
             control_timeout: Duration::from_millis(100),
             rto_min: Duration::from_millis(10),
             rto_initial: Duration::from_millis(100),
@@ -70,10 +60,10 @@ impl EndpointConfig {
     /// Time dilation: reads every time of this configuration as datacenter time and makes
     /// it `d` times longer (d >= 1: an emulation running its links d times slower than the
     /// datacenter it stands for). Rates and sizes stay: the link rate this was built for is
-    /// already the emulated one, and ExpressPass's, SprayPass's and DCTCP's parameters are
-    /// rates, sizes, fractions and counts (DCQCN's rates and byte counter are fractions of
-    /// that link; its alpha timer, rate increase timer and CNP interval dilate). Times the flows measure (RTTs, credit gaps) dilate
-    /// with the network itself.
+    /// already the emulated one; each scheme dilates its own times (`SchemeFactory::dilate`:
+    /// DCTCP+'s backoff units, DCQCN's alpha timer, rate increase timer and CNP interval;
+    /// ExpressPass's, SprayPass's and DCTCP's parameters are rates, sizes, fractions and
+    /// counts). Times the flows measure (RTTs, credit gaps) dilate with the network itself.
     pub fn dilate(&mut self, d: f64) {
         // Taken apart field by field so that a field added later does not compile until it
         // is placed here: a time left out would run d times too fast.
@@ -81,12 +71,7 @@ impl EndpointConfig {
             host: _,
             epoch: _,
             mss: _,
-            expresspass: _,
-            spraypass: _,
-            dctcp: _,
-            dctcp_plus,
-            dcqcn,
-            dcqcn_tcd,
+            schemes,
             control_timeout,
             rto_min,
             rto_initial,
@@ -97,15 +82,17 @@ impl EndpointConfig {
         for time in [control_timeout, rto_min, rto_initial, initial_rtt] {
             *time = time.mul_f64(d);
         }
-        dctcp_plus.dilate(d);
-        dcqcn.dilate(d);
-        dcqcn_tcd.dilate(d);
+        schemes.dilate(d);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::dcqcn::DcqcnConfig;
+    use crate::cc::dctcp::DctcpConfig;
+    use crate::cc::dctcp_plus::DctcpPlusConfig;
+    use crate::cc::expresspass::ExpressPassConfig;
 
     /// A Debug token that prints a Duration ("100ms", "1.25µs", "2s"), in seconds.
     fn seconds(token: &str) -> Option<f64> {
@@ -122,20 +109,30 @@ mod tests {
     #[test]
     fn dilation_multiplies_every_time_and_leaves_rates_and_sizes() {
         let mut config = EndpointConfig::new(3, 10e6, Instant::now());
-        config.dctcp_plus.backoff_time_unit = Some(Duration::from_micros(125));
+        config.schemes.config_mut::<DctcpPlusConfig>("dctcp+").expect("DCTCP+").backoff_time_unit =
+            Some(Duration::from_micros(125));
         let before = config.clone();
         config.dilate(1000.0);
         assert_eq!(config.control_timeout, Duration::from_secs(100));
         assert_eq!(config.rto_min, Duration::from_secs(10));
         assert_eq!(config.rto_initial, Duration::from_secs(100));
         assert_eq!(config.initial_rtt, Duration::from_secs(1));
-        assert_eq!(config.dctcp_plus.backoff_time_unit, Some(Duration::from_millis(125)));
-        assert_eq!(config.dctcp_plus.initial_backoff_time_unit, Duration::from_millis(100));
-        assert_eq!(config.dcqcn.increase_timer, Duration::from_millis(55));
-        assert_eq!(config.dcqcn_tcd.cnp_interval, Duration::from_millis(50));
-        assert_eq!(config.dcqcn.rate_ai_bps, before.dcqcn.rate_ai_bps);
-        assert_eq!(config.expresspass.max_rate, before.expresspass.max_rate);
-        assert_eq!((config.mss, config.dctcp.mss), (before.mss, before.dctcp.mss));
+        let (dctcp_plus, dcqcn, dcqcn_tcd) = (
+            |c: &EndpointConfig| c.schemes.config::<DctcpPlusConfig>("dctcp+").cloned().expect("DCTCP+"),
+            |c: &EndpointConfig| c.schemes.config::<DcqcnConfig>("dcqcn").cloned().expect("DCQCN"),
+            |c: &EndpointConfig| c.schemes.config::<DcqcnConfig>("dcqcn+tcd").cloned().expect("DCQCN+TCD"),
+        );
+        let (expresspass, dctcp) = (
+            |c: &EndpointConfig| c.schemes.config::<ExpressPassConfig>("expresspass").cloned().expect("ExpressPass"),
+            |c: &EndpointConfig| c.schemes.config::<DctcpConfig>("dctcp").cloned().expect("DCTCP"),
+        );
+        assert_eq!(dctcp_plus(&config).backoff_time_unit, Some(Duration::from_millis(125)));
+        assert_eq!(dctcp_plus(&config).initial_backoff_time_unit, Duration::from_millis(100));
+        assert_eq!(dcqcn(&config).increase_timer, Duration::from_millis(55));
+        assert_eq!(dcqcn_tcd(&config).cnp_interval, Duration::from_millis(50));
+        assert_eq!(dcqcn(&config).rate_ai_bps, dcqcn(&before).rate_ai_bps);
+        assert_eq!(expresspass(&config).max_rate, expresspass(&before).max_rate);
+        assert_eq!((config.mss, dctcp(&config).mss), (before.mss, dctcp(&before).mss));
         // Every field, nested configs included: each Duration is 1000 times what it was,
         // everything else (rates, sizes, fractions, counts, the epoch) is untouched.
         let (before, after) = (tokens(&before), tokens(&config));

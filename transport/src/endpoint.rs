@@ -129,18 +129,31 @@ impl Endpoint {
         now.saturating_duration_since(self.config.epoch).as_micros() as u64
     }
 
+    /// Starts sending `spec`, by its scheme's factory in this endpoint's registry.
+    ///
+    /// # Panics
+    /// If the registry has no such scheme: a handle comes from a registry (`Scheme::from_name`:
+    /// the standard table, which every endpoint's holds), so this is a caller's mix-up.
     pub fn start_flow(&mut self, now: Instant, spec: FlowSpec) {
         let now_us = self.micros(now);
         let config = &self.config;
         let path_id = spec.path_id.unwrap_or_else(|| flow_path_id(config.host, spec.id));
         let mut ctx = ctx!(self, now, now_us);
         let id = spec.id;
-        let flow = match spec.scheme.driver() {
+        let scheme = config.schemes.factory(spec.scheme).unwrap_or_else(|| {
+            panic!(
+                "flow {id}: scheme {} is not in this endpoint's registry ({:?})",
+                spec.scheme,
+                config.schemes.names()
+            )
+        });
+        let flow = match scheme.driver() {
             Driver::Receiver => Sending::Credited(CreditedSender::start(&mut ctx, spec, path_id, config)),
             Driver::Sender => {
                 let reused = self.connections.get_mut(&(spec.dst, spec.scheme)).and_then(Vec::pop);
                 let connection = reused.unwrap_or_else(|| Connection {
-                    cc: spec.scheme.sender_control(config, id).expect("a sender-driven scheme"),
+                    // The flow's own seed: the host's and the flow id.
+                    cc: scheme.sender_control(config.seed ^ u64::from(id) << 32).expect("a sender-driven scheme"),
                     rtt: RttEstimator::default(),
                 });
                 Sending::Window(WindowSender::start(&mut ctx, spec, path_id, connection, config))
@@ -169,7 +182,7 @@ impl Endpoint {
                 } else if !self.receiving.contains_key(&(src, flow)) {
                     let config = &self.config;
                     let packets = packets_of(size_bytes, config.mss);
-                    let cc = Scheme::from_wire_id(scheme).and_then(|s| s.credit_control(config, now, packets, paths));
+                    let cc = config.schemes.by_wire_id(scheme).and_then(|s| s.credit_control(now, packets, paths));
                     let Some(cc) = cc else {
                         self.counters.malformed += 1; // no credit scheme of that id
                         return;
@@ -185,7 +198,7 @@ impl Endpoint {
                 }
                 _ => self.counters.credits_wasted += 1, // a late credit of a finished flow
             },
-            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, cnp, tcd } => {
+            Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, scheme } => {
                 self.counters.data_bytes_received += payload_len as u64;
                 let ecn = incoming.ecn;
                 self.counters.ce_received += (ecn == Ecn::Ce) as u64;
@@ -196,10 +209,12 @@ impl Endpoint {
                     return;
                 }
                 let config = &self.config;
-                let receiver = self
-                    .receiving
-                    .entry((src, flow))
-                    .or_insert_with(|| Receiving::Window(WindowReceiver::new(src, flow, incoming.path_id)));
+                let receiver = self.receiving.entry((src, flow)).or_insert_with(|| {
+                    // A flow without a credit request is a window scheme's: the scheme its data
+                    // names says what the receiver does with marks (none it does not know).
+                    let control = config.schemes.by_wire_id(scheme).and_then(|s| s.receiver_control());
+                    Receiving::Window(WindowReceiver::new(src, flow, incoming.path_id, control))
+                });
                 let complete = match receiver {
                     Receiving::Crediting(r) => {
                         let wire_bytes = incoming.payload.len() as u64 + FRAME_OVERHEAD_BYTES;
@@ -217,8 +232,8 @@ impl Endpoint {
                         r.on_data(&mut ctx, data, config)
                     }
                     Receiving::Window(r) => {
-                        let data = WindowData { seq, payload_len, last, echo_sent_us, ecn, cnp, tcd };
-                        r.on_data(&mut ctx, data, config).map(|arrival| {
+                        let data = WindowData { seq, payload_len, last, echo_sent_us, ecn };
+                        r.on_data(&mut ctx, data).map(|arrival| {
                             self.counters.data_out_of_order += arrival.out_of_order as u64;
                             arrival.complete
                         })

@@ -2,9 +2,10 @@
 //!
 //! The core is sans-IO (quinn-proto style): protocol state takes `now` and events and
 //! returns packets and timers; it opens no socket and reads no clock, so tests drive it
-//! with a simulated clock and network ([`sim`]). Congestion control sits behind two small
-//! traits in [`cc`], one file per algorithm, built by the [`Scheme`] a flow names; the
-//! per-flow state machines are in `flow`; [`Endpoint`] is one host. Shared types
+//! with a simulated clock and network ([`sim`]). Congestion control sits behind small traits
+//! in [`cc`], one file per algorithm, whose config is its scheme's [`SchemeFactory`]; an
+//! endpoint's [`Registry`] ([`cc::schemes`], the one table) builds the controls of the
+//! [`Scheme`] a flow names; the per-flow state machines are in `flow`; [`Endpoint`] is one host. Shared types
 //! ([`types`]), parameters ([`config`]) and what goes in and out ([`record`]) have modules of
 //! their own, below everything that uses them. [`DelayLine`] holds arriving packets for
 //! their path's propagation delay (the emulator has no netem).
@@ -24,5 +25,5 @@ pub use config::EndpointConfig;
 pub use delay_line::{DelayLine, PathDelays};
 pub use endpoint::{flow_path_id, Endpoint};
 pub use record::{Counters, FlowRecord, FlowSpec, InboundFinish};
-pub use scheme::{Driver, Scheme};
+pub use scheme::{Driver, Registry, Scheme, SchemeFactory};
 pub use types::{CnpFlag, Ecn, HostId, Incoming, Transmit};

@@ -59,8 +59,9 @@ pub enum Packet {
     /// `last`: the flow's last packet (tells a window scheme's receiver the flow's length).
     /// `credit_ce`: the credit it spends arrived CE-marked (SprayPass's feedback; a header
     /// flag, since a DCTCP port may rewrite the IP ECN bits).
-    /// `cnp`: the sender runs DCQCN, so the receiver answers CE marks with [`Packet::Cnp`]s;
-    /// `tcd`: and UE marks too (DCQCN+TCD). Data packets do not name their scheme otherwise.
+    /// `scheme`: the sender's scheme's wire id (0..=[`MAX_SCHEME_ID`], in the flags byte's six
+    /// high bits), from which a window scheme's receiver builds the flow's receiver control
+    /// (DCQCN's: CNPs for marks).
     Data {
         flow: u32,
         seq: u32,
@@ -69,8 +70,7 @@ pub enum Packet {
         payload_len: u16,
         last: bool,
         credit_ce: bool,
-        cnp: bool,
-        tcd: bool,
+        scheme: u8,
     },
     /// Sender -> receiver: no more credits needed.
     CreditStop { flow: u32 },
@@ -94,12 +94,14 @@ pub enum Packet {
 
 /// Sequence numbers one Nack carries at most (a data-sized packet).
 pub const NACK_MAX_SEQS: usize = 256;
-/// Header flags of a data packet: the flow's last packet; its credit arrived CE-marked.
+/// Header flags of a data packet: the flow's last packet; its credit arrived CE-marked. The
+/// six bits above them are the sender's scheme's wire id.
 const FLAG_LAST: u8 = 1;
 const FLAG_CREDIT_CE: u8 = 2;
-/// ... the sender asks for CNPs (DCQCN); and for UE ones too (TCD).
-const FLAG_CNP: u8 = 4;
-const FLAG_TCD: u8 = 8;
+const SCHEME_SHIFT: u8 = 2;
+/// Highest wire id a scheme may have: the data header's six scheme bits (a credit request's
+/// scheme byte could hold more, but data must name the scheme too).
+pub const MAX_SCHEME_ID: u8 = u8::MAX >> SCHEME_SHIFT;
 /// Path-ids a credit request may ask credits to be sprayed over (all of them).
 pub const MAX_PATHS: u16 = 256;
 
@@ -162,11 +164,9 @@ impl Packet {
         out.extend_from_slice(&MAGIC.to_be_bytes());
         out.push(self.kind() as u8);
         out.push(match *self {
-            Packet::Data { last, credit_ce, cnp, tcd, .. } => {
-                (last as u8 * FLAG_LAST)
-                    | (credit_ce as u8 * FLAG_CREDIT_CE)
-                    | (cnp as u8 * FLAG_CNP)
-                    | (tcd as u8 * FLAG_TCD)
+            Packet::Data { last, credit_ce, scheme, .. } => {
+                // A scheme id above MAX_SCHEME_ID (no registry admits one) loses its high bits.
+                (last as u8 * FLAG_LAST) | (credit_ce as u8 * FLAG_CREDIT_CE) | (scheme << SCHEME_SHIFT)
             }
             _ => 0,
         });
@@ -245,8 +245,7 @@ impl Packet {
                     payload_len,
                     last: flags & FLAG_LAST != 0,
                     credit_ce: flags & FLAG_CREDIT_CE != 0,
-                    cnp: flags & FLAG_CNP != 0,
-                    tcd: flags & FLAG_TCD != 0,
+                    scheme: flags >> SCHEME_SHIFT,
                 }
             }
             Kind::CreditStop => Packet::CreditStop { flow: r.u32()? },
@@ -335,12 +334,13 @@ mod tests {
             echo_credit_seq: 3,
             echo_sent_us: 4,
             payload_len: 1000,
-            last: false,
-            credit_ce: false,
-            cnp: true,
-            tcd: true,
+            last: true,
+            credit_ce: true,
+            scheme: MAX_SCHEME_ID,
         });
         assert_eq!(bytes.len(), DATA_HEADER_BYTES + 1000);
+        assert_eq!(DATA_HEADER_BYTES, 22, "the payload, 1450 bytes, is sized on it");
+        assert_eq!(bytes[3], 0xFF, "the flags byte holds last, credit CE and the scheme");
     }
 
     #[test]
@@ -356,8 +356,7 @@ mod tests {
             payload_len: 10,
             last: true,
             credit_ce: true,
-            cnp: false,
-            tcd: false,
+            scheme: 1,
         });
         data.truncate(data.len() - 1);
         assert_eq!(Packet::decode(&data), Err(Error::Truncated));
@@ -377,21 +376,11 @@ mod tests {
             }),
             (
                 (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000),
-                (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>())
+                (any::<bool>(), any::<bool>(), 0..=MAX_SCHEME_ID)
             )
                 .prop_map(
-                    |((flow, seq, echo_credit_seq, echo_sent_us, payload_len), (last, credit_ce, cnp, tcd))| {
-                        Packet::Data {
-                            flow,
-                            seq,
-                            echo_credit_seq,
-                            echo_sent_us,
-                            payload_len,
-                            last,
-                            credit_ce,
-                            cnp,
-                            tcd,
-                        }
+                    |((flow, seq, echo_credit_seq, echo_sent_us, payload_len), (last, credit_ce, scheme))| {
+                        Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, scheme }
                     }
                 ),
             any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),

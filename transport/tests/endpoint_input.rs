@@ -33,8 +33,7 @@ fn data(seq: u32, echo_credit_seq: u32) -> Packet {
         payload_len: 0,
         last: false,
         credit_ce: false,
-        cnp: false,
-        tcd: false,
+        scheme: 1,
     }
 }
 
@@ -71,8 +70,14 @@ fn a_credit_request_for_an_unknown_scheme_or_one_without_credits_is_malformed() 
 fn a_nack_for_packets_never_sent_lifts_the_early_stop_for_the_rest_of_the_flow() {
     let now = Instant::now();
     let mut sender = Endpoint::new(EndpointConfig::new(1, 10e9, now));
-    let spec =
-        FlowSpec { id: 7, dst: 2, size_bytes: 10 * 1450, scheme: Scheme::ExpressPass, path_id: Some(0), paths: None };
+    let spec = FlowSpec {
+        id: 7,
+        dst: 2,
+        size_bytes: 10 * 1450,
+        scheme: Scheme::from_name("expresspass").unwrap(),
+        path_id: Some(0),
+        paths: None,
+    };
     sender.start_flow(now, spec);
     // The first credit 50 us after the request (the sender's RTT), then one every 10 us: an
     // RTT's worth of credits covers what is left once 6 of the 10 packets are sent.
@@ -104,7 +109,14 @@ fn a_nack_for_packets_never_sent_lifts_the_early_stop_for_the_rest_of_the_flow()
 #[test]
 fn recycled_payload_buffers_change_nothing_that_is_sent() {
     let now = Instant::now();
-    let spec = FlowSpec { id: 7, dst: 2, size_bytes: 5000, scheme: Scheme::ExpressPass, path_id: Some(3), paths: None };
+    let spec = FlowSpec {
+        id: 7,
+        dst: 2,
+        size_bytes: 5000,
+        scheme: Scheme::from_name("expresspass").unwrap(),
+        path_id: Some(3),
+        paths: None,
+    };
     let (mut plain, mut recycling) =
         (Endpoint::new(EndpointConfig::new(1, 10e9, now)), Endpoint::new(EndpointConfig::new(1, 10e9, now)));
     plain.start_flow(now, spec.clone());

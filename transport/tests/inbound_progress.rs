@@ -46,13 +46,16 @@ fn assert_grows_to_the_flow_size(scheme: Scheme, config: SimConfig) {
 
 #[test]
 fn a_credited_flows_received_bytes_grow_to_its_size_and_its_end_is_reported_once() {
-    assert_grows_to_the_flow_size(Scheme::ExpressPass, SimConfig::expresspass(2, LINK, PROPAGATION, BUFFER));
+    assert_grows_to_the_flow_size(
+        Scheme::from_name("expresspass").unwrap(),
+        SimConfig::expresspass(2, LINK, PROPAGATION, BUFFER),
+    );
 }
 
 #[test]
 fn a_windowed_flows_received_bytes_grow_to_its_size_and_its_end_is_reported_once() {
     let config = SimConfig::dctcp(2, LINK, PROPAGATION, BUFFER, 65 * 1538);
-    assert_grows_to_the_flow_size(Scheme::Dctcp, config);
+    assert_grows_to_the_flow_size(Scheme::from_name("dctcp").unwrap(), config);
 }
 
 #[test]
@@ -68,8 +71,7 @@ fn a_duplicate_data_packet_is_counted_once_in_the_progress() {
             payload_len,
             last,
             credit_ce: false,
-            cnp: false,
-            tcd: false,
+            scheme: Scheme::from_name("dctcp").unwrap().wire_id(),
         };
         let mut payload = Vec::new();
         packet.encode(&mut payload);

@@ -38,9 +38,9 @@ fn goodput_at_line_rate() -> f64 {
 #[test]
 fn two_flows_sharing_a_red_bottleneck_converge_to_a_fair_share() {
     let mut net = network(3);
-    net.start_flow(Duration::ZERO, 1, flow(1, 3, 10_000_000_000, Scheme::Dcqcn));
+    net.start_flow(Duration::ZERO, 1, flow(1, 3, 10_000_000_000, Scheme::from_name("dcqcn").unwrap()));
     // The second joins at line rate while the first has the link.
-    net.start_flow(Duration::from_millis(5), 2, flow(2, 3, 10_000_000_000, Scheme::Dcqcn));
+    net.start_flow(Duration::from_millis(5), 2, flow(2, 3, 10_000_000_000, Scheme::from_name("dcqcn").unwrap()));
     net.run_for(Duration::from_millis(80));
     let (from, to) = (net.start() + Duration::from_millis(40), net.start() + Duration::from_millis(80));
     let rate = |src: HostId| {
@@ -194,11 +194,6 @@ fn the_rate_never_goes_above_the_line_or_below_the_minimum() {
 
 /// Feeds `endpoint` a data packet of flow 1 from h1, `ecn`-marked, at `now`; what it sends back.
 fn data(endpoint: &mut Endpoint, now: Instant, seq: u32, ecn: Ecn, scheme: Scheme) -> Vec<Packet> {
-    let (cnp, tcd) = match scheme {
-        Scheme::Dcqcn => (true, false),
-        Scheme::DcqcnTcd => (true, true),
-        _ => (false, false),
-    };
     let packet = Packet::Data {
         flow: 1,
         seq,
@@ -207,8 +202,7 @@ fn data(endpoint: &mut Endpoint, now: Instant, seq: u32, ecn: Ecn, scheme: Schem
         payload_len: 1450,
         last: false,
         credit_ce: false,
-        cnp,
-        tcd,
+        scheme: scheme.wire_id(),
     };
     let mut payload = Vec::new();
     packet.encode(&mut payload);
@@ -236,7 +230,7 @@ fn the_np_sends_at_most_one_cnp_per_50_us_per_flow() {
             receiver.handle_timeout(at);
             sent_at.extend(cnps(&drain(&mut receiver)).iter().map(|_| at));
         }
-        let cnps = cnps(&data(&mut receiver, now, seq, Ecn::Ce, Scheme::Dcqcn));
+        let cnps = cnps(&data(&mut receiver, now, seq, Ecn::Ce, Scheme::from_name("dcqcn").unwrap()));
         assert!(cnps.iter().all(|&f| f == CnpFlag::Congestion));
         sent_at.extend(cnps.iter().map(|_| now));
     }
@@ -250,15 +244,18 @@ fn the_np_answers_ue_only_for_tcd_flows_and_ce_wins_within_an_interval() {
     let start = Instant::now();
     let mut receiver = Endpoint::new(EndpointConfig::new(2, LINK, start));
     // Plain DCQCN: UE is unmarked. DCTCP: no CNP for anything.
-    assert!(cnps(&data(&mut receiver, start, 0, Ecn::Ect1, Scheme::Dcqcn)).is_empty());
+    assert!(cnps(&data(&mut receiver, start, 0, Ecn::Ect1, Scheme::from_name("dcqcn").unwrap())).is_empty());
     let mut dctcp = Endpoint::new(EndpointConfig::new(2, LINK, start));
-    assert!(cnps(&data(&mut dctcp, start, 0, Ecn::Ce, Scheme::Dctcp)).is_empty());
+    assert!(cnps(&data(&mut dctcp, start, 0, Ecn::Ce, Scheme::from_name("dctcp").unwrap())).is_empty());
     assert_eq!(dctcp.poll_timeout(), None);
     // TCD: UE first (answered at once), then UE and CE within the interval: one CE CNP at its end.
     let mut tcd = Endpoint::new(EndpointConfig::new(2, LINK, start));
-    assert_eq!(cnps(&data(&mut tcd, start, 0, Ecn::Ect1, Scheme::DcqcnTcd)), [CnpFlag::Undetermined]);
-    assert!(cnps(&data(&mut tcd, start + 10 * US, 1, Ecn::Ce, Scheme::DcqcnTcd)).is_empty());
-    assert!(cnps(&data(&mut tcd, start + 20 * US, 2, Ecn::Ect1, Scheme::DcqcnTcd)).is_empty());
+    assert_eq!(
+        cnps(&data(&mut tcd, start, 0, Ecn::Ect1, Scheme::from_name("dcqcn+tcd").unwrap())),
+        [CnpFlag::Undetermined]
+    );
+    assert!(cnps(&data(&mut tcd, start + 10 * US, 1, Ecn::Ce, Scheme::from_name("dcqcn+tcd").unwrap())).is_empty());
+    assert!(cnps(&data(&mut tcd, start + 20 * US, 2, Ecn::Ect1, Scheme::from_name("dcqcn+tcd").unwrap())).is_empty());
     assert_eq!(tcd.poll_timeout(), Some(start + 50 * US));
     tcd.handle_timeout(start + 50 * US);
     assert_eq!(cnps(&drain(&mut tcd)), [CnpFlag::Congestion]);
@@ -278,9 +275,9 @@ fn marked_flow(scheme: Scheme, mark: Option<Ecn>) -> Network {
 
 #[test]
 fn with_tcd_a_flow_that_only_sees_ue_marks_keeps_its_rate_and_the_same_flow_with_ce_cuts() {
-    let unmarked = marked_flow(Scheme::DcqcnTcd, None).records[0].fct();
-    let ue = marked_flow(Scheme::DcqcnTcd, Some(Ecn::Ect1));
-    let ce = marked_flow(Scheme::DcqcnTcd, Some(Ecn::Ce));
+    let unmarked = marked_flow(Scheme::from_name("dcqcn+tcd").unwrap(), None).records[0].fct();
+    let ue = marked_flow(Scheme::from_name("dcqcn+tcd").unwrap(), Some(Ecn::Ect1));
+    let ce = marked_flow(Scheme::from_name("dcqcn+tcd").unwrap(), Some(Ecn::Ce));
     let cnps_of = |net: &Network| net.host(2).counters().sent_packets[Kind::Cnp as usize];
     let (ue_fct, ce_fct) = (ue.records[0].fct(), ce.records[0].fct());
     println!(
@@ -304,7 +301,7 @@ fn with_tcd_a_flow_that_only_sees_ue_marks_keeps_its_rate_and_the_same_flow_with
 
 #[test]
 fn plain_dcqcn_reads_ue_marks_as_unmarked() {
-    let ue = marked_flow(Scheme::Dcqcn, Some(Ecn::Ect1));
+    let ue = marked_flow(Scheme::from_name("dcqcn").unwrap(), Some(Ecn::Ect1));
     assert!(ue.switch_port(2).ue_marks > 0);
     assert_eq!(ue.host(2).counters().sent_packets[Kind::Cnp as usize], 0);
 }
@@ -313,7 +310,7 @@ fn plain_dcqcn_reads_ue_marks_as_unmarked() {
 fn a_lost_data_packet_is_retransmitted_and_the_rate_is_left_alone() {
     let mut net = network(2);
     net.lose(Kind::Data, 30);
-    net.start_flow(Duration::ZERO, 1, flow(1, 2, 2_000_000, Scheme::Dcqcn));
+    net.start_flow(Duration::ZERO, 1, flow(1, 2, 2_000_000, Scheme::from_name("dcqcn").unwrap()));
     net.run_to_completion(Duration::from_secs(1));
     let record = &net.records[0];
     assert_eq!((record.retransmits, record.timeouts), (1, 0));

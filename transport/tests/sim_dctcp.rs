@@ -13,7 +13,7 @@ const FRAME: u64 = 1538;
 const K: u64 = 65 * FRAME;
 
 fn flow(id: u32, dst: HostId, size_bytes: u64) -> FlowSpec {
-    FlowSpec { id, dst, size_bytes, scheme: Scheme::Dctcp, path_id: None, paths: None }
+    FlowSpec { id, dst, size_bytes, scheme: Scheme::from_name("dctcp").unwrap(), path_id: None, paths: None }
 }
 
 fn network(hosts: u32, buffer: u64) -> Network {

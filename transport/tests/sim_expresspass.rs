@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use cchost::cc::expresspass::ExpressPassConfig;
 use cchost::sim::{jain_fairness, Delivery, Network, SimConfig};
 use cchost::wire::Kind;
 use cchost::{FlowSpec, HostId, Scheme};
@@ -18,7 +19,7 @@ fn base_rtt() -> Duration {
 }
 
 fn flow(id: u32, dst: HostId, size_bytes: u64) -> FlowSpec {
-    FlowSpec { id, dst, size_bytes, scheme: Scheme::ExpressPass, path_id: None, paths: None }
+    FlowSpec { id, dst, size_bytes, scheme: Scheme::from_name("expresspass").unwrap(), path_id: None, paths: None }
 }
 
 fn network(hosts: u32) -> Network {
@@ -218,7 +219,8 @@ fn a_joining_flow_reaches_its_fair_share_in_a_median_of_5_rtts_at_alpha_one_half
         let mut rtts: Vec<usize> = (0..9u64)
             .map(|seed| {
                 let mut net = Network::new(SimConfig::expresspass(3, LINK, PROPAGATION, DATA_BUFFER), |mut c| {
-                    (c.expresspass.alpha, c.expresspass.w_init) = (alpha, alpha);
+                    let expresspass = c.schemes.config_mut::<ExpressPassConfig>("expresspass").unwrap();
+                    (expresspass.alpha, expresspass.w_init) = (alpha, alpha);
                     c.seed += 100 * seed;
                     c
                 });
@@ -298,8 +300,9 @@ const PACKETS_MAX: u64 = 40;
 #[test]
 fn a_short_flow_waits_one_slow_initial_credit_gap_and_never_for_loss_recovery() {
     let sixteenth = |mut c: cchost::EndpointConfig| {
-        c.expresspass.alpha = 1.0 / 16.0;
-        c.expresspass.w_init = 1.0 / 16.0;
+        let expresspass = c.schemes.config_mut::<ExpressPassConfig>("expresspass").unwrap();
+        expresspass.alpha = 1.0 / 16.0;
+        expresspass.w_init = 1.0 / 16.0;
         c
     };
     let (mut fct, mut nacks) = (Vec::new(), Vec::new());

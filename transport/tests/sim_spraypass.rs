@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use cchost::cc::spraypass::SprayPassConfig;
 use cchost::sim::{Network, SimConfig, Topology};
 use cchost::{EndpointConfig, FlowSpec, HostId, Scheme};
 
@@ -51,8 +52,8 @@ fn bytes_on_path(net: &Network, path: u8) -> u64 {
 
 #[test]
 fn spraying_carries_at_least_1_2x_what_expresspass_carries_in_a_permutation_on_a_k4_fat_tree() {
-    let expresspass = aggregate(&run(Scheme::ExpressPass, None, |c| c));
-    let spraypass = aggregate(&run(Scheme::SprayPass, None, |c| c));
+    let expresspass = aggregate(&run(Scheme::from_name("expresspass").unwrap(), None, |c| c));
+    let spraypass = aggregate(&run(Scheme::from_name("spraypass").unwrap(), None, |c| c));
     println!(
         "permutation, k=4 fat-tree, 16 flows at 10 Gbit/s: ExpressPass {:.1} Gbit/s, SprayPass {:.1} Gbit/s: {:.2}x \
          (paper 1.28x)",
@@ -67,7 +68,7 @@ fn spraying_carries_at_least_1_2x_what_expresspass_carries_in_a_permutation_on_a
 /// of it (received in pods 0 and 1, by h1..h8): the oracle never sprays it there.
 fn without_the_slow_path(mut config: EndpointConfig) -> EndpointConfig {
     if config.host <= 8 {
-        config.spraypass.excluded_paths = vec![0];
+        config.schemes.config_mut::<SprayPassConfig>("spraypass").unwrap().excluded_paths = vec![0];
     }
     config
 }
@@ -79,10 +80,10 @@ fn without_the_slow_path(mut config: EndpointConfig) -> EndpointConfig {
 fn with_a_core_link_slowed_to_a_tenth_spraypass_keeps_90_percent_of_what_the_other_paths_carry_and_probing_removes_a_slower_one(
 ) {
     for fraction in [0.1, 0.05] {
-        let probed = run(Scheme::SprayPass, Some(fraction), |c| c);
-        let oracle = aggregate(&run(Scheme::SprayPass, Some(fraction), without_the_slow_path));
-        let unprobed = run(Scheme::SprayPass, Some(fraction), |mut c| {
-            c.spraypass.theta = 0.0;
+        let probed = run(Scheme::from_name("spraypass").unwrap(), Some(fraction), |c| c);
+        let oracle = aggregate(&run(Scheme::from_name("spraypass").unwrap(), Some(fraction), without_the_slow_path));
+        let unprobed = run(Scheme::from_name("spraypass").unwrap(), Some(fraction), |mut c| {
+            c.schemes.config_mut::<SprayPassConfig>("spraypass").unwrap().theta = 0.0;
             c
         });
         let share = |net: &Network| bytes_on_path(net, 0) as f64 / bytes_on_path(net, 1) as f64;

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,11 +73,26 @@ def host_number(name: str) -> int:
     return int(name[1:])
 
 
+def param_args(params: Mapping[str, object]) -> list[str]:
+    """`--param <scheme>.<key>=<value>` for each "<scheme>.<key>" of `params`, in its order (cchost
+    refuses an unknown scheme or key, or a bad value, in one line; hosts.schemes lists them). Times
+    are datacenter microseconds: cchost multiplies them by --dilation."""
+    argv = []
+    for name, value in params.items():
+        scheme, dot, key = name.partition(".")
+        if not (scheme and dot and key) or "=" in name:
+            raise ValueError(f"cchost parameter {name!r}: expected <scheme>.<key>, e.g. dcqcn.timer_us")
+        argv += ["--param", f"{name}={value}"]
+    return argv
+
+
 def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Path, *,
             schedule: Path | None = None, exit_when_done: bool = False, duration_s: float | None = None,
-            extra: tuple[str, ...] = (), binary: Path | None = None) -> list[str]:
+            extra: tuple[str, ...] = (), binary: Path | None = None,
+            params: Mapping[str, object] | None = None) -> list[str]:
     """cchost's argv for `host`, with its records and counters in `workdir`/<host>.* (`binary`: the
-    cchost the host runs, node.transport_binary; build/cchost by default)"""
+    cchost the host runs, node.transport_binary; build/cchost by default; `params`: scheme
+    parameters, "<scheme>.<key>" -> value, passed as --param, see `param_args`)"""
     argv = [str(binary or cchost_binary()), "--host", str(host_number(host)), "--link-mbps", str(link_mbps),
             "--scheme", scheme, "--epoch-ns", str(epoch_ns),
             "--records", str(workdir / f"{host}.records"), "--counters", str(workdir / f"{host}.counters")]
@@ -86,6 +102,8 @@ def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Pa
         argv.append("--exit-when-done")
     if duration_s is not None:
         argv += ["--duration", str(duration_s)]
+    if params:
+        argv += param_args(params)
     return argv + list(extra)
 
 

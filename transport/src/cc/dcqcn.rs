@@ -8,8 +8,9 @@
 //!   (RC = (RT + RC) / 2); once one has, additive increase (RT += R_AI first); once both have,
 //!   hyper increase (RT += i R_HAI, i the stages past F of the slower one). [`Dcqcn::next_send`]
 //!   paces packets at RC; the window is a generous cap, never the limiter.
-//! - **NP** ([`CnpGenerator`], the data receiver): a marked data packet triggers a CNP, at
-//!   most one per flow per `cnp_interval`.
+//! - **NP** ([`NotificationPoint`], the data receiver's [`ReceiverControl`], with its
+//!   [`CnpGenerator`]): a marked data packet triggers a CNP, at most one per flow per
+//!   `cnp_interval`.
 //! - **TCD**: ports mark CE (congested) or UE (undetermined: paused by PFC, not congested;
 //!   ECT(1) on the wire). The NP's CNP says CE if any CE packet came, else UE; the RP cuts
 //!   harder on CE (beta 1.2 instead of 0.5) and holds its rate on UE.
@@ -27,11 +28,17 @@
 //! (`--link-mbps`, the emulated rate), so that an emulation of a datacenter d times slower
 //! keeps their proportion to the link, and times dilate as every time does
 //! ([`DcqcnConfig::dilate`]).
+//!
+//! DCQCN and DCQCN+TCD are two schemes of one config ([`DcqcnConfig::with_tcd`]): two lines of
+//! the scheme table, each with its own parameters (`--param dcqcn.timer_us=...`,
+//! `--param dcqcn+tcd.timer_us=...`).
 
 use std::time::{Duration, Instant};
 
-use super::{Ack, SenderControl};
-use crate::types::CnpFlag;
+use super::{Ack, ReceiverControl, SenderControl};
+use crate::scheme::param::{self, Param, Range, Spec};
+use crate::scheme::{Driver, SchemeFactory};
+use crate::types::{CnpFlag, Ecn};
 use crate::wire::FRAME_OVERHEAD_BYTES;
 
 /// The link the paper's rates are given for: its testbed's 40 Gbit/s.
@@ -74,7 +81,7 @@ pub struct DcqcnConfig {
     pub alpha_timer: Duration,
     /// T, the rate increase timer: 55 us (paper; HPCC run.py `dcqcn_paper` `RP_TIMER 55`).
     /// HPCC run.py's `dcqcn` uses 300 us and rdma-hw.cc / ns3-rdma default to 1500 us: CHOICE,
-    /// the paper's, which recovers fastest (`--dcqcn-timer-us` sets another).
+    /// the paper's, which recovers fastest (`--param dcqcn.timer_us=...` sets another).
     pub increase_timer: Duration,
     /// B, the byte counter: an increase event every B bytes sent (on the wire). 10 MB at
     /// 40 Gbit/s (paper), 2 ms of line rate, scaled with the link like the rates so that it
@@ -167,6 +174,120 @@ impl DcqcnConfig {
             holds: 0,
             config: self.clone(),
         }
+    }
+}
+
+/// `--param dcqcn.<name>=<value>` and `--param dcqcn+tcd.<name>=<value>`. Rates and the byte
+/// counter are fractions of the link (module doc), no parameters.
+const PARAMS: &[Spec<DcqcnConfig>] = &[
+    Spec {
+        name: "timer_us",
+        unit: "us",
+        range: Range::Micros,
+        doc: "T, the rate increase timer (the DCQCN paper's 55; HPCC's ns-3 runs use 300)",
+        get: |c| Some(param::micros(c.increase_timer)),
+        set: |c, v| c.increase_timer = param::from_micros(v),
+    },
+    Spec {
+        name: "cnp_interval_us",
+        unit: "us",
+        range: Range::Micros,
+        doc: "N: the data receiver sends at most one CNP per flow this often (the paper's 50)",
+        get: |c| Some(param::micros(c.cnp_interval)),
+        set: |c, v| c.cnp_interval = param::from_micros(v),
+    },
+    Spec {
+        name: "alpha_timer_us",
+        unit: "us",
+        range: Range::Micros,
+        doc: "K, the alpha timer: alpha decays by (1 - g) every K without a CNP",
+        get: |c| Some(param::micros(c.alpha_timer)),
+        set: |c, v| c.alpha_timer = param::from_micros(v),
+    },
+    Spec {
+        name: "g",
+        unit: "fraction",
+        range: Range::Fraction,
+        doc: "weight of each alpha update",
+        get: |c| Some(c.g),
+        set: |c, v| c.g = v,
+    },
+    Spec {
+        name: "initial_alpha",
+        unit: "fraction",
+        range: Range::UnitInterval,
+        doc: "alpha before the first CNP",
+        get: |c| Some(c.initial_alpha),
+        set: |c, v| c.initial_alpha = v,
+    },
+    Spec {
+        name: "beta",
+        unit: "factor",
+        range: Range::Positive,
+        doc: "a CE CNP sets RC = RC (1 - beta alpha), at least the minimum rate (DCQCN 0.5, DCQCN+TCD 1.2)",
+        get: |c| Some(c.beta),
+        set: |c, v| c.beta = v,
+    },
+    Spec {
+        name: "fast_recovery_stages",
+        unit: "stages",
+        range: Range::Count(0),
+        doc: "F: stages of fast recovery before additive increase",
+        get: |c| Some(c.fast_recovery_stages.into()),
+        set: |c, v| c.fast_recovery_stages = v as u32,
+    },
+];
+
+/// Two schemes of one config: `tcd` tells them apart.
+impl SchemeFactory for DcqcnConfig {
+    fn name(&self) -> &'static str {
+        if self.tcd {
+            "dcqcn+tcd"
+        } else {
+            "dcqcn"
+        }
+    }
+
+    fn wire_id(&self) -> u8 {
+        if self.tcd {
+            6
+        } else {
+            5
+        }
+    }
+
+    fn driver(&self) -> Driver {
+        Driver::Sender
+    }
+
+    /// RED-marking ports; TCD's also mark UE.
+    fn port_profile(&self) -> &'static str {
+        if self.tcd {
+            "tcd"
+        } else {
+            "dcqcn"
+        }
+    }
+
+    fn params(&self) -> Vec<Param> {
+        param::describe(self, PARAMS)
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
+        param::set(self, PARAMS, self.name(), key, value)
+    }
+
+    fn dilate(&mut self, d: f64) {
+        DcqcnConfig::dilate(self, d);
+    }
+
+    fn sender_control(&self, _seed: u64) -> Option<Box<dyn SenderControl>> {
+        Some(Box::new(self.build()))
+    }
+
+    /// The NP, at the receiver's own CNP interval.
+    fn receiver_control(&self) -> Option<Box<dyn ReceiverControl>> {
+        Some(Box::new(NotificationPoint { tcd: self.tcd, cnps: CnpGenerator::new(self.cnp_interval) }))
     }
 }
 
@@ -453,6 +574,34 @@ impl CnpGenerator {
         let flag = self.held.take()?;
         self.last = Some(now);
         Some(flag)
+    }
+}
+
+/// DCQCN's notification point at one flow's data receiver: which marks call for a CNP (CE;
+/// with TCD, UE too: plain DCQCN reads UE, which its ports never set, as unmarked), sent as
+/// its [`CnpGenerator`] lets them go.
+#[derive(Debug, Clone)]
+pub struct NotificationPoint {
+    tcd: bool,
+    cnps: CnpGenerator,
+}
+
+impl ReceiverControl for NotificationPoint {
+    fn on_data(&mut self, now: Instant, ecn: Ecn) -> Option<CnpFlag> {
+        let mark = match ecn {
+            Ecn::Ce => CnpFlag::Congestion,
+            Ecn::Ect1 if self.tcd => CnpFlag::Undetermined,
+            _ => return None,
+        };
+        self.cnps.on_mark(now, mark)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.cnps.deadline()
+    }
+
+    fn on_timeout(&mut self, now: Instant) -> Option<CnpFlag> {
+        self.cnps.on_timeout(now)
     }
 }
 

@@ -6,6 +6,8 @@
 use std::time::Instant;
 
 use super::{Ack, SenderControl};
+use crate::scheme::param::{self, Param, Range, Spec};
+use crate::scheme::{Driver, SchemeFactory};
 
 /// Parameters, with the paper's defaults.
 #[derive(Debug, Clone)]
@@ -28,6 +30,17 @@ impl Default for DctcpConfig {
 }
 
 impl DctcpConfig {
+    /// The defaults, for segments of `mss` payload bytes (the endpoint's data packets').
+    pub fn with_mss(mss: u16) -> Self {
+        Self { mss: mss.into(), ..Self::default() }
+    }
+
+    /// No time among them; field by field, so that a time added later must be placed here
+    /// (DCTCP+, which runs this config, calls it too).
+    pub fn dilate(&mut self, _d: f64) {
+        let DctcpConfig { mss: _, g: _, initial_window_segments: _, min_window_segments: _ } = self;
+    }
+
     pub fn build(&self) -> Dctcp {
         Dctcp {
             config: self.clone(),
@@ -41,6 +54,69 @@ impl DctcpConfig {
             before_timeout: None,
             reductions: 0,
         }
+    }
+}
+
+/// `--param dctcp.<name>=<value>`, and DCTCP+'s DCTCP underneath (`--param dctcp+.g=...`).
+/// The segment size is the endpoint's.
+pub(crate) const PARAMS: &[Spec<DctcpConfig>] = &[
+    Spec {
+        name: "g",
+        unit: "fraction",
+        range: Range::Fraction,
+        doc: "weight of the newest window's marked fraction in alpha",
+        get: |c| Some(c.g),
+        set: |c, v| c.g = v,
+    },
+    Spec {
+        name: "initial_window_segments",
+        unit: "segments",
+        range: Range::Count(1),
+        doc: "initial window (a flow on a reused connection keeps the window it takes over)",
+        get: |c| Some(c.initial_window_segments as f64),
+        set: |c, v| c.initial_window_segments = v as u64,
+    },
+    Spec {
+        name: "min_window_segments",
+        unit: "segments",
+        range: Range::Count(1),
+        doc: "smallest window",
+        get: |c| Some(c.min_window_segments as f64),
+        set: |c, v| c.min_window_segments = v as u64,
+    },
+];
+
+impl SchemeFactory for DctcpConfig {
+    fn name(&self) -> &'static str {
+        "dctcp"
+    }
+
+    fn wire_id(&self) -> u8 {
+        3
+    }
+
+    fn driver(&self) -> Driver {
+        Driver::Sender
+    }
+
+    fn port_profile(&self) -> &'static str {
+        "dctcp"
+    }
+
+    fn params(&self) -> Vec<Param> {
+        param::describe(self, PARAMS)
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
+        param::set(self, PARAMS, self.name(), key, value)
+    }
+
+    fn dilate(&mut self, d: f64) {
+        DctcpConfig::dilate(self, d);
+    }
+
+    fn sender_control(&self, _seed: u64) -> Option<Box<dyn SenderControl>> {
+        Some(Box::new(self.build()))
     }
 }
 

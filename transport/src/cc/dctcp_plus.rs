@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use super::dctcp::{Dctcp, DctcpConfig};
+use super::dctcp::{self, Dctcp, DctcpConfig};
 use super::{Ack, SenderControl};
+use crate::scheme::param::{self, Param, Range, Spec};
+use crate::scheme::{Driver, SchemeFactory};
 
 #[derive(Debug, Clone)]
 pub struct DctcpPlusConfig {
@@ -57,17 +59,13 @@ impl DctcpPlusConfig {
     /// the unit, so it follows.
     pub fn dilate(&mut self, d: f64) {
         // Field by field, so that a time added later must be placed here.
-        let DctcpPlusConfig {
-            dctcp: _,
-            backoff_time_unit,
-            initial_backoff_time_unit,
-            threshold_fraction: _,
-            divisor: _,
-        } = self;
+        let DctcpPlusConfig { dctcp, backoff_time_unit, initial_backoff_time_unit, threshold_fraction: _, divisor: _ } =
+            self;
         if let Some(unit) = backoff_time_unit {
             *unit = unit.mul_f64(d);
         }
         *initial_backoff_time_unit = initial_backoff_time_unit.mul_f64(d);
+        dctcp.dilate(d);
     }
 
     pub fn build(&self, seed: u64) -> DctcpPlus {
@@ -81,6 +79,87 @@ impl DctcpPlusConfig {
             gate: None,
             rng: SmallRng::seed_from_u64(seed),
         }
+    }
+}
+
+/// `--param dctcp+.<name>=<value>` (`--slow-time-unit-us` sets slow_time_unit_us): its own,
+/// then those of the DCTCP underneath.
+const OWN_PARAMS: &[Spec<DctcpPlusConfig>] = &[
+    Spec {
+        name: "slow_time_unit_us",
+        unit: "us",
+        range: Range::Micros,
+        doc: "backoff_time_unit: slow_time grows by U[0, this] per congested ack (unset: the flow's base RTT, \
+              the paper's guideline)",
+        get: |c| c.backoff_time_unit.map(param::micros),
+        set: |c, v| c.backoff_time_unit = Some(param::from_micros(v)),
+    },
+    Spec {
+        name: "initial_slow_time_unit_us",
+        unit: "us",
+        range: Range::Micros,
+        doc: "the unit before the flow's first RTT sample",
+        get: |c| Some(param::micros(c.initial_backoff_time_unit)),
+        set: |c, v| c.initial_backoff_time_unit = param::from_micros(v),
+    },
+    Spec {
+        name: "threshold_fraction",
+        unit: "fraction",
+        range: Range::Fraction,
+        doc: "threshold_T, of the unit: below it TIME_DES returns to NORMAL",
+        get: |c| Some(c.threshold_fraction),
+        set: |c, v| c.threshold_fraction = v,
+    },
+    Spec {
+        name: "divisor",
+        unit: "factor",
+        range: Range::Positive,
+        doc: "divisor_factor: slow_time is divided by this per clean ack",
+        get: |c| Some(c.divisor),
+        set: |c, v| c.divisor = v,
+    },
+];
+
+impl SchemeFactory for DctcpPlusConfig {
+    fn name(&self) -> &'static str {
+        "dctcp+"
+    }
+
+    fn wire_id(&self) -> u8 {
+        4
+    }
+
+    fn driver(&self) -> Driver {
+        Driver::Sender
+    }
+
+    /// DCTCP's ports: the same K marking.
+    fn port_profile(&self) -> &'static str {
+        "dctcp"
+    }
+
+    fn params(&self) -> Vec<Param> {
+        let mut params = param::describe(self, OWN_PARAMS);
+        params.extend(param::describe(&self.dctcp, dctcp::PARAMS));
+        params
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
+        if dctcp::PARAMS.iter().any(|spec| spec.name == key) {
+            param::set(&mut self.dctcp, dctcp::PARAMS, "dctcp+", key, value)
+        } else if OWN_PARAMS.iter().any(|spec| spec.name == key) {
+            param::set(self, OWN_PARAMS, "dctcp+", key, value)
+        } else {
+            Err(param::unknown("dctcp+", key, self.params().iter().map(|p| p.name)))
+        }
+    }
+
+    fn dilate(&mut self, d: f64) {
+        DctcpPlusConfig::dilate(self, d);
+    }
+
+    fn sender_control(&self, seed: u64) -> Option<Box<dyn SenderControl>> {
+        Some(Box::new(self.build(seed)))
     }
 }
 

@@ -1,20 +1,37 @@
-//! Congestion control behind two small traits (quinn-proto's `congestion` module is the
-//! model): [`CreditControl`] for receiver-driven schemes (the data receiver paces credits:
-//! ExpressPass, SprayPass) and [`SenderControl`] for sender-driven ones (window, send gate,
-//! or a rate pacer: DCTCP, DCTCP+, DCQCN). Every hook takes `now`; one file per algorithm
-//! (one folder when it grows helpers); [`crate::Scheme`] builds them.
+//! Congestion control behind small traits (quinn-proto's `congestion` module is the model):
+//! [`CreditControl`] for receiver-driven schemes (the data receiver paces credits:
+//! ExpressPass, SprayPass), [`SenderControl`] for sender-driven ones (window, send gate, or a
+//! rate pacer: DCTCP, DCTCP+, DCQCN) and, for the latter's data receivers, [`ReceiverControl`]
+//! (DCQCN's notification point). Every hook takes `now`. One file per algorithm (one folder
+//! when it grows helpers), whose config is its scheme's factory
+//! ([`crate::scheme::SchemeFactory`]); [`schemes`] is the one table of them.
 
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 
-use crate::types::CnpFlag;
+use crate::scheme::Registry;
+use crate::types::{CnpFlag, Ecn};
 
 pub mod dcqcn;
 pub mod dctcp;
 pub mod dctcp_plus;
 pub mod expresspass;
 pub mod spraypass;
+
+/// The schemes cchost runs, configured for a host's link of `link_bits_per_second` and its
+/// data packets' `mss` payload bytes: the one table of them, one line per scheme, in the order
+/// `cchost --schemes` lists them. A new scheme is a file above and a line here.
+pub fn schemes(link_bits_per_second: f64, mss: u16) -> Registry {
+    let link = link_bits_per_second;
+    Registry::empty()
+        .with(expresspass::ExpressPassConfig::for_link(link))
+        .with(spraypass::SprayPassConfig::for_link(link))
+        .with(dctcp::DctcpConfig::with_mss(mss))
+        .with(dctcp_plus::DctcpPlusConfig::on(dctcp::DctcpConfig::with_mss(mss)))
+        .with(dcqcn::DcqcnConfig::for_link(link))
+        .with(dcqcn::DcqcnConfig::for_link(link).with_tcd())
+}
 
 /// Gap before the next credit at `rate` credit bytes per second: `credit_bytes` over the rate,
 /// spread by `jitter` in [-1, 1] times `spread` (both credit schemes pace this way).
@@ -109,6 +126,23 @@ pub trait SenderControl {
     /// when something other than the window holds it (DCTCP+'s slow_time, a rate pacer);
     /// `None`: at once. Asked again until the packet leaves (`on_sent`).
     fn next_send(&mut self, _now: Instant) -> Option<Instant> {
+        None
+    }
+}
+
+/// Sender-driven schemes, at the data receiver: what a data packet's ECN mark calls for besides
+/// the ack that echoes it (DCQCN's notification point answers marks with CNPs, at most one per
+/// interval). Built per flow by the scheme the data header names
+/// ([`crate::scheme::SchemeFactory::receiver_control`]); schemes that need none build none.
+pub trait ReceiverControl {
+    /// A data packet of the flow arrived with `ecn`: the notification to send now, if any.
+    fn on_data(&mut self, now: Instant, ecn: Ecn) -> Option<CnpFlag>;
+    /// When a notification held back may go (then `on_timeout`); `None`: none is held.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+    /// The deadline passed: the notification to send, if one is held.
+    fn on_timeout(&mut self, _now: Instant) -> Option<CnpFlag> {
         None
     }
 }

@@ -118,8 +118,7 @@ impl CreditedSender {
                 payload_len,
                 last: seq + 1 == self.packets,
                 credit_ce,
-                cnp: false,
-                tcd: false,
+                scheme: self.spec.scheme.wire_id(),
             },
         );
         // Early credit stop: the credits of the window that just closed (at least an RTT long)

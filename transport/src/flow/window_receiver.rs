@@ -1,13 +1,13 @@
 //! Sender-driven schemes (DCTCP, DCTCP+, DCQCN), data receiving side: one cumulative ack per
 //! data packet, echoing its CE mark and send time; the flow ends when every packet up to the
-//! last one arrived. For DCQCN flows (the data header asks) it is also the notification point:
-//! marked data triggers CNPs, at most one per interval ([`CnpGenerator`]).
+//! last one arrived. Each packet's ECN mark also goes to the flow's [`ReceiverControl`], if its
+//! scheme (named in the data header) has one: DCQCN's notification point answers marks with
+//! CNPs, which are sent from here.
 
 use std::time::Instant;
 
 use super::{Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
-use crate::cc::dcqcn::CnpGenerator;
-use crate::config::EndpointConfig;
+use crate::cc::ReceiverControl;
 use crate::types::{CnpFlag, Ecn, HostId};
 use crate::wire::Packet;
 
@@ -18,9 +18,6 @@ pub(crate) struct WindowData {
     pub last: bool,
     pub echo_sent_us: u32,
     pub ecn: Ecn,
-    /// The sender asks for CNPs (DCQCN), and for UE ones too (TCD).
-    pub cnp: bool,
-    pub tcd: bool,
 }
 
 pub(crate) struct Arrival {
@@ -38,13 +35,14 @@ pub(crate) struct WindowReceiver {
     bytes: u64,
     /// Packets of the flow, once its last one arrived.
     packets: Option<u32>,
-    /// DCQCN's notification point, from the first marked packet of a flow that asks for CNPs.
-    notifier: Option<CnpGenerator>,
+    /// What the flow's scheme does with marks beyond echoing them (DCQCN's notification
+    /// point); `None`: nothing.
+    control: Option<Box<dyn ReceiverControl>>,
 }
 
 impl WindowReceiver {
-    pub fn new(src: HostId, flow: u32, path_id: u8) -> Self {
-        Self { src, flow, path_id, received: ReceivedSet::default(), bytes: 0, packets: None, notifier: None }
+    pub fn new(src: HostId, flow: u32, path_id: u8, control: Option<Box<dyn ReceiverControl>>) -> Self {
+        Self { src, flow, path_id, received: ReceivedSet::default(), bytes: 0, packets: None, control }
     }
 
     pub fn path_id(&self) -> u8 {
@@ -56,8 +54,8 @@ impl WindowReceiver {
         self.bytes
     }
 
-    pub fn on_data(&mut self, ctx: &mut Ctx, data: WindowData, config: &EndpointConfig) -> Result<Arrival, OutOfRange> {
-        let WindowData { seq, payload_len, last, echo_sent_us, ecn, cnp, tcd } = data;
+    pub fn on_data(&mut self, ctx: &mut Ctx, data: WindowData) -> Result<Arrival, OutOfRange> {
+        let WindowData { seq, payload_len, last, echo_sent_us, ecn } = data;
         if seq.saturating_sub(self.received.cumulative()) > MAX_AHEAD || self.packets.is_some_and(|n| seq >= n) {
             return Err(OutOfRange);
         }
@@ -70,18 +68,8 @@ impl WindowReceiver {
             self.bytes += u64::from(payload_len);
         }
         let hole = self.received.count() > self.received.cumulative() as u64;
-        // Plain DCQCN reads UE (which its ports never set) as unmarked.
-        let mark = match ecn {
-            Ecn::Ce => Some(CnpFlag::Congestion),
-            Ecn::Ect1 if tcd => Some(CnpFlag::Undetermined),
-            _ => None,
-        };
-        if let Some(mark) = mark.filter(|_| cnp) {
-            let interval = if tcd { config.dcqcn_tcd.cnp_interval } else { config.dcqcn.cnp_interval };
-            let notifier = self.notifier.get_or_insert_with(|| CnpGenerator::new(interval));
-            if let Some(flag) = notifier.on_mark(ctx.now, mark) {
-                self.send_cnp(ctx, flag);
-            }
+        if let Some(flag) = self.control.as_mut().and_then(|control| control.on_data(ctx.now, ecn)) {
+            self.send_cnp(ctx, flag);
         }
         ctx.send(
             self.src,
@@ -99,13 +87,13 @@ impl WindowReceiver {
         Ok(Arrival { complete: self.packets.is_some_and(|n| self.received.cumulative() >= n), out_of_order })
     }
 
-    /// When a CNP held back by the interval may go.
+    /// When a notification the receiver control held back may go.
     pub fn deadline(&self) -> Option<Instant> {
-        self.notifier.as_ref()?.deadline()
+        self.control.as_ref()?.deadline()
     }
 
     pub fn on_timeout(&mut self, ctx: &mut Ctx) {
-        if let Some(flag) = self.notifier.as_mut().and_then(|n| n.on_timeout(ctx.now)) {
+        if let Some(flag) = self.control.as_mut().and_then(|control| control.on_timeout(ctx.now)) {
             self.send_cnp(ctx, flag);
         }
     }

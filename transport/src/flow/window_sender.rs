@@ -143,7 +143,6 @@ impl WindowSender {
             self.send_times[index] = ctx.now;
         }
         let payload_len = payload_of(seq, self.spec.size_bytes, self.mss);
-        let (cnp, tcd) = self.spec.scheme.notifications();
         self.cc.on_sent(ctx.now, (DATA_HEADER_BYTES + payload_len as usize) as u64);
         ctx.send(
             self.spec.dst,
@@ -157,8 +156,7 @@ impl WindowSender {
                 payload_len,
                 last: seq + 1 == self.packets,
                 credit_ce: false,
-                cnp,
-                tcd,
+                scheme: self.spec.scheme.wire_id(),
             },
         );
     }

@@ -9,6 +9,7 @@
 //!
 //! ```text
 //! cchost --host 1 --link-mbps 100 --schedule h1.flows --records h1.records --exit-when-done
+//! cchost --schemes --json      # the schemes, their wire ids, port profiles and parameters
 //! ```
 
 mod clock;
@@ -26,7 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cchost::{DelayLine, Ecn, Endpoint, EndpointConfig, FlowRecord, HostId, InboundFinish, Incoming, Transmit};
+use cchost::{
+    DelayLine, Driver, Ecn, Endpoint, EndpointConfig, FlowRecord, HostId, InboundFinish, Incoming, Registry, Transmit,
+};
 use clap::Parser;
 use serde_json::json;
 
@@ -43,7 +46,12 @@ const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 const SPARE_BUFFERS: usize = 4096;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "ccemu's transport: one per emulated host, sends its scheduled flows and receives others'")]
+#[command(
+    version,
+    about = "ccemu's transport: one per emulated host, sends its scheduled flows and receives others'",
+    after_help = "cchost --schemes [--json] lists the schemes (name, wire id, driver, port profile, parameters) \
+                  and exits."
+)]
 struct Args {
     /// This host's number (h3 is 3); it binds 10.x.y.z of that number.
     #[arg(long)]
@@ -66,8 +74,7 @@ struct Args {
     /// Counters, rewritten as one JSON object every 100 ms and at exit.
     #[arg(long)]
     counters: Option<PathBuf>,
-    /// Scheme of flows whose schedule line names none: expresspass, spraypass, dctcp, dctcp+,
-    /// dcqcn or dcqcn+tcd.
+    /// Scheme of flows whose schedule line names none: one of `cchost --schemes`.
     #[arg(long, default_value = "expresspass", value_parser = parse_scheme)]
     scheme: cchost::Scheme,
     /// CLOCK_MONOTONIC nanoseconds of the experiment's start: flow starts count from it, and
@@ -88,15 +95,22 @@ struct Args {
     /// Exit after this many seconds whatever is left.
     #[arg(long)]
     duration: Option<f64>,
-    /// ExpressPass initial credit rate, fraction of the maximum (paper: 1/2; 1/16 for realistic workloads).
+    /// A scheme's parameter, `<scheme>.<key>=<value>` (repeatable; `cchost --schemes` lists
+    /// them): `--param dcqcn.timer_us=300`. Times are microseconds of datacenter time
+    /// (x --dilation). Applied after the flags below that set parameters too.
+    #[arg(long = "param", value_name = "SCHEME.KEY=VALUE")]
+    params: Vec<String>,
+    /// ExpressPass initial credit rate, fraction of the maximum (paper: 1/2; 1/16 for realistic
+    /// workloads): `--param expresspass.alpha`.
     #[arg(long, default_value_t = 0.5)]
     alpha: f64,
     /// ExpressPass and SprayPass initial aggressiveness w (SprayPass: omega_init, its initial
-    /// rate too); default: --alpha, as in the paper's runs.
+    /// rate too); default: --alpha, as in the paper's runs: `--param expresspass.w_init` and
+    /// `--param spraypass.w_init`.
     #[arg(long)]
     w_init: Option<f64>,
     /// DCTCP+ backoff_time_unit, us of datacenter time (x --dilation; default: the flow's base
-    /// RTT, the paper's guideline).
+    /// RTT, the paper's guideline): `--param dctcp+.slow_time_unit_us`.
     #[arg(long)]
     slow_time_unit_us: Option<f64>,
     /// Every sender-driven flow starts afresh (initial window, initial RTO), as a new connection
@@ -105,14 +119,6 @@ struct Args {
     /// paper's incast application keeps).
     #[arg(long)]
     fresh_connections: bool,
-    /// DCQCN and DCQCN+TCD rate increase timer T, us of datacenter time (x --dilation): the
-    /// DCQCN paper's 55; HPCC's ns-3 runs use 300.
-    #[arg(long, default_value_t = 55.0)]
-    dcqcn_timer_us: f64,
-    /// DCQCN's notification point sends at most one CNP per flow this often, us of datacenter
-    /// time (x --dilation; the DCQCN paper's N = 50).
-    #[arg(long, default_value_t = 50.0)]
-    cnp_interval_us: f64,
     /// DCTCP retransmission timeout floor, ms of datacenter time (x --dilation).
     #[arg(long, default_value_t = 10.0)]
     rto_min_ms: f64,
@@ -123,9 +129,9 @@ struct Args {
     /// Time dilation d, 1 to 1e6: the emulation stands for a datacenter d times faster (its
     /// links run at the datacenter's rate / d). Every time parameter of the transport is read
     /// as datacenter time and multiplied by d: --rto-min-ms, --control-timeout-ms,
-    /// --slow-time-unit-us, --dcqcn-timer-us, --cnp-interval-us, and the built-in initial RTO
-    /// (100 ms), initial RTT (1 ms), DCTCP+ initial backoff unit (100 us) and DCQCN alpha
-    /// timer (55 us). Not multiplied (wall time): --linger, --duration,
+    /// --slow-time-unit-us, every scheme parameter in us (`cchost --schemes`: "dilates"), and
+    /// the built-in initial RTO (100 ms) and initial RTT (1 ms). Not multiplied (wall time):
+    /// --linger, --duration,
     /// --delays, --progress-every-ms, schedule start times, and every time written out.
     /// --link-mbps is the emulated rate already.
     #[arg(long, default_value_t = 1.0)]
@@ -150,7 +156,21 @@ struct Args {
     seed: Option<u64>,
 }
 
+/// `cchost --schemes [--json]`: needs nothing else (the Python side asks it for the schemes).
+#[derive(Parser, Debug)]
+struct ListSchemes {
+    #[arg(long)]
+    schemes: bool,
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() -> ExitCode {
+    if let Ok(list) = ListSchemes::try_parse() {
+        if list.schemes {
+            return print_schemes(list.json);
+        }
+    }
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -323,14 +343,6 @@ fn invalid(args: &Args) -> Option<String> {
             format!("--control-timeout-ms must be > 0 (got {})", args.control_timeout_ms),
         ),
         (
-            positive(args.dcqcn_timer_us, YEAR_S * 1e6),
-            format!("--dcqcn-timer-us must be > 0 (got {})", args.dcqcn_timer_us),
-        ),
-        (
-            positive(args.cnp_interval_us, YEAR_S * 1e6),
-            format!("--cnp-interval-us must be > 0 (got {})", args.cnp_interval_us),
-        ),
-        (
             args.slow_time_unit_us.is_none_or(|us| positive(us, YEAR_S * 1e6)),
             format!("--slow-time-unit-us must be > 0 (got {:?})", args.slow_time_unit_us),
         ),
@@ -352,6 +364,87 @@ fn invalid(args: &Args) -> Option<String> {
     checks.into_iter().find(|(ok, _)| !ok).map(|(_, message)| message)
 }
 
+/// The endpoint's configuration from the command line (checked by `invalid` first): the
+/// scheme parameters that flags set, then `--param`s, then every time dilated. A bad
+/// `--param` is refused in one line naming it.
+fn endpoint_config(args: &Args, epoch: Instant) -> Result<EndpointConfig, String> {
+    let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, epoch);
+    let w_init = args.w_init.unwrap_or(args.alpha).to_string();
+    let mut params = vec![
+        ("expresspass", "alpha", args.alpha.to_string()),
+        ("expresspass", "w_init", w_init.clone()),
+        ("spraypass", "w_init", w_init),
+    ];
+    if let Some(us) = args.slow_time_unit_us {
+        params.push(("dctcp+", "slow_time_unit_us", us.to_string()));
+    }
+    for (scheme, key, value) in params {
+        config.schemes.set_param(scheme, key, &value)?;
+    }
+    for param in &args.params {
+        let parsed = param.split_once('=').and_then(|(name, value)| Some((name.split_once('.')?, value)));
+        let Some(((scheme, key), value)) = parsed else {
+            return Err(format!("--param {param}: expected <scheme>.<key>=<value>"));
+        };
+        config.schemes.set_param(scheme, key, value).map_err(|e| format!("--param {param}: {e}"))?;
+    }
+    config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
+    config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
+    config.seed = args.seed.unwrap_or(args.host as u64);
+    config.reuse_connections = !args.fresh_connections;
+    config.dilate(args.dilation);
+    Ok(config)
+}
+
+/// The scheme table as `cchost --schemes` prints it: JSON (one array, one object per scheme;
+/// the Python side reads it) or a line per scheme and parameter.
+fn schemes_listing(registry: &Registry, as_json: bool) -> String {
+    let driver = |driver| match driver {
+        Driver::Receiver => "receiver",
+        Driver::Sender => "sender",
+    };
+    if as_json {
+        let schemes: Vec<_> = registry
+            .iter()
+            .map(|scheme| {
+                let params: Vec<_> = scheme
+                    .params()
+                    .iter()
+                    .map(|p| json!({"name": p.name, "default": p.default, "unit": p.unit, "dilates": p.dilates, "doc": p.doc}))
+                    .collect();
+                json!({
+                    "name": scheme.name(), "wire_id": scheme.wire_id(), "driver": driver(scheme.driver()),
+                    "port_profile": scheme.port_profile(), "credit": scheme.driver() == Driver::Receiver,
+                    "params": params,
+                })
+            })
+            .collect();
+        return format!("{}\n", serde_json::Value::Array(schemes));
+    }
+    let mut text = String::new();
+    for scheme in registry.iter() {
+        let (name, id, profile) = (scheme.name(), scheme.wire_id(), scheme.port_profile());
+        text += &format!("{name} (wire id {id}, {}-driven, {profile} ports)\n", driver(scheme.driver()));
+        for p in scheme.params() {
+            let default = p.default.map_or("unset".to_string(), |v| v.to_string());
+            let dilates = if p.dilates { ", x --dilation" } else { "" };
+            text += &format!("  --param {name}.{}={default} ({}{dilates}): {}\n", p.name, p.unit, p.doc);
+        }
+    }
+    text
+}
+
+fn print_schemes(as_json: bool) -> ExitCode {
+    let mut out = io::stdout();
+    match out.write_all(schemes_listing(&Registry::catalogue(), as_json).as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cchost --schemes: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn run(args: &Args) -> Result<(), String> {
     if let Some(message) = invalid(args) {
         return Err(message);
@@ -361,22 +454,7 @@ fn run(args: &Args) -> Result<(), String> {
         schedule.read_file(path)?;
     }
     let clock = Clock::new(args.epoch_ns);
-    let mut config = EndpointConfig::new(args.host, args.link_mbps * 1e6, clock.origin());
-    let w_init = args.w_init.unwrap_or(args.alpha);
-    config.expresspass.alpha = args.alpha;
-    config.expresspass.w_init = w_init;
-    config.spraypass.w_init = w_init;
-    config.dctcp_plus.backoff_time_unit = args.slow_time_unit_us.map(|us| Duration::from_secs_f64(us / 1e6));
-    for dcqcn in [&mut config.dcqcn, &mut config.dcqcn_tcd] {
-        dcqcn.increase_timer = Duration::from_secs_f64(args.dcqcn_timer_us / 1e6);
-        dcqcn.cnp_interval = Duration::from_secs_f64(args.cnp_interval_us / 1e6);
-    }
-    config.rto_min = Duration::from_secs_f64(args.rto_min_ms / 1e3);
-    config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
-    config.seed = args.seed.unwrap_or(args.host as u64);
-    config.reuse_connections = !args.fresh_connections;
-    config.dilate(args.dilation);
-    let mut endpoint = Endpoint::new(config);
+    let mut endpoint = Endpoint::new(endpoint_config(args, clock.origin())?);
     let mut delay_line: Option<DelayLine<Arrived>> = match &args.delays {
         Some(path) => Some(DelayLine::new(delays::read(path)?)),
         None => None,
@@ -559,7 +637,7 @@ mod tests {
     fn a_pipe_on_stdin_is_read_as_poll_finds_it_readable_without_blocking_until_its_writer_closes() {
         let (reader, mut writer) = io::pipe().expect("a pipe");
         let mut poller = Poller::new(4).expect("a poller");
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         writer.write_all(&FLOW_1[..10]).expect("writes");
         let (mut input, flags) = open_stdin(&poller, reader.as_fd(), &mut schedule).expect("opens");
         assert!(flags.is_some(), "registered and non-blocking");
@@ -583,16 +661,18 @@ mod tests {
         let file = File::open(&path).expect("opens");
         fs::remove_file(&path).expect("removes the temporary file");
         let poller = Poller::new(4).expect("a poller");
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         let (input, flags) = open_stdin(&poller, file.as_fd(), &mut schedule).expect("opens");
         assert!(flags.is_none() && !input.is_open() && schedule.len() == 2);
     }
 
-    /// What `invalid` says of cchost's command line with `flags` (link 10 Mbit/s unless given).
+    /// What `invalid`, then `endpoint_config`, say of cchost's command line with `flags` (link
+    /// 10 Mbit/s unless given).
     fn problem(flags: &[&str]) -> Option<String> {
         let link: &[&str] = if flags.iter().any(|f| f.starts_with("--link-mbps")) { &[] } else { &["--link-mbps=10"] };
         let argv = ["cchost", "--host=1"].iter().chain(link).chain(flags);
-        invalid(&Args::try_parse_from(argv).expect("parses"))
+        let args = Args::try_parse_from(argv).expect("parses");
+        invalid(&args).or_else(|| endpoint_config(&args, Instant::now()).err())
     }
 
     #[test]
@@ -609,8 +689,8 @@ mod tests {
             (&["--control-timeout-ms=0"], "--control-timeout-ms must be > 0 (got 0)"),
             (&["--slow-time-unit-us=NaN"], "--slow-time-unit-us must be > 0 (got Some(NaN))"),
             (&["--linger=-0.5"], "--linger must be >= 0 (got -0.5)"),
-            (&["--dcqcn-timer-us=0"], "--dcqcn-timer-us must be > 0 (got 0)"),
-            (&["--cnp-interval-us=-50"], "--cnp-interval-us must be > 0 (got -50)"),
+            (&["--param=dcqcn.timer_us=0"], "--param dcqcn.timer_us=0: dcqcn.timer_us must be microseconds > 0, at most a year (got \"0\")"),
+            (&["--param=dcqcn.cnp_interval_us=-50"], "--param dcqcn.cnp_interval_us=-50: dcqcn.cnp_interval_us must be microseconds > 0, at most a year (got \"-50\")"),
             (&["--duration=1e30"], "--duration must be > 0 (got Some(1e30))"),
             (&["--dilation=0.5"], "--dilation must be in [1, 1e6] (got 0.5)"),
             (&["--dilation=NaN"], "--dilation must be in [1, 1e6] (got NaN)"),
@@ -621,5 +701,69 @@ mod tests {
         ] {
             assert_eq!(problem(flags).as_deref(), Some(message), "{flags:?}");
         }
+    }
+
+    #[test]
+    fn a_param_sets_its_schemes_parameter_in_datacenter_time_and_the_legacy_flags_still_set_theirs() {
+        let argv = [
+            "cchost",
+            "--host=1",
+            "--link-mbps=10",
+            "--dilation=10",
+            "--alpha=0.0625",
+            "--slow-time-unit-us=30",
+            "--param",
+            "dcqcn.timer_us=300",
+            "--param=dcqcn+tcd.cnp_interval_us=40",
+            "--param=spraypass.w_init=0.25",
+        ];
+        let config = endpoint_config(&Args::try_parse_from(argv).expect("parses"), Instant::now()).expect("good");
+        let value = |scheme: &str, key: &str| {
+            let params = config.schemes.get(scheme).expect("a scheme").params();
+            params.iter().find(|p| p.name == key).expect("a parameter").default
+        };
+        assert_eq!(value("dcqcn", "timer_us"), Some(3000.0));
+        assert_eq!(value("dcqcn+tcd", "timer_us"), Some(550.0), "another scheme keeps its own");
+        assert_eq!(value("dcqcn+tcd", "cnp_interval_us"), Some(400.0));
+        assert_eq!(value("dcqcn", "cnp_interval_us"), Some(500.0));
+        assert_eq!((value("expresspass", "alpha"), value("expresspass", "w_init")), (Some(0.0625), Some(0.0625)));
+        assert_eq!(value("spraypass", "w_init"), Some(0.25), "a --param wins over --w-init's default, --alpha");
+        assert_eq!(value("dctcp+", "slow_time_unit_us"), Some(300.0));
+    }
+
+    #[test]
+    fn an_unknown_scheme_key_or_a_malformed_param_is_refused_in_one_line_naming_it() {
+        for (flag, message) in [
+            ("--param=tcp.timer_us=1", "--param tcp.timer_us=1: unknown scheme \"tcp\" (expresspass, spraypass, dctcp, dctcp+, dcqcn, dcqcn+tcd)"),
+            ("--param=dcqcn.rate=1", "--param dcqcn.rate=1: dcqcn has no parameter \"rate\" (its parameters: timer_us, cnp_interval_us, alpha_timer_us, g, initial_alpha, beta, fast_recovery_stages)"),
+            ("--param=dcqcn.timer_us", "--param dcqcn.timer_us: expected <scheme>.<key>=<value>"),
+            ("--param=timer_us=5", "--param timer_us=5: expected <scheme>.<key>=<value>"),
+            ("--param=dctcp+.g=2", "--param dctcp+.g=2: dctcp+.g must be in (0, 1] (got \"2\")"),
+        ] {
+            assert_eq!(problem(&[flag]).as_deref(), Some(message), "{flag}");
+        }
+    }
+
+    #[test]
+    fn the_json_scheme_listing_names_each_scheme_once_with_its_parameters() {
+        let listing: serde_json::Value =
+            serde_json::from_str(&schemes_listing(&Registry::catalogue(), true)).expect("JSON");
+        let schemes = listing.as_array().expect("one array");
+        let names: Vec<_> = schemes.iter().map(|s| s["name"].as_str().expect("a name")).collect();
+        assert_eq!(names, ["expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd"]);
+        let tcd = &schemes[5];
+        assert_eq!(
+            (&tcd["wire_id"], &tcd["driver"], &tcd["port_profile"], &tcd["credit"]),
+            (&json!(6), &json!("sender"), &json!("tcd"), &json!(false))
+        );
+        assert_eq!(
+            tcd["params"][0],
+            json!({"name": "timer_us", "default": 55.0, "unit": "us", "dilates": true, "doc": tcd["params"][0]["doc"]})
+        );
+        assert_eq!(schemes[0]["credit"], json!(true));
+        assert_eq!(schemes[3]["params"][0]["default"], json!(null), "DCTCP+'s unit is unset: the base RTT");
+        assert!(
+            schemes_listing(&Registry::catalogue(), false).contains("  --param dcqcn.timer_us=55 (us, x --dilation): ")
+        );
     }
 }

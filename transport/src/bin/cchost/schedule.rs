@@ -297,7 +297,7 @@ mod tests {
         let rest = format!("{tail}\n{second}");
         let last = third.trim_end();
         let mut input = ScheduleInput::new(Pipe::new(&[Some(head), None, Some(&rest), None, Some(last)]), "stdin");
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         input.read_available(&mut schedule).expect("a partial line");
         assert!(schedule.is_empty() && input.is_open());
         input.read_available(&mut schedule).expect("two lines and a blank one");
@@ -327,27 +327,30 @@ mod tests {
             let second = format!("{tail}\n");
             let pieces = [Some("\n"), Some(&good[..]), None, Some("\n"), Some(head), Some(&second[..])];
             let mut input = ScheduleInput::new(Pipe::new(&pieces), "stdin");
-            let mut schedule = Schedule::new(Scheme::ExpressPass);
+            let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
             input.read_available(&mut schedule).expect("good so far");
             let message = input.read_available(&mut schedule).expect_err(bad);
             assert!(message.starts_with("stdin line 4: "), "{bad}: {message}");
             assert!(message.contains(says), "{bad}: {message}");
             assert!(!message.contains('\n'), "{bad}: {message}");
         }
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         let message = schedule.add_lines("stdin", vec![(2, vec![0xff, b'\n'])]).expect_err("not UTF-8");
         assert!(message.starts_with("stdin line 2: invalid utf-8"), "{message}");
     }
 
     #[test]
     fn a_flow_id_given_before_is_refused_whether_its_flow_started_or_is_pending() {
-        let mut schedule = Schedule::new(Scheme::Dctcp);
+        let mut schedule = Schedule::new(Scheme::from_name("dctcp").unwrap());
         let file = format!("{}{}", line(1, 0.0), line(2, 100.0));
         schedule
             .add_lines("h1.flows", numbered(&file.lines().enumerate().map(|(n, l)| (n + 1, l)).collect::<Vec<_>>()))
             .expect("two flows");
         let now = Instant::now();
-        assert_eq!(schedule.pop_due(now, now).map(|spec| (spec.id, spec.scheme)), Some((1, Scheme::Dctcp)));
+        assert_eq!(
+            schedule.pop_due(now, now).map(|spec| (spec.id, spec.scheme)),
+            Some((1, Scheme::from_name("dctcp").unwrap()))
+        );
         for id in [1, 2] {
             let again = line(id, 5.0);
             assert_eq!(
@@ -365,7 +368,7 @@ mod tests {
 
     #[test]
     fn pending_flows_start_earliest_first_whatever_order_they_arrive_in() {
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         let batches: [&[(u32, f64)]; 4] = [
             &[(10, 3.0), (11, 1.0), (12, 2.0)],
             &[],
@@ -385,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_flow_whose_start_has_passed_is_due_at_once_and_a_later_one_waits_for_its_time() {
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         let now = Instant::now();
         let epoch = now - Duration::from_secs(10);
         let text = format!("{}{}", line(1, 20.0), line(2, 5.0));
@@ -402,11 +405,11 @@ mod tests {
         let path = std::env::temp_dir().join(format!("cchost-schedule-test-{}.flows", std::process::id()));
         let text = format!("{}\n{}", line(1, 1.0), line(2, 0.5).trim_end());
         fs::write(&path, &text).expect("temporary file");
-        let mut schedule = Schedule::new(Scheme::ExpressPass);
+        let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         schedule.read_file(&path).expect("good file");
         assert_eq!(start_order(&mut schedule), [2, 1]);
         fs::write(&path, format!("{text}\n{{\"id\": 3}}\n")).expect("temporary file");
-        let message = Schedule::new(Scheme::ExpressPass).read_file(&path).expect_err("bad line");
+        let message = Schedule::new(Scheme::from_name("expresspass").unwrap()).read_file(&path).expect_err("bad line");
         fs::remove_file(&path).expect("removes the temporary file");
         assert!(message.starts_with(&format!("{} line 4: missing field", path.display())), "{message}");
     }

@@ -1,0 +1,323 @@
+//! The schemes cchost runs, behind one extension point (quinn-proto's `ControllerFactory` is
+//! the model): each scheme's config implements [`SchemeFactory`] in its own `cc/` file, and a
+//! [`Registry`] holds one factory per scheme. The standard table is [`crate::cc::schemes`], one
+//! line per scheme; nothing else lists them. A flow names its scheme by a [`Scheme`] handle,
+//! which the endpoint looks up in its registry to build the flow's controllers.
+
+pub mod param;
+
+use std::any::Any;
+use std::fmt;
+use std::time::Instant;
+
+pub use param::Param;
+
+use crate::cc::{CreditControl, ReceiverControl, SenderControl};
+use crate::config::DEFAULT_MSS;
+use crate::wire::MAX_SCHEME_ID;
+
+/// Who drives a scheme's flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// The data receiver paces credits; the sender spends one per data packet.
+    Receiver,
+    /// The sender decides by a window (and a send gate: a pacer), from acks (and CNPs).
+    Sender,
+}
+
+/// A scheme's config as its factory: what the registry, the flags and the endpoint ask of a
+/// scheme. Implemented in the scheme's own `cc/` file; its config's fields are its parameters,
+/// with their defaults documented there.
+pub trait SchemeFactory: Any + fmt::Debug + CloneFactory {
+    /// The name flows and flags give it (`--scheme`, a schedule line's `scheme`,
+    /// `--param <name>.<key>=<value>`, flow records' `scheme`).
+    fn name(&self) -> &'static str;
+    /// The byte that names it on the wire (credit requests; the data header's scheme bits):
+    /// 1 to [`MAX_SCHEME_ID`], unique in a registry, never reused for another scheme.
+    fn wire_id(&self) -> u8;
+    fn driver(&self) -> Driver;
+    /// The port profile its hosts are written for (emulation/ccemu's ports: the Python side
+    /// reads it from `cchost --schemes --json`).
+    fn port_profile(&self) -> &'static str;
+    /// Its parameters, with their values now (the defaults, before any `--param`).
+    fn params(&self) -> Vec<Param>;
+    /// Sets parameter `key` from `value` (a time in microseconds of the datacenter); the error
+    /// names what was wrong in one line. [`param::set`] does it from the scheme's table.
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String>;
+    /// Every time `d` times longer (`EndpointConfig::dilate`). Destructure the config field by
+    /// field, so that a time added later does not compile until it is placed here.
+    fn dilate(&mut self, d: f64);
+    /// Receiver-driven: the credit control of one flow of `packets` data packets over `paths`
+    /// equal-cost paths, at its data receiver.
+    fn credit_control(&self, _now: Instant, _packets: u64, _paths: u16) -> Option<Box<dyn CreditControl>> {
+        None
+    }
+    /// Sender-driven: the control of one connection at its sender (`seed`: the flow's own, for
+    /// any randomness).
+    fn sender_control(&self, _seed: u64) -> Option<Box<dyn SenderControl>> {
+        None
+    }
+    /// Sender-driven: what the data receiver does beyond acking (DCQCN's notification point);
+    /// `None`: nothing.
+    fn receiver_control(&self) -> Option<Box<dyn ReceiverControl>> {
+        None
+    }
+}
+
+/// Cloning a boxed factory (an [`crate::EndpointConfig`] is `Clone`): implemented for every
+/// `Clone` factory, nothing to write.
+pub trait CloneFactory {
+    fn clone_box(&self) -> Box<dyn SchemeFactory>;
+}
+
+impl<T: SchemeFactory + Clone> CloneFactory for T {
+    fn clone_box(&self) -> Box<dyn SchemeFactory> {
+        Box::new(self.clone())
+    }
+}
+
+/// A flow's scheme: a handle a [`Registry`] gives out, naming one of its factories (by wire
+/// id). Copy, so flow specs and records carry it freely.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scheme {
+    wire_id: u8,
+    name: &'static str,
+}
+
+impl Scheme {
+    fn of(factory: &dyn SchemeFactory) -> Scheme {
+        Scheme { wire_id: factory.wire_id(), name: factory.name() }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    pub fn wire_id(self) -> u8 {
+        self.wire_id
+    }
+
+    /// One of the standard schemes ([`crate::cc::schemes`]) by name; the error lists them.
+    pub fn from_name(name: &str) -> Result<Scheme, String> {
+        Registry::catalogue().scheme(name)
+    }
+
+    /// One of the standard schemes by wire id.
+    pub fn from_wire_id(id: u8) -> Option<Scheme> {
+        Registry::catalogue().by_wire_id(id).map(Scheme::of)
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl fmt::Debug for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// The schemes an endpoint runs, one factory each (quinn's endpoint holds its
+/// `ControllerFactory` so). [`crate::cc::schemes`] is the standard table; [`Registry::with`]
+/// adds a scheme defined elsewhere (a test's, say).
+#[derive(Debug, Default)]
+pub struct Registry {
+    factories: Vec<Box<dyn SchemeFactory>>,
+}
+
+impl Clone for Registry {
+    fn clone(&self) -> Self {
+        Self { factories: self.factories.iter().map(|f| f.clone_box()).collect() }
+    }
+}
+
+/// The link the catalogue's factories are configured for: any would do, the names, wire ids
+/// and parameter defaults it is read for do not depend on it.
+const CATALOGUE_LINK_BPS: f64 = 10e9;
+
+impl Registry {
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// The standard schemes, for what does not depend on a host's link: names, wire ids,
+    /// drivers, port profiles, parameter defaults. (An endpoint's are configured for its
+    /// link: `EndpointConfig::new`.)
+    pub fn catalogue() -> Self {
+        crate::cc::schemes(CATALOGUE_LINK_BPS, DEFAULT_MSS)
+    }
+
+    /// This registry and `factory`'s scheme.
+    ///
+    /// # Panics
+    /// If its name or wire id is taken, or its wire id is 0 or above [`MAX_SCHEME_ID`]: a
+    /// table that cannot be is a programming error, caught by the first test that builds it.
+    pub fn with(mut self, factory: impl SchemeFactory) -> Self {
+        let (name, id) = (factory.name(), factory.wire_id());
+        assert!((1..=MAX_SCHEME_ID).contains(&id), "scheme {name}: wire id {id} is not in 1..={MAX_SCHEME_ID}");
+        for other in &self.factories {
+            assert!(other.name() != name, "two schemes are called {name}");
+            assert!(other.wire_id() != id, "{name} and {} both have wire id {id}", other.name());
+        }
+        self.factories.push(Box::new(factory));
+        self
+    }
+
+    /// Every factory, in the table's order.
+    pub fn iter(&self) -> impl Iterator<Item = &dyn SchemeFactory> + '_ {
+        self.factories.iter().map(|f| f.as_ref())
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.iter().map(|f| f.name()).collect()
+    }
+
+    /// The scheme called `name`; the error lists the known ones.
+    pub fn scheme(&self, name: &str) -> Result<Scheme, String> {
+        self.get(name).map(Scheme::of).ok_or_else(|| format!("unknown scheme {name:?} ({})", self.names().join(", ")))
+    }
+
+    /// The factory called `name`.
+    pub fn get(&self, name: &str) -> Option<&dyn SchemeFactory> {
+        self.iter().find(|f| f.name() == name)
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut Box<dyn SchemeFactory>> {
+        self.factories.iter_mut().find(|f| f.name() == name)
+    }
+
+    /// The factory of wire id `id`; `None`: no scheme of this registry has it.
+    pub fn by_wire_id(&self, id: u8) -> Option<&dyn SchemeFactory> {
+        self.iter().find(|f| f.wire_id() == id)
+    }
+
+    /// The factory of `scheme`.
+    pub fn factory(&self, scheme: Scheme) -> Option<&dyn SchemeFactory> {
+        self.by_wire_id(scheme.wire_id).filter(|f| f.name() == scheme.name)
+    }
+
+    /// The config of the scheme called `name`, if it is a `T`.
+    pub fn config<T: SchemeFactory>(&self, name: &str) -> Option<&T> {
+        (self.get(name)? as &dyn Any).downcast_ref()
+    }
+
+    /// The config of the scheme called `name`, if it is a `T`, to change (tests, and shells
+    /// that set what is no `--param`).
+    pub fn config_mut<T: SchemeFactory>(&mut self, name: &str) -> Option<&mut T> {
+        (self.get_mut(name)?.as_mut() as &mut dyn Any).downcast_mut()
+    }
+
+    /// Sets `--param <scheme>.<key>=<value>`; the error names the scheme, key or value wrong.
+    pub fn set_param(&mut self, scheme: &str, key: &str, value: &str) -> Result<(), String> {
+        let names = self.names();
+        match self.get_mut(scheme) {
+            Some(factory) => factory.set_param(key, value),
+            None => Err(format!("unknown scheme {scheme:?} ({})", names.join(", "))),
+        }
+    }
+
+    /// Every scheme's times `d` times longer.
+    pub fn dilate(&mut self, d: f64) {
+        for factory in &mut self.factories {
+            factory.dilate(d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::dcqcn::DcqcnConfig;
+    use crate::config::EndpointConfig;
+
+    #[test]
+    fn every_scheme_is_found_by_its_name_and_its_wire_id() {
+        let registry = Registry::catalogue();
+        let schemes: Vec<_> = registry.iter().map(Scheme::of).collect();
+        assert_eq!(schemes.len(), 6);
+        for scheme in schemes {
+            assert_eq!(Scheme::from_name(scheme.name()), Ok(scheme));
+            assert_eq!(Scheme::from_wire_id(scheme.wire_id()), Some(scheme));
+        }
+        assert!(Scheme::from_name("tcp")
+            .unwrap_err()
+            .contains("expresspass, spraypass, dctcp, dctcp+, dcqcn, dcqcn+tcd"));
+        assert_eq!(Scheme::from_wire_id(0), None);
+    }
+
+    #[test]
+    fn the_standard_schemes_keep_their_wire_ids_drivers_and_port_profiles() {
+        let table: Vec<_> =
+            Registry::catalogue().iter().map(|f| (f.name(), f.wire_id(), f.driver(), f.port_profile())).collect();
+        assert_eq!(
+            table,
+            [
+                ("expresspass", 1, Driver::Receiver, "expresspass"),
+                ("spraypass", 2, Driver::Receiver, "spraypass"),
+                ("dctcp", 3, Driver::Sender, "dctcp"),
+                ("dctcp+", 4, Driver::Sender, "dctcp"),
+                ("dcqcn", 5, Driver::Sender, "dcqcn"),
+                ("dcqcn+tcd", 6, Driver::Sender, "tcd"),
+            ]
+        );
+    }
+
+    #[test]
+    fn each_scheme_builds_the_controller_of_its_driver() {
+        let config = EndpointConfig::new(1, 10e9, Instant::now());
+        for factory in config.schemes.iter() {
+            let credit = factory.credit_control(Instant::now(), 10, 4).is_some();
+            let sender = factory.sender_control(1).is_some();
+            let driver = factory.driver();
+            assert_eq!((credit, sender), (driver == Driver::Receiver, driver == Driver::Sender), "{}", factory.name());
+        }
+    }
+
+    #[test]
+    fn only_dcqcn_schemes_give_their_data_receivers_something_to_do() {
+        let registry = Registry::catalogue();
+        let with: Vec<_> = registry.iter().filter(|f| f.receiver_control().is_some()).map(|f| f.name()).collect();
+        assert_eq!(with, ["dcqcn", "dcqcn+tcd"]);
+    }
+
+    #[test]
+    fn a_time_parameter_dilates_with_its_scheme_and_no_other_parameter_does() {
+        for factory in Registry::catalogue().iter() {
+            let mut dilated = factory.clone_box();
+            dilated.dilate(1000.0);
+            for (before, after) in factory.params().iter().zip(dilated.params()) {
+                let expected = before.default.map(|v| if before.dilates { 1000.0 * v } else { v });
+                let close = match (after.default, expected) {
+                    (Some(a), Some(e)) => (a - e).abs() <= 1e-9 * e.abs(),
+                    (a, e) => a == e,
+                };
+                assert!(close, "{}.{}: {:?} became {:?}", factory.name(), before.name, before.default, after.default);
+                assert_eq!(before.dilates, before.unit == "us", "{}.{}: times are in us", factory.name(), before.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_param_reaches_only_the_scheme_it_names() {
+        let mut registry = Registry::catalogue();
+        registry.set_param("dcqcn", "timer_us", "300").expect("a known parameter");
+        let timer = |r: &Registry, name| r.config::<DcqcnConfig>(name).expect("a DCQCN").increase_timer;
+        assert_eq!(timer(&registry, "dcqcn"), std::time::Duration::from_micros(300));
+        assert_eq!(timer(&registry, "dcqcn+tcd"), std::time::Duration::from_micros(55));
+        assert_eq!(
+            registry.set_param("tcp", "timer_us", "1"),
+            Err("unknown scheme \"tcp\" (expresspass, spraypass, dctcp, dctcp+, dcqcn, dcqcn+tcd)".into())
+        );
+        assert!(registry.set_param("dcqcn", "timer", "1").unwrap_err().starts_with("dcqcn has no parameter \"timer\""));
+        assert!(registry.config::<DcqcnConfig>("dctcp").is_none(), "DCTCP's config is no DCQCN's");
+    }
+
+    #[test]
+    #[should_panic(expected = "two schemes are called dcqcn")]
+    fn a_second_scheme_of_a_taken_name_is_refused() {
+        let _ = Registry::catalogue().with(DcqcnConfig::for_link(1e9));
+    }
+}
