@@ -30,7 +30,7 @@ APT_PACKAGES := $(call package-names,$(PACKAGE_LISTS))
 # (roles/ccemu_build), which need no Rust toolchain.
 BUILD_OUTPUTS := $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
 
-.PHONY: setup build apt-packages test-packages image experiment provision sweep reproduce test smoke bench dashboards clean distclean
+.PHONY: setup build apt-packages test-packages image experiment provision sweep reproduce test smoke bench dashboards schemes clean distclean
 
 setup: $(VENV)/.installed $(BUILD_OUTPUTS) $(ACTIONLINT)
 
@@ -149,6 +149,12 @@ bench: setup
 	$(PYTHON) emulation/benchmarks/transport.py
 
 # Loads dashboards/*.json into a running Grafana (token in $$GRAFANA_TOKEN, or user:pass@ in the URL).
+# model/schemes.json is cchost's scheme table checked in (configs are judged without a build);
+# rewrite it after changing the schemes in transport/ (a unit test fails while it is stale).
+schemes: $(CCHOST)
+	$(CCHOST) --schemes --json | $(PYTHON) -c 'import json, sys; json.dump(json.load(sys.stdin), sys.stdout, indent=1); print()' \
+		> emulation/ccemu/model/schemes.json
+
 dashboards: setup
 	@[ -n "$(GRAFANA_URL)" ] || { echo "make dashboards: set GRAFANA_URL, e.g. GRAFANA_URL=http://127.0.0.1:3000" >&2; exit 2; }
 	$(PYTHON) -m ccemu.metrics.dashboards upload $(GRAFANA_URL)

@@ -13,13 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from ccemu.results.figures import Tables
 from ccemu.experiments.kinds.incast import incast_table
+from ccemu.model.config import CREDIT_SCHEMES, load_config
+from ccemu.results.figures import Tables
 
 CONFIG = Path(__file__).resolve().parent / "smoke.yaml"
-SCHEMES = ("expresspass", "spraypass", "dctcp", "dctcp+")
-# Data goes only against credits: no data drop, and queues within the credit queues' bound.
-CREDIT_SCHEMES = ("expresspass", "spraypass")
+# The schemes smoke.yaml runs. CREDIT_SCHEMES (cchost's table): data goes only against credits,
+# so no data drop, and queues within the credit queues' bound.
+SCHEMES = tuple(s.scheme for s in load_config(CONFIG).schemes)
 # DCTCP's queue sits at K: its bottleneck's mean queue seen by arriving packets must be within
 # these multiples of K.
 DCTCP_QUEUE_OF_K = (0.5, 2.0)

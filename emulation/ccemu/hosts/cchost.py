@@ -130,13 +130,15 @@ def transport_args(config: "ExperimentConfig", host: str, alpha: float | None = 
 def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch_ns: int, workdir: Path,
                        alpha: float | None = None, delays: Path | None = None, *, extra: tuple[str, ...] = (),
                        **kwargs) -> list[str]:
-    """cchost's argv for `host` in an experiment's block: its link's rate, the block's scheme, the
-    transport parameters (transport_args), its delay table when it has one, then `extra`."""
+    """cchost's argv for `host` in an experiment's block: its link's rate, the block's scheme and
+    the parameters its config sets (--param), the transport parameters (transport_args), its
+    delay table when it has one, then `extra`."""
     args = transport_args(config, host, alpha)
     if delays is not None:
         args += ("--delays", str(delays))
+    params = next((s.cchost_params() for s in config.schemes if s.scheme == scheme), {})
     return command(host, config.link.host_rate_mbps(host), scheme, epoch_ns, workdir, extra=args + tuple(extra),
-                   **kwargs)
+                   params=params, **kwargs)
 
 
 def read_records(path: Path) -> list[dict]:

@@ -1,6 +1,6 @@
-"""hosts.schemes reads the scheme table from cchost itself (`cchost --schemes --json`): the built
-binary's table must say what the Python config lists today (model/config.py), and the argv
-builder passes scheme parameters as --param."""
+"""The scheme table is cchost's (`cchost --schemes --json`): the checked-in model/schemes.json must
+be what the built binary lists, every Python list of schemes derives from it, experiment files set
+a scheme's parameters by its names, and the argv builder passes them as --param."""
 
 import os
 from pathlib import Path
@@ -9,7 +9,8 @@ from typing import get_args
 import pytest
 
 from ccemu.hosts import cchost, schemes
-from ccemu.model.config import CREDIT_SCHEMES, SCHEME_PORT_PROFILES, SchemeName
+from ccemu.model import schemes as model_schemes
+from ccemu.model.config import CREDIT_SCHEMES, SCHEME_PORT_PROFILES, ConfigError, SchemeName, parse_config
 
 TRANSPORT = cchost.REPO_ROOT / "transport"
 
@@ -32,31 +33,60 @@ def binary() -> Path:
     return path
 
 
-def test_the_built_cchost_lists_the_schemes_the_python_config_names_in_the_same_order(binary):
-    assert schemes.names(binary) == get_args(SchemeName)
+def test_the_checked_in_table_is_what_the_built_cchost_lists(binary):
+    assert schemes.schemes(binary) == model_schemes.TABLE, "run `make schemes` (model/schemes.json is stale)"
 
 
-def test_the_built_cchost_gives_each_scheme_the_port_profile_the_python_config_does(binary):
-    assert schemes.port_profiles(binary) == SCHEME_PORT_PROFILES
+def test_the_python_config_names_the_tables_schemes_in_the_same_order():
+    assert get_args(SchemeName) == model_schemes.names() == (
+        "expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd")
 
 
-def test_the_credit_schemes_of_the_built_cchost_are_the_python_configs(binary):
-    assert schemes.credit_schemes(binary) == CREDIT_SCHEMES
-    assert all((s.driver == "receiver") == s.credit for s in schemes.schemes(binary))
+def test_each_scheme_runs_on_the_port_profile_the_python_config_gives_it():
+    assert SCHEME_PORT_PROFILES == {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp",
+                                    "dctcp+": "dctcp", "dcqcn": "dcqcn", "dcqcn+tcd": "tcd"}
 
 
-def test_each_scheme_has_a_unique_wire_id_and_its_times_are_the_parameters_that_dilate(binary):
-    table = schemes.schemes(binary)
+def test_the_credit_schemes_are_the_receiver_driven_ones():
+    assert CREDIT_SCHEMES == ("expresspass", "spraypass")
+    assert all((s.driver == "receiver") == s.credit for s in model_schemes.TABLE)
+
+
+def test_an_experiment_file_sets_a_schemes_parameters_and_cchost_gets_them_as_param_flags(tmp_path):
+    config = parse_config({"name": "t", "topology": {"kind": "star"}, "schemes": [
+        {"scheme": "dcqcn", "params": {"timer_us": 300, "cnp_interval_us": 40}}, {"scheme": "dctcp"}]})
+    argv = cchost.experiment_command(config, "h1", "dcqcn", 7, tmp_path, binary=Path("/opt/cchost"))
+    i = argv.index("--param")
+    assert argv[i:i + 4] == ["--param", "dcqcn.timer_us=300.0", "--param", "dcqcn.cnp_interval_us=40.0"]
+    assert "--param" not in cchost.experiment_command(config, "h1", "dctcp", 7, tmp_path, binary=Path("/opt/cchost"))
+    # Written back (a bundle's manifest), a scheme without params reads as before they existed.
+    assert "params" not in config.model_dump()["schemes"][1]
+    assert config.model_dump()["schemes"][0]["params"] == {"timer_us": 300, "cnp_interval_us": 40}
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"timer": 5}, "schemes.0.params.timer: dcqcn has no such parameter (it has: timer_us, cnp_interval_us, "),
+    ({"timer_us": float("nan")}, "schemes.0.params: timer_us: must be a finite number"),
+    ({"timer_us": "soon"}, "schemes.0.params.timer_us: input should be a valid number"),
+])
+def test_a_bad_scheme_parameter_is_one_line_naming_it(params, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config({"name": "t", "topology": {"kind": "star"}, "schemes": [{"scheme": "dcqcn", "params": params}]})
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_each_scheme_has_a_unique_wire_id_and_its_times_are_the_parameters_that_dilate():
+    table = model_schemes.TABLE
     assert len({s.wire_id for s in table}) == len(table)
     for s in table:
         for p in s.params:
             assert p.dilates == (p.unit == "us"), f"{s.name}.{p.name}"
             assert p.doc, f"{s.name}.{p.name} has no doc"
-    timer = schemes.params("dcqcn", binary)["timer_us"]
+    timer = model_schemes.params("dcqcn")["timer_us"]
     assert (timer.default, timer.unit, timer.dilates) == (55.0, "us", True)
-    assert schemes.params("dctcp+", binary)["slow_time_unit_us"].default is None  # the flow's base RTT
+    assert model_schemes.params("dctcp+")["slow_time_unit_us"].default is None  # the flow's base RTT
     with pytest.raises(ValueError, match=r"unknown scheme 'tcp' \(cchost runs expresspass, spraypass, dctcp"):
-        schemes.scheme("tcp", binary)
+        model_schemes.scheme("tcp")
 
 
 def test_the_table_is_read_once_per_build_of_the_binary(tmp_path):
@@ -66,11 +96,11 @@ def test_the_table_is_read_once_per_build_of_the_binary(tmp_path):
              '[{"name": "window_segments", "default": 8, "unit": "segments", "dilates": false, "doc": "d"}]}]')
     fake.write_text(f"#!/bin/sh\necho >> {calls}\necho '{table}'\n")
     fake.chmod(0o755)
-    assert schemes.names(fake) == ("toy",)
-    assert schemes.params("toy", fake)["window_segments"].default == 8
+    assert model_schemes.names(schemes.schemes(fake)) == ("toy",)
+    assert model_schemes.params("toy", schemes.schemes(fake))["window_segments"].default == 8
     assert calls.read_text().count("\n") == 1
     fake.write_text(fake.read_text() + "# rebuilt\n")  # another size: another build
-    assert schemes.credit_schemes(fake) == ()
+    assert model_schemes.credit_schemes(schemes.schemes(fake)) == ()
     assert calls.read_text().count("\n") == 2
 
 
@@ -79,10 +109,10 @@ def test_a_cchost_that_cannot_list_its_schemes_is_said_so(tmp_path):
     old.write_text("#!/bin/sh\necho \"error: unexpected argument '--schemes' found\" >&2\nexit 2\n")
     old.chmod(0o755)
     said = r"exited 2: error: unexpected argument '--schemes'.*make setup"
-    with pytest.raises(schemes.SchemesUnreadable, match=said):
+    with pytest.raises(model_schemes.SchemesUnreadable, match=said):
         schemes.schemes(old)
-    with pytest.raises(schemes.SchemesUnreadable, match="printed no scheme table"):
-        schemes.parse('{"name": "dctcp"}')
+    with pytest.raises(model_schemes.SchemesUnreadable, match="printed no scheme table"):
+        model_schemes.parse('{"name": "dctcp"}')
 
 
 def test_the_argv_passes_scheme_parameters_as_param_flags_and_nothing_more_without_them(tmp_path):

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
+
+from .. import schemes
 
 from .base import Section
 from .errors import KeyedError
 from .ports import ExpressPassPort, PortConfig
 
 
-SchemeName = Literal["expresspass", "spraypass", "dctcp", "dctcp+", "dcqcn", "dcqcn+tcd"]
+# Every list of schemes comes from cchost's own table (model/schemes.py, schemes.json).
+SchemeName = Literal[schemes.names()]
 # The port profile each scheme's hosts are written for.
-SCHEME_PORT_PROFILES = {"expresspass": "expresspass", "spraypass": "spraypass", "dctcp": "dctcp", "dctcp+": "dctcp",
-                        "dcqcn": "dcqcn", "dcqcn+tcd": "tcd"}
+SCHEME_PORT_PROFILES = schemes.port_profiles()
 # Schemes whose hosts send data only against credits: behind ports without a credit class the
 # credits would queue behind data, and nothing the scheme relies on would hold.
-CREDIT_SCHEMES = ("expresspass", "spraypass")
+CREDIT_SCHEMES = schemes.credit_schemes()
 
 
 class SchemeConfig(Section):
@@ -29,6 +32,39 @@ class SchemeConfig(Section):
         False, description="run the scheme on another scheme's port profile on purpose (e.g. expresspass hosts "
                            "behind spraypass ports); without it that is an error, and credit schemes always need "
                            "ports with a credit class")
+    params: dict[str, float] = Field(
+        {}, description="the scheme's own parameters, by cchost's names (`cchost --schemes`, model/schemes.json), "
+                        "e.g. {timer_us: 55} for dcqcn; times in datacenter microseconds (cchost dilates them); "
+                        "unset: cchost's defaults (the papers')")
+
+    @field_validator("params")
+    @classmethod
+    def _numbers(cls, params: dict[str, float]) -> dict[str, float]:
+        for key, value in params.items():
+            if not math.isfinite(value):
+                raise ValueError(f"{key}: must be a finite number (got {value!r})")
+        return params
+
+    @model_validator(mode="after")
+    def _params_of_the_scheme(self) -> "SchemeConfig":
+        known = schemes.params(self.scheme)
+        for key in self.params:
+            if key not in known:
+                raise KeyedError(("params", key), f"{self.scheme} has no such parameter (it has: "
+                                                  f"{', '.join(known)})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_params(self, handler):
+        # A config written back (bundles' manifests) reads as it did before schemes had params.
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("params"):
+            data.pop("params", None)
+        return data
+
+    def cchost_params(self) -> dict[str, float]:
+        """`params` as cchost's --param names them: "<scheme>.<key>" -> value."""
+        return {f"{self.scheme}.{key}": value for key, value in self.params.items()}
 
     @model_validator(mode="before")
     @classmethod
