@@ -36,6 +36,7 @@ from pathlib import Path
 from pyroute2.netns import popns, pushns
 
 from .maps import PFC_EVENT, PORT_PFC, PinnedMap, open_pinned
+from .program import SHAPE_FILE
 from .tc import DATA_CLASSID, GateSettings, PortShape
 
 PORTS_FILE = "pfc-ports.json"  # port id -> [node, namespace pid, interface]
@@ -48,10 +49,9 @@ STATS_EVERY_S = 1.0
 CHECK_EVERY_S = 0.1  # every gate against its port's flag
 LOG_FILE = "pfc-agent.log"  # its stderr
 EVENTS_BYTES = 256 * 1024  # bpf/port.h PFC_EVENTS_BYTES
-# The ports' PortShape: every port of a run has the same but for the rate of ports between
-# switches (link.fabric_share), which the gates need not know: an open gate's rate is above the host
-# link's, so the port's HTB class, not the gate, sets its rate either way.
-SHAPE_FILE = "pfc-shape.json"
+# The gates take their settings from the run's SHAPE_FILE (program.py), the ports facing hosts: those
+# between switches (link.fabric_share) differ only in rate, which the gates need not know: an open
+# gate's rate is above the host link's, so the port's HTB class, not the gate, sets its rate either way.
 _NLMSG_ERROR = 2
 
 
@@ -240,13 +240,13 @@ class Agent:
 
 
 def run(state_dir: Path) -> int:
-    shape = PortShape(**json.loads((state_dir / SHAPE_FILE).read_text()))
+    shape = PortShape.from_json(json.loads((state_dir / SHAPE_FILE).read_text()))
     targets = {int(pid_key): value for pid_key, value in json.loads((state_dir / PORTS_FILE).read_text()).items()}
     ports = {port_id: GatedPort.open(node, pid, ifname, shape) for port_id, (node, pid, ifname) in targets.items()}
     bpffs = state_dir.resolve() / "bpffs"
     ring = RingBuffer.pinned(bpffs / "pfc_events", EVENTS_BYTES)
     flags = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
-    stats = AgentStats(frame_ns=shape.frame_wire_bytes * 8 / shape.link_bps * 1e9)
+    stats = AgentStats(frame_ns=shape.frame_ns)
     agent = Agent(ports, flags, stats)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
