@@ -69,8 +69,12 @@ def _attr(kind: int, payload: bytes) -> bytes:
 
 def gate_message(ifindex: int, shape: PortShape, paused: bool) -> bytes:
     """The RTM_NEWQDISC (change) that closes or opens a port's gate, as ports/tc.py `gate` says.
-    Built here rather than with pyroute2, whose TBF knows only the old tick-counted bucket: at
-    8 bit/s a frame's worth of ticks overflows it, and TCA_TBF_BURST (bytes) is what tc sends."""
+    Built here rather than with pyroute2, which cannot express it: its TBF (0.9.7,
+    tcmsg/sched_tbf.py) has only TCA_TBF_PARMS/RTAB/PTAB, no TCA_TBF_BURST (the bucket in bytes,
+    what tc sends) nor TCA_TBF_RATE64, and fills the u32 tick-counted bucket instead, which a
+    frame at 8 bit/s overflows (1514 B = 23,656,250,000 ticks at 15.625 per us; a unit test holds
+    the missing attribute). Both messages are built once per port at start, so a pause costs one send and one
+    receive, no encoding: the reaction the agent measures."""
     settings = GateSettings.of(shape, paused)
     rate_Bps, burst, limit = settings.rate_bps // 8, settings.burst_bytes, settings.limit_bytes
     # struct tc_tbf_qopt: rate and peakrate (struct tc_ratespec), limit, buffer, mtu. The kernel takes
