@@ -151,7 +151,7 @@ class Footprint:
 
     counts: TopologyCounts
     instances: int
-    queued_bytes_per_port: int  # kernel memory a full port holds (shaping.PortShape), worst port config
+    queued_bytes_per_port: int  # kernel memory a full port holds (ports/tc.py PortShape), worst port config
     containers: bool = False  # Docker hosts: an engine and a container per host besides
 
     @property
@@ -344,7 +344,7 @@ def _instance_refusal(config: ExperimentConfig, footprint: Footprint, ports: lis
 def _drain_refusal(config: ExperimentConfig, footprint: Footprint, ports: list[_PortCase],
                    machine: MachineLimits) -> Refusal | None:
     """The port program's fluid drain, elapsed_ns * rate_Bps in u64, with elapsed_ns up to
-    the port's idle reset: twice the time its fuller class takes to drain (shaping.py), at
+    the port's idle reset: twice the time its fuller class takes to drain (ports/tc.py idle_reset_ns), at
     least 1 s. model/config/ports.py's bounds keep the 1 s and the data queue's drain time below
     overflow (2e9 * buffer / data share <= 2e9 * 2^30 * 2); a deep credit queue at a small
     credit share is what remains."""

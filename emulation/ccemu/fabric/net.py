@@ -16,7 +16,6 @@ nothing outside its own namespaces.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import resource
 import secrets
@@ -48,7 +47,8 @@ from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import (PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, ifindex_of,
                               number_ports, parse_attached)
 from ..ports import pfc
-from ..ports.tc import PortShape, port_qdiscs
+from ..ports.interface import configure
+from ..ports.tc import PortShape
 from ..model.topology import FABRIC_PREFIX, GATEWAY_IP, GATEWAY_MAC, HOST_PREFIX_LEN, Topology
 
 OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
@@ -331,12 +331,20 @@ class FabricNet(Mininet):
             _run_loader(self.port_program.routes_command(self.bpffs, routes_file), "writing the switches' routes")
         self.timings.mark("port programs loaded")
 
-        def ports_script(node: str, shapes: dict[str, PortShape], switch_ports: bool) -> list[str]:
-            tc_batch = [line for port, port_shape in shapes.items() for line in port_qdiscs(port, port_shape)]
-            return [f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
-                    self.port_program.attach_command(
-                        self.bpffs, node, {port: (port_ids[port], port_shape) for port, port_shape in shapes.items()},
-                        config_dir, switch_ports, forward=switch_ports and self.forwards_in_bpf)]
+        def script(node: str, ports: dict[str, PortShape], switch_ports: bool,
+                   ip_after: tuple[str, ...] = ()) -> str:
+            """The namespace's one batch of each tool: what its ports say (ports/interface.py), in order."""
+            commands = [configure(port, port_ids[port], port_shape, switch_ports) for port, port_shape in ports.items()]
+            program_config = config_dir / f"{node}.ports"
+            _write(program_config, [c.program for c in commands])
+            ip_batch = [line for c in commands for line in c.ip] + list(ip_after)
+            return " && ".join([
+                f"ip -batch {_write(config_dir / f'{node}.ip', ip_batch)}",
+                *(line for c in commands for line in c.shell),
+                f"tc -batch {_write(config_dir / f'{node}.tc', [line for c in commands for line in c.tc])}",
+                self.port_program.attach_command(self.bpffs, program_config,
+                                                 forward=switch_ports and self.forwards_in_bpf),
+            ])
 
         # A switch port facing a host runs at the host link's rate, one facing a switch at
         # link.fabric_share of it (oversubscription at the ToR).
@@ -348,37 +356,25 @@ class FabricNet(Mininet):
         for spec in self.fabric_topo.hosts:
             host = self[spec.name]
             intf = host.defaultIntf()
-            nic = shape.of_nic(self.config, spec.name)
             intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN
-            ip_batch = [f"link set {intf.name} up", "link set lo up",
-                        f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}",
-                        f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {intf.name} nud permanent",
-                        f"route add {FABRIC_PREFIX} via {GATEWAY_IP} dev {intf.name} onlink"]
-            scripts[host] = " && ".join([
-                f"ip -batch {_write(config_dir / f'{spec.name}.ip', ip_batch)}",
-                # The userspace datapath forwards what it reads from a socket as is: a
-                # checksum left to offload, or a TSO super-frame, would arrive broken.
-                f"ethtool -K {intf.name} tx off tso off gso off > /dev/null",
-                *ports_script(spec.name, {intf.name: nic}, switch_ports=False),
-            ])
+            addressing = ("link set lo up", f"addr add {spec.ip}/{HOST_PREFIX_LEN} dev {intf.name}",
+                          f"neigh replace {GATEWAY_IP} lladdr {GATEWAY_MAC} dev {intf.name} nud permanent",
+                          f"route add {FABRIC_PREFIX} via {GATEWAY_IP} dev {intf.name} onlink")
+            scripts[host] = script(spec.name, {intf.name: shape.of_nic(self.config, spec.name)}, switch_ports=False,
+                                   ip_after=addressing)
         for namespace in self.switch_namespaces:
             ports = [intf.name for switch in self.switches_in(namespace) for intf in switch.intfList()]
             if ports:
-                ip_batch = [f"link set {port} up" for port in ports]
-                scripts[namespace] = " && ".join([
-                    f"ip -batch {_write(config_dir / f'{namespace.name}.ip', ip_batch)}",
-                    *ports_script(namespace.name,
-                                  {port: shape if port in facing_hosts else fabric_shape for port in ports},
-                                  switch_ports=True),
-                ])
+                scripts[namespace] = script(namespace.name,
+                                            {port: shape if port in facing_hosts else fabric_shape for port in ports},
+                                            switch_ports=True)
         outputs = _run_everywhere(scripts)
         self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()}
         # The index last: readers (ccemu ports, the collector) take it to mean the ports are ready.
         # Their frame time is the host link's: with link.fabric_share below 1, a port between
         # switches sends a frame in more than that, so residence in frame times reads high there
         # (the verdict errs strict).
-        (self.inventory.state_dir / SHAPE_FILE).write_text(json.dumps(
-            {"link_bps": shape.link_bps, "frame_wire_bytes": shape.frame_wire_bytes}))
+        (self.inventory.state_dir / SHAPE_FILE).write_text(json.dumps(shape.as_json()))
         (self.inventory.state_dir / PORT_INDEX_FILE).write_text(json.dumps(self.port_index, indent=1))
 
     def _start_pause_agent(self):
@@ -388,8 +384,7 @@ class FabricNet(Mininet):
         for node, ports in self.port_index.items():
             pid = (self[node] if node in self.nameToNode else self._namespace_named(node)).pid
             where.update({self.port_ids[port].port_id: [node, pid, port] for port in ports})
-        (state / pfc.PORTS_FILE).write_text(json.dumps(where))
-        (state / pfc.SHAPE_FILE).write_text(json.dumps(dataclasses.asdict(self.port_shape)))
+        (state / pfc.PORTS_FILE).write_text(json.dumps(where))  # the ports' shape: SHAPE_FILE, written above
         with open(state / pfc.LOG_FILE, "w") as log:  # a file: a pipe nobody reads could fill and stop it
             self.pause_agent = self.inventory.spawn(
                 "pfc pause agent", [sys.executable, "-m", "ccemu.ports.pfc", str(state)], stdout=subprocess.PIPE,

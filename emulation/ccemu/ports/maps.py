@@ -1,7 +1,7 @@
 """Reading the port programs' maps of a live run: per-port counters, queue lengths (real and
 ideal) and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system
-call (no process per read). Layouts mirror bpf/port.h; a test checks them against the
-loader's `--layout`.
+call (no process per read). Layouts mirror bpf/port.h (port_config's is ports/fields.py's
+table); a test checks them against the loader's `--layout`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netns import popns, pushns
 
+from .fields import MARKERS, PORT_CONFIG_FIELDS
 from .program import PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE
-from .tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES
+from .tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES, PortShape
 
-DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (shaping.port_qdiscs)
+DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (ports/tc.py port_qdiscs)
 RESIDENCE_BUCKETS = 96  # bpf/port.h PORT_RESIDENCE_BUCKETS
 RESIDENCE_FIRST_LOG2 = 10  # bucket 0: under 2^10 ns
 RESIDENCE_SUB_BUCKETS = 4  # per doubling
@@ -55,14 +56,7 @@ class Layout:
 
 
 # Per-class arrays are indexed [data, credit] (PORT_CLASS_DATA = 0).
-PORT_CONFIG = Layout("port_config", [
-    ("link_rate_Bps", "Q"), ("credit_rate_Bps", "Q"), ("buffer_bytes", "2I"), ("ecn_threshold_bytes", "I"),
-    ("credit_mark_window", "I"), ("classid", "2I"), ("hist_bucket_bytes", "2I"), ("wire_overhead_bytes", "I"),
-    ("min_wire_bytes", "I"), ("burst_bytes", "2I"), ("port_id", "I"), ("peer_port_id", "I"),
-    ("switch_port", "I"), ("pad", "I"), ("idle_reset_ns", "Q"), ("lossless", "I"), ("xoff_bytes", "I"),
-    ("xon_bytes", "I"), ("red_kmin_bytes", "I"), ("red_kmax_bytes", "I"), ("red_pmax_ppm", "I"), ("tcd", "I"),
-    ("tcd_threshold_bytes", "I"), ("tcd_max_on_ns", "Q"), ("tcd_sample_ns", "Q"),
-])
+PORT_CONFIG = Layout("port_config", [(f.name, f.struct_format) for f in PORT_CONFIG_FIELDS])
 PORT_DEPARTURES = Layout("port_departures", [("bytes", "2Q"), ("packets", "2Q"), ("unparsed_packets", "Q")])
 CLASS_STATS = Layout("port_class_stats", [
     ("enqueued_packets", "Q"), ("enqueued_bytes", "Q"), ("dropped_packets", "Q"), ("dropped_bytes", "Q"),
@@ -250,7 +244,9 @@ class PortPfc:
 
 
 @dataclass(frozen=True)
-class PortConfig:
+class PortProgramConfig:
+    """A port's struct port_config as the port program holds it (read back from its map)."""
+
     link_rate_Bps: int
     credit_rate_Bps: int
     buffer_bytes: tuple[int, int]  # data, credit
@@ -261,14 +257,21 @@ class PortConfig:
     switch_port: bool
     idle_reset_ns: int
     lossless: bool = False
-    tcd: bool = False
+    marker: str = "none"  # ports/fields.py MARKERS
+
+    @property
+    def tcd(self) -> bool:
+        return self.marker == "tcd"
 
     @classmethod
-    def unpack(cls, raw: bytes) -> tuple["PortConfig", tuple[int, int]]:
+    def unpack(cls, raw: bytes) -> tuple["PortProgramConfig", tuple[int, int]]:
         v = PORT_CONFIG.unpack(raw)
+        markers = list(MARKERS)
         return (cls(v["link_rate_Bps"], v["credit_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"],
                     v["credit_mark_window"], v["port_id"], v["peer_port_id"], bool(v["switch_port"]),
-                    v["idle_reset_ns"], bool(v["lossless"]), bool(v["tcd"])), v["hist_bucket_bytes"])
+                    v["idle_reset_ns"], bool(v["lossless"]),
+                    markers[v["marker"]] if v["marker"] < len(markers) else str(v["marker"])),
+                v["hist_bucket_bytes"])
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ class PortStats:
     node: str
     port: str
     ifindex: int
-    config: PortConfig
+    config: PortProgramConfig
     queue_bytes: tuple[int, int]  # real queues (data, credit): admitted minus arrived at the peer
     forgotten_bytes: int  # still counted as queued when an idle reset resynced the queue: lost on the way
     ideal_queue_bytes: tuple[float, float]  # an ideal port's (fluid) queues, drained to the time of reading
@@ -323,7 +326,7 @@ def _ipv4_packets(departures: dict) -> int:
     return sum(departures["packets"]) - departures["unparsed_packets"]
 
 
-def drain(queues_mbytes: tuple[int, int], elapsed_ns: int, config: PortConfig) -> tuple[float, float]:
+def drain(queues_mbytes: tuple[int, int], elapsed_ns: int, config: PortProgramConfig) -> tuple[float, float]:
     """The fluid model of bpf/port.bpf.c: credits drain first (capped), data gets the rest.
     Returns (data, credit) in bytes."""
     data, credit = queues_mbytes
@@ -338,8 +341,8 @@ class PortMaps:
     def __init__(self, state_dir: Path):
         self.index: dict[str, dict[str, int]] = json.loads((state_dir / PORT_INDEX_FILE).read_text())
         self.port_ids: dict[str, int] = json.loads((state_dir / PORT_IDS_FILE).read_text())
-        # One full frame on the wire (bytes) and the link rate: residences in frame times.
-        self.shape: dict = json.loads((state_dir / SHAPE_FILE).read_text())
+        # The host links' port (its frame time: residences in frame times).
+        self.shape = PortShape.from_json(json.loads((state_dir / SHAPE_FILE).read_text()))
         bpffs = state_dir.resolve() / "bpffs"
         self._maps: list[PinnedMap] = []
         try:
@@ -358,7 +361,7 @@ class PortMaps:
     @property
     def frame_ns(self) -> float:
         """Time one full frame takes on a link."""
-        return self.shape["frame_wire_bytes"] * 8 / self.shape["link_bps"] * 1e9
+        return self.shape.frame_ns
 
     def read(self) -> list[PortStats]:
         result = []
@@ -368,7 +371,7 @@ class PortMaps:
                 raw_config = self.configs.lookup(port_id)
                 if raw_config is None:
                     continue
-                config, buckets = PortConfig.unpack(raw_config)
+                config, buckets = PortProgramConfig.unpack(raw_config)
                 # Departures first: they only grow, so a queue read after them is never low.
                 raw_departures = self.departures.lookup(config.port_id)
                 raw_arrivals = self.departures.lookup(config.peer_port_id)

@@ -36,6 +36,7 @@ from pathlib import Path
 from pyroute2.netns import popns, pushns
 
 from .maps import PFC_EVENT, PORT_PFC, PinnedMap, open_pinned
+from .program import SHAPE_FILE
 from .tc import DATA_CLASSID, GateSettings, PortShape
 
 PORTS_FILE = "pfc-ports.json"  # port id -> [node, namespace pid, interface]
@@ -48,10 +49,9 @@ STATS_EVERY_S = 1.0
 CHECK_EVERY_S = 0.1  # every gate against its port's flag
 LOG_FILE = "pfc-agent.log"  # its stderr
 EVENTS_BYTES = 256 * 1024  # bpf/port.h PFC_EVENTS_BYTES
-# The ports' PortShape: every port of a run has the same but for the rate of ports between
-# switches (link.fabric_share), which the gates need not know: an open gate's rate is above the host
-# link's, so the port's HTB class, not the gate, sets its rate either way.
-SHAPE_FILE = "pfc-shape.json"
+# The gates take their settings from the run's SHAPE_FILE (program.py), the ports facing hosts: those
+# between switches (link.fabric_share) differ only in rate, which the gates need not know: an open
+# gate's rate is above the host link's, so the port's HTB class, not the gate, sets its rate either way.
 _NLMSG_ERROR = 2
 
 
@@ -69,8 +69,12 @@ def _attr(kind: int, payload: bytes) -> bytes:
 
 def gate_message(ifindex: int, shape: PortShape, paused: bool) -> bytes:
     """The RTM_NEWQDISC (change) that closes or opens a port's gate, as ports/tc.py `gate` says.
-    Built here rather than with pyroute2, whose TBF knows only the old tick-counted bucket: at
-    8 bit/s a frame's worth of ticks overflows it, and TCA_TBF_BURST (bytes) is what tc sends."""
+    Built here rather than with pyroute2, which cannot express it: its TBF (0.9.7,
+    tcmsg/sched_tbf.py) has only TCA_TBF_PARMS/RTAB/PTAB, no TCA_TBF_BURST (the bucket in bytes,
+    what tc sends) nor TCA_TBF_RATE64, and fills the u32 tick-counted bucket instead, which a
+    frame at 8 bit/s overflows (1514 B = 23,656,250,000 ticks at 15.625 per us; a unit test holds
+    the missing attribute). Both messages are built once per port at start, so a pause costs one send and one
+    receive, no encoding: the reaction the agent measures."""
     settings = GateSettings.of(shape, paused)
     rate_Bps, burst, limit = settings.rate_bps // 8, settings.burst_bytes, settings.limit_bytes
     # struct tc_tbf_qopt: rate and peakrate (struct tc_ratespec), limit, buffer, mtu. The kernel takes
@@ -240,13 +244,13 @@ class Agent:
 
 
 def run(state_dir: Path) -> int:
-    shape = PortShape(**json.loads((state_dir / SHAPE_FILE).read_text()))
+    shape = PortShape.from_json(json.loads((state_dir / SHAPE_FILE).read_text()))
     targets = {int(pid_key): value for pid_key, value in json.loads((state_dir / PORTS_FILE).read_text()).items()}
     ports = {port_id: GatedPort.open(node, pid, ifname, shape) for port_id, (node, pid, ifname) in targets.items()}
     bpffs = state_dir.resolve() / "bpffs"
     ring = RingBuffer.pinned(bpffs / "pfc_events", EVENTS_BYTES)
     flags = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)
-    stats = AgentStats(frame_ns=shape.frame_wire_bytes * 8 / shape.link_bps * 1e9)
+    stats = AgentStats(frame_ns=shape.frame_ns)
     agent = Agent(ports, flags, stats)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))

@@ -16,13 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tc import PortShape, port_program_line
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BPF_BUILD_DIR = Path(os.environ.get("CCEMU_BPF_DIR", REPO_ROOT / "build" / "bpf"))
 PORT_INDEX_FILE = "ports.json"  # in the run's state dir: node -> port name -> ifindex
 PORT_IDS_FILE = "port_ids.json"  # in the run's state dir: port name -> its id in the run's maps
-SHAPE_FILE = "shape.json"  # in the run's state dir: the ports' link rate and frame size
+# In the run's state dir: the PortShape of the ports facing hosts (tc.py as_json). Every port of a run
+# has the same but for the rate of ports between switches (link.fabric_share): readers take their
+# frame time (maps.py) or gate settings (pfc.py) from it.
+SHAPE_FILE = "shape.json"
 
 
 # A port's ifindex is this plus its id: above what the kernel hands out in a new namespace (it
@@ -83,17 +85,16 @@ class PortProgram:
         """The command that writes the bpf datapath's routes (fabric/forwarding.py lines in `routes`)."""
         return [str(self.loader), "routes", str(bpffs), str(routes)]
 
-    def attach_command(self, bpffs: Path, node: str, ports: dict[str, tuple[PortIds, PortShape]],
-                       config_dir: Path, switch_ports: bool, forward: bool = False) -> str:
-        """Shell command that, run inside `node`'s namespace, attaches the run's programs to
-        `ports` (a switch's ports, or a host's NIC; each with its ids and shape) and prints
-        "attached <ifname> <ifindex>" per port. `forward`: the switch ports' ingress programs
-        forward (the bpf datapath)."""
-        config = config_dir / f"{node}.ports"
-        config.write_text("".join(port_program_line(port, shape, ids.port_id, ids.peer_port_id, switch_ports) + "\n"
-                                  for port, (ids, shape) in ports.items()))
+    def attach_command(self, bpffs: Path, config: Path, forward: bool = False) -> str:
+        """Shell command that, run inside a namespace, attaches the run's programs to the ports of
+        `config` (their lines, ports/interface.py) and prints "attached <ifname> <ifindex>" per
+        port. `forward`: the switch ports' ingress programs forward (the bpf datapath)."""
         return (f"{shlex.quote(str(self.loader))} attach {shlex.quote(str(bpffs))} {shlex.quote(str(config))}"
                 + (" forward" if forward else ""))
+
+    def check_command(self, config: Path) -> list[str]:
+        """The command that checks `config`'s lines as attach would and prints them back as parsed."""
+        return [str(self.loader), "check", str(config)]
 
 
 def parse_attached(output: str) -> dict[str, int]:

@@ -1,5 +1,5 @@
 """One port's egress: the HTB tree as `tc -batch` lines and the port program's settings
-(pure, testable without root).
+(pure, testable without root). The lines' keys are struct port_config's fields (ports/fields.py).
 
 Like Mininet's TCIntf, each step returns (commands, handle) so that steps chain; unlike
 it, bad parameters raise instead of being logged and ignored, and rates are not capped.
@@ -28,8 +28,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..model.config import (CREDIT_WIRE_BYTES, DcqcnPort, DctcpPort, ExperimentConfig, ExpressPassPort, SprayPassPort,
-                            TcdPort)
+from ..model.config import CREDIT_WIRE_BYTES, ExperimentConfig
+from ..model.config.ports import Marker
+from ..model.config.ports import tcd_max_on_s as _tcd_max_on_s
+from .fields import MARKER_PARAMETERS, config_line
 
 # Preamble (7) + start delimiter (1) + FCS (4) + inter-frame gap (12): HTB charges only
 # skb->len, and without this a minimum frame would get ~40 % more than its wire share.
@@ -44,24 +46,18 @@ HISTOGRAM_BUCKETS = 64  # bpf/port.h PORT_HIST_BUCKETS
 
 @dataclass(frozen=True)
 class PortShape:
-    """Everything one egress port needs, in bytes and bit/s of the wire."""
+    """Everything one egress port needs, in bytes and bit/s of the wire: what its profile's
+    settings() says (model/config/ports.py) at the port's rate."""
 
     rate_mbps: float
     buffer_bytes: int
     mtu: int
     credit_share: float = 0.0  # 0: no credit class
     credit_buffer_bytes: int = 0
-    ecn_threshold_bytes: int = 0  # 0: no DCTCP marking
-    credit_mark_window: int = 0  # 0: no SprayPass credit marking
     lossless: bool = False  # PFC: never drop, pause upstream (xoff/xon per ingress)
     xoff_bytes: int = 0
     xon_bytes: int = 0
-    red_kmin_bytes: int = 0  # DCQCN CP marking; kmax 0: none
-    red_kmax_bytes: int = 0
-    red_pmax: float = 0.0
-    tcd: bool = False  # TCD ternary marking
-    tcd_threshold_bytes: int = 0
-    tcd_max_on_s: float = 0.0  # max(T_on), wall seconds
+    marker: Marker = Marker()  # how the port program marks, and its parameters
 
     def __post_init__(self) -> None:
         if self.rate_mbps <= 0:
@@ -72,30 +68,21 @@ class PortShape:
             raise ValueError(f"credit_share must be in [0, 0.5], got {self.credit_share}")
         if self.credit_share and self.credit_buffer_bytes < MIN_WIRE_FRAME_BYTES:
             raise ValueError(f"credit_buffer_bytes {self.credit_buffer_bytes} cannot hold one credit")
-        if not 0 <= self.ecn_threshold_bytes < self.buffer_bytes:
-            raise ValueError(f"ecn_threshold_bytes must be in [0, buffer_bytes), got {self.ecn_threshold_bytes}")
+        if not 0 <= self.marker.value("ecn_threshold_bytes") < self.buffer_bytes:
+            raise ValueError(f"ecn_threshold_bytes must be in [0, buffer_bytes), got "
+                             f"{self.marker.value('ecn_threshold_bytes')}")
 
     @classmethod
     def of(cls, config: ExperimentConfig, rate_mbps: float | None = None) -> "PortShape":
         """A switch port facing a host (at link.rate_mbps), or at `rate_mbps`."""
-        port = config.port
-        pfc, red, tcd = port.lossless, isinstance(port, DcqcnPort), isinstance(port, TcdPort)
-        shape = cls(
-            rate_mbps=config.link.rate_mbps if rate_mbps is None else rate_mbps, buffer_bytes=port.buffer_bytes,
-            mtu=config.link.mtu,
-            credit_share=port.credit_share if isinstance(port, ExpressPassPort) else 0.0,
-            credit_buffer_bytes=port.credit_buffer_bytes if isinstance(port, ExpressPassPort) else 0,
-            ecn_threshold_bytes=port.ecn_threshold_bytes if isinstance(port, DctcpPort) else 0,
-            credit_mark_window=port.credit_mark_window if isinstance(port, SprayPassPort) else 0,
-            lossless=pfc is not None, xoff_bytes=pfc.xoff_bytes if pfc else 0, xon_bytes=pfc.xon_bytes if pfc else 0,
-            red_kmin_bytes=port.kmin_bytes if red else 0, red_kmax_bytes=port.kmax_bytes if red else 0,
-            red_pmax=port.pmax if red else 0.0, tcd=tcd, tcd_threshold_bytes=port.threshold_bytes if tcd else 0,
-        )
-        if tcd:
-            max_on = (port.max_on_frames * shape.frame_wire_bytes * 8 / shape.link_bps if port.max_on_frames
-                      else tcd_max_on_s(shape, port.epsilon))
-            shape = dataclasses.replace(shape, tcd_max_on_s=max_on)
-        return shape
+        rate_mbps = config.link.rate_mbps if rate_mbps is None else rate_mbps
+        frame = cls(rate_mbps=rate_mbps, buffer_bytes=1 << 30, mtu=config.link.mtu)  # its rate and frame only
+        settings = config.port.settings(frame.link_bps, frame.frame_wire_bytes)
+        pfc = settings.lossless
+        return cls(rate_mbps=rate_mbps, buffer_bytes=settings.buffer_bytes, mtu=config.link.mtu,
+                   credit_share=settings.credit_share, credit_buffer_bytes=settings.credit_buffer_bytes,
+                   lossless=pfc is not None, xoff_bytes=pfc.xoff_bytes if pfc else 0,
+                   xon_bytes=pfc.xon_bytes if pfc else 0, marker=settings.marker)
 
     @classmethod
     def of_fabric(cls, config: ExperimentConfig) -> "PortShape":
@@ -108,6 +95,14 @@ class PortShape:
         buffer (port.host_buffer_bytes)."""
         return dataclasses.replace(self, rate_mbps=config.link.host_rate_mbps(host),
                                    buffer_bytes=config.port.host_nic_buffer_bytes)
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PortShape":
+        marker = data["marker"]
+        return cls(**{**data, "marker": Marker(marker["kind"], tuple(map(tuple, marker["fields"])))})
 
     @property
     def queued_memory_bytes(self) -> int:
@@ -131,6 +126,11 @@ class PortShape:
     @property
     def credit_bps(self) -> int:
         return round(self.link_bps * self.credit_share)
+
+    @property
+    def frame_ns(self) -> float:
+        """Time one full frame takes on the link."""
+        return self.frame_wire_bytes * 8 / self.link_bps * 1e9
 
 
 def data_burst_bytes(shape: PortShape) -> int:
@@ -194,21 +194,9 @@ def gate(dev: str, shape: PortShape, paused: bool, verb: str = "change") -> str:
             f"limit {g.limit_bytes}b")
 
 
-PAUSE_LOOP_FRAMES = 2
-
-
 def tcd_max_on_s(shape: PortShape, epsilon: float) -> float:
-    """max(T_on) from epsilon: the longest ON period PFC alone makes at a port whose downstream
-    drains at most (1 - epsilon) C. Reconstructed (the formula of seed 004's sections 3-4 is not in
-    the seed, nor found elsewhere): after a resume the downstream ingress has drained to about Xon
-    less the 2d (1 - eps) C it drains while the resume and the first bytes travel; it then fills at
-    eps C to Xoff, and the pause takes d to act: T_on = (Xoff - Xon + 2 d (1 - eps) C) / (eps C) + d.
-    d here is the pause loop's delay in this emulation, taken as PAUSE_LOOP_FRAMES frame times
-    (the fabric's links have no propagation delay of their own; the agent's reaction is ~1 frame
-    time at 10 Mbit/s)."""
-    rate_Bps = shape.link_bps / 8
-    d = PAUSE_LOOP_FRAMES * shape.frame_wire_bytes / rate_Bps
-    return (shape.xoff_bytes - shape.xon_bytes + 2 * d * (1 - epsilon) * rate_Bps) / (epsilon * rate_Bps) + d
+    """TCD's max(T_on) from epsilon at `shape`'s port (model/config/ports.py tcd_max_on_s)."""
+    return _tcd_max_on_s(shape.link_bps, shape.frame_wire_bytes, shape.xoff_bytes, shape.xon_bytes, epsilon)
 
 
 def port_qdiscs(dev: str, shape: PortShape) -> list[str]:
@@ -241,20 +229,35 @@ def idle_reset_ns(shape: PortShape) -> int:
     return max(IDLE_RESET_MIN_NS, round(2e9 * max(drain_s)))
 
 
+def port_program_values(shape: PortShape, port_id: int, peer_port_id: int, switch_port: bool) -> dict[str, object]:
+    """The port's struct port_config (ports/fields.py), field by field; per-class fields (data,
+    credit). `peer_port_id` is the port at the other end of the link: what arrives at the port
+    has left that port's queue. A switch port also measures the time packets spend inside its
+    switch. The marker's parameters come from the profile; the fields no marker of it sets are 0."""
+    marker_fields = {f.name: 0 for f in MARKER_PARAMETERS}
+    own = {f.name for f in MARKER_PARAMETERS if f.of_marker == shape.marker.kind}
+    unknown = set(dict(shape.marker.fields)) - own
+    if unknown:
+        raise ValueError(f"marker {shape.marker.kind} sets {sorted(unknown)}: not its parameters in port_config "
+                         f"(ports/fields.py)")
+    return {
+        "link_rate_Bps": shape.link_bps // 8, "credit_rate_Bps": shape.credit_bps // 8,
+        "buffer_bytes": (shape.buffer_bytes, shape.credit_buffer_bytes),
+        "classid": (DATA_CLASSID, CREDIT_CLASSID),
+        "hist_bucket_bytes": (histogram_bucket_bytes(shape.buffer_bytes),
+                              histogram_bucket_bytes(shape.credit_buffer_bytes)),
+        "wire_overhead_bytes": WIRE_OVERHEAD_BYTES, "min_wire_bytes": MIN_WIRE_FRAME_BYTES,
+        "burst_bytes": (data_burst_bytes(shape), CREDIT_BURST_BYTES if shape.credit_share else 0),
+        "port_id": port_id, "peer_port_id": peer_port_id, "switch_port": int(switch_port),
+        "idle_reset_ns": idle_reset_ns(shape),
+        "lossless": int(shape.lossless), "xoff_bytes": shape.xoff_bytes, "xon_bytes": shape.xon_bytes,
+        "marker": shape.marker.kind, **marker_fields, **dict(shape.marker.fields),
+    }
+
+
 def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: int, switch_port: bool) -> str:
-    """The port's line in port_loader's config (field order: bpf/port_loader.c parse_line).
-    `peer_port_id` is the port at the other end of the link: what arrives at `dev` has left
-    that port's queue. A switch port also measures the time packets spend inside its switch."""
-    return " ".join(str(v) for v in (
-        dev, shape.link_bps // 8, shape.credit_bps // 8, shape.credit_buffer_bytes, shape.buffer_bytes,
-        shape.ecn_threshold_bytes, shape.credit_mark_window, f"{CREDIT_CLASSID:x}", f"{DATA_CLASSID:x}",
-        histogram_bucket_bytes(shape.credit_buffer_bytes), histogram_bucket_bytes(shape.buffer_bytes),
-        WIRE_OVERHEAD_BYTES, MIN_WIRE_FRAME_BYTES, CREDIT_BURST_BYTES if shape.credit_share else 0,
-        data_burst_bytes(shape), port_id, peer_port_id, int(switch_port), idle_reset_ns(shape),
-        int(shape.lossless), shape.xoff_bytes, shape.xon_bytes, shape.red_kmin_bytes, shape.red_kmax_bytes,
-        round(shape.red_pmax * 1e6), int(shape.tcd), shape.tcd_threshold_bytes, round(shape.tcd_max_on_s * 1e9),
-        round(shape.tcd_max_on_s * 1e9),  # the queue's trend is sampled once per max(T_on)
-    ))
+    """The port's line in port_loader's attach config: `port=dev key=value ...` (ports/fields.py)."""
+    return config_line(dev, port_program_values(shape, port_id, peer_port_id, switch_port))
 
 
 def histogram_bucket_bytes(buffer_bytes: int) -> int:

@@ -132,3 +132,11 @@ def test_victim_flows_go_to_their_receiver_and_bursts_leave_at_the_same_instants
     span = max(f.start for f in flows.victims)
     assert span == pytest.approx(50 * cdf.mean() * 8 / (0.3 * 10e6), rel=0.5)
     assert flows.all() == sorted(flows.all(), key=lambda f: f.start)
+
+
+def test_pyroute2s_tbf_cannot_carry_the_closed_gate_so_the_agent_builds_its_own_message():
+    """pfc.gate_message says why it is hand-built; when pyroute2 learns TCA_TBF_BURST this fails,
+    and the agent can use it instead."""
+    from pyroute2.netlink.rtnl.tcmsg import sched_tbf
+
+    assert "TCA_TBF_BURST" not in [name for name, _ in sched_tbf.options.nla_map]

@@ -1,8 +1,14 @@
 """Port profiles: what every switch egress port (and host NIC) runs, per scheme: buffers,
-marking, the credit class, PFC. Bounds come from what the port program can represent."""
+marking, the credit class, PFC. Bounds come from what the port program can represent.
+
+A profile is one class here, in PORT_PROFILE_CLASSES: its `settings()` is everything the ports
+take from it (ports/tc.py PortShape.of: the HTB tree and the port program's config), and it
+says how the port marks by overriding `marker()` (and, for a credit class, `credit_class()`).
+ports/fields.py says what a new way of marking adds to the port program."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
@@ -16,7 +22,7 @@ from .errors import KeyedError
 ETHERNET_HEADER_BYTES = 14
 EXPRESSPASS_CREDIT_SHARE = CREDIT_WIRE_BYTES / (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES)
 # struct port_config holds buffers and K as u32, and tc's bfifo limit (the buffer plus a few
-# frames of margin, shaping.FIFO_MARGIN_FRAMES) is a u32 too: 1 GiB stays far from 2^32 with
+# frames of margin, ports/tc.py FIFO_MARGIN_FRAMES) is a u32 too: 1 GiB stays far from 2^32 with
 # any margin. What full buffers hold in kernel memory (~4x, skb truesize) is footprint.py's.
 MAX_PORT_BUFFER_BYTES = 1 << 30
 # port_config.credit_mark_window is a u32, and the program counts credits up to it in a u32.
@@ -24,9 +30,53 @@ MAX_CREDIT_MARK_WINDOW = (1 << 32) - 1
 # The port program keeps the credit rate in whole bytes per second, 0 meaning "no credit
 # class"; below one credit per second a credit class is no credit class for any experiment.
 MIN_CREDIT_RATE_BPS = 8 * CREDIT_WIRE_BYTES
-# How the port program counts buffers and K (shaping.WIRE_OVERHEAD_BYTES), said in their descriptions.
+# How the port program counts buffers and K (ports/tc.py WIRE_OVERHEAD_BYTES), said in their descriptions.
 _WIRE_BYTES = ("bytes on the wire: each frame (1514 bytes at MTU 1500) plus 24 of preamble, FCS and inter-frame "
                "gap, e.g. 20 full frames = 20 x 1538 = 30760")
+
+
+# TCD's pause loop delay, in frame times (tcd_max_on_s).
+PAUSE_LOOP_FRAMES = 2
+
+
+@dataclass(frozen=True)
+class Marker:
+    """How a port marks what it admits: `kind` names one of the port program's markers
+    (ports/fields.py MARKERS) and `fields` its parameters, by their names in struct port_config
+    (ports/fields.py PORT_CONFIG_FIELDS; the fields a marker does not set are 0)."""
+
+    kind: str = "none"
+    fields: tuple[tuple[str, int], ...] = ()
+
+    def value(self, name: str) -> int:
+        """The parameter `name` (0: not one of this marker's)."""
+        return dict(self.fields).get(name, 0)
+
+
+@dataclass(frozen=True)
+class PortSettings:
+    """What a profile asks of a port at a given rate: its data buffer (wire bytes), its credit
+    class (credit_share 0: none), PFC, and its marker."""
+
+    buffer_bytes: int
+    credit_share: float = 0.0
+    credit_buffer_bytes: int = 0
+    lossless: "LosslessConfig | None" = None
+    marker: Marker = Marker()
+
+
+def tcd_max_on_s(link_bps: float, frame_wire_bytes: int, xoff_bytes: int, xon_bytes: int, epsilon: float) -> float:
+    """max(T_on) from epsilon: the longest ON period PFC alone makes at a port whose downstream
+    drains at most (1 - epsilon) C. Reconstructed (the formula of seed 004's sections 3-4 is not in
+    the seed, nor found elsewhere): after a resume the downstream ingress has drained to about Xon
+    less the 2d (1 - eps) C it drains while the resume and the first bytes travel; it then fills at
+    eps C to Xoff, and the pause takes d to act: T_on = (Xoff - Xon + 2 d (1 - eps) C) / (eps C) + d.
+    d here is the pause loop's delay in this emulation, taken as PAUSE_LOOP_FRAMES frame times
+    (the fabric's links have no propagation delay of their own; the agent's reaction is ~1 frame
+    time at 10 Mbit/s)."""
+    rate_Bps = link_bps / 8
+    d = PAUSE_LOOP_FRAMES * frame_wire_bytes / rate_Bps
+    return (xoff_bytes - xon_bytes + 2 * d * (1 - epsilon) * rate_Bps) / (epsilon * rate_Bps) + d
 
 
 class LosslessConfig(Section):
@@ -69,6 +119,21 @@ class DropTailPort(Section):
     def host_nic_buffer_bytes(self) -> int:
         return self.buffer_bytes if self.host_buffer_bytes is None else self.host_buffer_bytes
 
+    def settings(self, link_bps: int, frame_wire_bytes: int) -> PortSettings:
+        """What a port of this profile runs at `link_bps` (a full frame being `frame_wire_bytes`
+        on the wire): a switch port's; a host's NIC takes host_nic_buffer_bytes instead."""
+        credit_share, credit_buffer_bytes = self.credit_class()
+        return PortSettings(self.buffer_bytes, credit_share, credit_buffer_bytes, self.lossless,
+                            self.marker(link_bps, frame_wire_bytes))
+
+    def credit_class(self) -> tuple[float, int]:
+        """(share of the link, buffer in wire bytes) of the credit class; (0, 0): none."""
+        return 0.0, 0
+
+    def marker(self, link_bps: int, frame_wire_bytes: int) -> Marker:
+        """How the port marks (at `link_bps`, for markers whose parameters are in time)."""
+        return Marker()
+
     @model_validator(mode="after")
     def _buffer_holds_what_pfc_lets_in(self) -> "DropTailPort":
         pfc = self.lossless
@@ -86,6 +151,9 @@ class DctcpPort(DropTailPort):
     # At most buffer_bytes (the rule below), so within the u32 of port_config too.
     ecn_threshold_bytes: int = Field(30_000, ge=1, description=f"K: a packet that finds more queued is CE-marked, "
                                                               f"in {_WIRE_BYTES} (default: Linux's 20 packets)")
+
+    def marker(self, link_bps: int, frame_wire_bytes: int) -> Marker:
+        return Marker("dctcp", (("ecn_threshold_bytes", self.ecn_threshold_bytes),))
 
     @model_validator(mode="after")
     def _threshold_below_buffer(self) -> "DctcpPort":
@@ -119,6 +187,9 @@ class ExpressPassPort(DropTailPort):
     def credit_buffer_bytes(self) -> int:
         return self.credit_buffer_credits * CREDIT_WIRE_BYTES
 
+    def credit_class(self) -> tuple[float, int]:
+        return self.credit_share, self.credit_buffer_bytes
+
 
 class SprayPassPort(ExpressPassPort):
     """SprayPass: ExpressPass's credit queue, and departing credits CE-marked with the
@@ -127,6 +198,9 @@ class SprayPassPort(ExpressPassPort):
     profile: Literal["spraypass"] = "spraypass"
     credit_mark_window: int = Field(4, ge=1, le=MAX_CREDIT_MARK_WINDOW,
                                     description="N_cdt, credits per Pd refresh (paper: 4)")
+
+    def marker(self, link_bps: int, frame_wire_bytes: int) -> Marker:
+        return Marker("spraypass", (("credit_mark_window", self.credit_mark_window),))
 
 
 class _LosslessPort(DropTailPort):
@@ -149,6 +223,10 @@ class DcqcnPort(_LosslessPort):
     kmax_bytes: int = Field(200_000, ge=1, le=MAX_PORT_BUFFER_BYTES, description="mark always above (paper: 200 KB)")
     pmax: float = Field(0.01, ge=0, le=1, description="marking probability at kmax (paper: 1 %)")
 
+    def marker(self, link_bps: int, frame_wire_bytes: int) -> Marker:
+        return Marker("red", (("red_kmin_bytes", self.kmin_bytes), ("red_kmax_bytes", self.kmax_bytes),
+                              ("red_pmax_ppm", round(self.pmax * 1e6))))
+
     @model_validator(mode="after")
     def _kmin_below_kmax(self) -> "DcqcnPort":
         if self.kmin_bytes >= self.kmax_bytes:
@@ -168,11 +246,23 @@ class TcdPort(_LosslessPort):
     epsilon: float = Field(0.05, ge=0.001, lt=1, description="sets max(T_on) (seed 004, 5.1.4: 0.05 recommended)")
     # At most a million frame times: the port program keeps max(T_on) in u64 nanoseconds.
     max_on_frames: Union[float, None] = Field(
-        None, gt=0, le=1e6, description="max(T_on) in frame times at the link rate; unset: from epsilon (ports/tc.py "
-                                "tcd_max_on_s)")
+        None, gt=0, le=1e6, description="max(T_on) in frame times at the link rate; unset: from epsilon "
+                                        "(tcd_max_on_s)")
+
+    def max_on_s(self, link_bps: int, frame_wire_bytes: int) -> float:
+        """max(T_on) at a port of `link_bps`, in wall seconds."""
+        if self.max_on_frames:
+            return self.max_on_frames * frame_wire_bytes * 8 / link_bps
+        return tcd_max_on_s(link_bps, frame_wire_bytes, self.lossless.xoff_bytes, self.lossless.xon_bytes,
+                            self.epsilon)
+
+    def marker(self, link_bps: int, frame_wire_bytes: int) -> Marker:
+        max_on_ns = round(self.max_on_s(link_bps, frame_wire_bytes) * 1e9)
+        return Marker("tcd", (("tcd_threshold_bytes", self.threshold_bytes), ("tcd_max_on_ns", max_on_ns),
+                              ("tcd_sample_ns", max_on_ns)))  # the queue's trend is sampled once per max(T_on)
 
 
-PortConfig = Annotated[
-    Union[DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort, DcqcnPort, TcdPort], Field(discriminator="profile")
-]
-PORT_PROFILES = ("droptail", "dctcp", "expresspass", "spraypass", "dcqcn", "tcd")
+# The one list of profiles: the config's union and its tags come from it.
+PORT_PROFILE_CLASSES = (DropTailPort, DctcpPort, ExpressPassPort, SprayPassPort, DcqcnPort, TcdPort)
+PortConfig = Annotated[Union[PORT_PROFILE_CLASSES], Field(discriminator="profile")]
+PORT_PROFILES = tuple(cls.model_fields["profile"].default for cls in PORT_PROFILE_CLASSES)

@@ -5,7 +5,8 @@
  * Egress decides on the real queue: admitted bytes of the class minus the bytes its peer has
  * seen arrive. A packet that would overflow its class's buffer is dropped here (the HTB leaf
  * FIFOs are sized so that they never drop first); DCTCP and SprayPass marks follow the same
- * queue; the rest is steered to its HTB class via skb->priority.
+ * queue (the port's marker: port_config.marker); the rest is steered to its HTB class via
+ * skb->priority.
  *
  * Beside it, the ideal port, a fluid model exact at every packet: the link drains R_link wire
  * bytes/s; the credit class is served first but never above R_credit; data gets the rest. Like
@@ -416,7 +417,6 @@ int switch_ingress(struct __sk_buff *skb)
 #define RESIDENCE_UNTRACKED -1 /* no arrival on record */
 #define RESIDENCE_NONE -2      /* nothing to measure: not a switch port, or not IPv4 */
 
-/* How long the packet leaving through this switch port spent inside the switch, in ns. */
 /* How long the packet leaving through this switch port spent inside the switch, in ns, and where
  * it came in (`arrival`, when the result is >= 0). */
 static __always_inline __s64 residence_of(struct __sk_buff *skb, const struct parsed *p,
@@ -573,22 +573,34 @@ int port_egress(struct __sk_buff *skb)
 	/* Departures are counted by another CPU without this lock: never ahead of admissions
 	 * for long, but a read may catch them a packet ahead. `queue` is what the packet finds. */
 	queue = st->admitted_bytes[cls] > departed[cls] ? st->admitted_bytes[cls] - departed[cls] : 0;
-	if (p.ip_offset < 0) {
+	if (p.ip_offset < 0)
 		st->unparsed_packets++;
-	} else if (cls == PORT_CLASS_DATA && cfg->ecn_threshold_bytes) {
-		/* DCTCP: an ECN-capable packet that finds more than K bytes queued on arrival. */
-		mark = (p.tos & INET_ECN_MASK) && queue > cfg->ecn_threshold_bytes;
-	} else if (cls == PORT_CLASS_DATA && cfg->red_kmax_bytes && cfg->switch_port) {
-		/* DCQCN's CP is the switch (DCQCN 3.1); a host NIC's queue is its own sender's pacing. */
-		mark = (p.tos & INET_ECN_MASK) && random < red_probability_ppm(cfg, queue);
-	}
-	if (p.ip_offset >= 0 && cls == PORT_CLASS_DATA && cfg->tcd && cfg->switch_port) {
-		tcd = tcd_state(st, cfg, queue, now, paused, resumed_ns);
-		mark = tcd == TCD_CONGESTION && (p.tos & INET_ECN_MASK);
-		ue = tcd == TCD_UNDETERMINED && ect0; /* UE never overwrites CE (nor ECT(1): marked already) */
+	/* The markers that judge the data queue the packet finds (port_config.h enum port_marker;
+	 * SprayPass judges a credit by its own fate, below, once it is admitted or dropped). */
+	if (p.ip_offset >= 0 && cls == PORT_CLASS_DATA) {
+		switch (cfg->marker) {
+		case PORT_MARKER_DCTCP:
+			/* DCTCP: an ECN-capable packet that finds more than K bytes queued on arrival. */
+			mark = (p.tos & INET_ECN_MASK) && queue > cfg->ecn_threshold_bytes;
+			break;
+		case PORT_MARKER_RED:
+			/* DCQCN's CP is the switch (DCQCN 3.1); a host NIC's queue is its own sender's pacing. */
+			if (cfg->switch_port)
+				mark = (p.tos & INET_ECN_MASK) && random < red_probability_ppm(cfg, queue);
+			break;
+		case PORT_MARKER_TCD:
+			if (cfg->switch_port) {
+				tcd = tcd_state(st, cfg, queue, now, paused, resumed_ns);
+				mark = tcd == TCD_CONGESTION && (p.tos & INET_ECN_MASK);
+				ue = tcd == TCD_UNDETERMINED && ect0; /* UE never overwrites CE (nor ECT(1): marked already) */
+			}
+			break;
+		default:
+			break;
+		}
 	}
 	/* A lossless port drops too if its buffer overflows: PFC's thresholds are meant to make that
-	 * never happen (model/config/experiment.py: the buffer holds xoff + headroom from every ingress), and a drop
+	 * never happen (model/config/ports.py: the buffer holds xoff + headroom from every ingress), and a drop
 	 * here, counted, says they did not. */
 	if (queue + wire > cfg->buffer_bytes[cls]) {
 		drop = 1;
@@ -616,7 +628,7 @@ int port_egress(struct __sk_buff *skb)
 			bucket = PORT_HIST_BUCKETS - 1;
 		stats->queue_histogram[bucket & (PORT_HIST_BUCKETS - 1)]++;
 	}
-	if (p.ip_offset >= 0 && cls == PORT_CLASS_CREDIT && cfg->credit_mark_window) {
+	if (p.ip_offset >= 0 && cls == PORT_CLASS_CREDIT && cfg->marker == PORT_MARKER_SPRAYPASS) {
 		/* SprayPass: departing credits carry CE with Pd = dropped / injected credits of
 		 * the last N_cdt credits. */
 		st->window_credits++;

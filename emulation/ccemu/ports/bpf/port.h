@@ -1,4 +1,4 @@
-/* Shared by port.bpf.c (kernel side), port_loader.c and ccemu/ports.py (which mirrors the
+/* Shared by port.bpf.c (kernel side), port_loader.c and ccemu/ports/maps.py (which mirrors the
  * layouts with the struct module; tests compare them with `port_loader --layout`).
  *
  * Two programs per port. At egress, before the HTB tree that does the real shaping, it
@@ -54,41 +54,8 @@
 #define CCEMU_MAGIC 0xCCE1
 #define CCEMU_TYPE_CREDIT 2
 
-/* Per port (key: its id in the run; the programs find it by ifindex: see port_ids). */
-struct port_config {
-	__u64 link_rate_Bps;        /* wire bytes per second of the whole port */
-	__u64 credit_rate_Bps;      /* cap of the credit class (0: no credit class) */
-	__u32 buffer_bytes[PORT_CLASSES];   /* virtual queue limits (tail drop) */
-	__u32 ecn_threshold_bytes;  /* DCTCP K on the data queue; 0: never mark */
-	__u32 credit_mark_window;   /* SprayPass N_cdt credits per Pd refresh; 0: never mark */
-	__u32 classid[PORT_CLASSES];/* HTB class each class's packets are steered to */
-	__u32 hist_bucket_bytes[PORT_CLASSES]; /* width of one histogram bucket */
-	__u32 wire_overhead_bytes;  /* preamble + SFD + FCS + IFG added to skb->len */
-	__u32 min_wire_bytes;       /* a minimum frame on the wire */
-	__u32 burst_bytes[PORT_CLASSES]; /* the HTB classes' burst: what they send at once after idling */
-	__u32 port_id;              /* this port in the run's port_departures map */
-	__u32 peer_port_id;         /* the port at the other end of the link (whose packets arrive here) */
-	__u32 switch_port;          /* 1: a switch's port (residences start at its ingress, end at its egress) */
-	__u32 pad;
-	__u64 idle_reset_ns;        /* idle longer than this, every queue of the port has surely drained */
-	/* Lossless (PFC) mode: never drop; when the bytes that arrived through one ingress port of a
-	 * switch and still sit in its egress queues exceed xoff, the port upstream of that ingress is
-	 * paused, and resumed once they fall to xon (ports/pfc.py does the pausing). */
-	__u32 lossless;
-	__u32 xoff_bytes;
-	__u32 xon_bytes;
-	/* DCQCN's CP: an ECT packet that finds q queued is CE-marked with probability 0 below kmin,
-	 * pmax * (q - kmin) / (kmax - kmin) up to kmax, 1 above (kmax 0: no such marking). */
-	__u32 red_kmin_bytes;
-	__u32 red_kmax_bytes;
-	__u32 red_pmax_ppm;
-	/* TCD: congestion -> CE, undetermined (paused, or ON for at most tcd_max_on_ns since its last
-	 * resume) -> UE, non-congestion -> no mark (tcd 0: off). */
-	__u32 tcd;
-	__u32 tcd_threshold_bytes;  /* the queue above which a port that is ON is congested */
-	__u64 tcd_max_on_ns;        /* max(T_on) */
-	__u64 tcd_sample_ns;        /* how often the queue's trend (decreasing or not) is sampled */
-};
+/* struct port_config (per port) and enum port_marker: generated from ccemu/ports/fields.py. */
+#include "port_config.h"
 
 /* A packet inside a switch, by its first bytes (see RESIDENCE_KEY_BYTES). */
 struct residence_key {

@@ -10,10 +10,13 @@
  *       write_route()), checking every line before it writes any.
  *   port_loader attach PIN_DIR CONFIG [forward]
  *       run inside a namespace: attaches the pinned programs at egress and ingress of the ports
- *       named in CONFIG (one port a line, see parse_line()), writes each one's config, zeroes
+ *       named in CONFIG (one port a line of key=value pairs, see parse_line()), writes each one's config, zeroes
  *       its state and maps its ifindex (unique in the run: the fabric creates its interfaces
  *       with ifindexes of their own) to its id. Prints "attached <ifname> <ifindex>" per port.
  *       With `forward`, a switch port's ingress program also forwards (switch_ingress).
+ *   port_loader check CONFIG
+ *       reads CONFIG as attach would, checking every line, and prints each port's config back as
+ *       the line it parsed (needs no root, no bpffs: ccemu's tests run it on the lines Python writes)
  *   port_loader --layout
  *       struct sizes and field offsets, for ccemu/ports/maps.py's mirror
  *
@@ -34,7 +37,7 @@
 
 #include "port.h"
 
-#define CONFIG_FIELDS 29
+#define MAX_LINE_BYTES 4096
 #define MAX_LINES PORT_MAX_PORTS
 /* Packets the switches follow inside them, per switch port: ovs-vswitchd's receive socket of a
  * port holds thousands of full frames when it falls behind; past this the oldest records are
@@ -51,32 +54,9 @@ static const char *const programs[] = {"port_egress", "port_ingress", "switch_in
 
 static int print_layout(void)
 {
+#define CONFIG_FIELD(f) FIELD(port_config, f);
 	SIZE(port_config);
-	FIELD(port_config, link_rate_Bps);
-	FIELD(port_config, credit_rate_Bps);
-	FIELD(port_config, buffer_bytes);
-	FIELD(port_config, ecn_threshold_bytes);
-	FIELD(port_config, credit_mark_window);
-	FIELD(port_config, classid);
-	FIELD(port_config, hist_bucket_bytes);
-	FIELD(port_config, wire_overhead_bytes);
-	FIELD(port_config, min_wire_bytes);
-	FIELD(port_config, burst_bytes);
-	FIELD(port_config, port_id);
-	FIELD(port_config, peer_port_id);
-	FIELD(port_config, switch_port);
-	FIELD(port_config, pad);
-	FIELD(port_config, idle_reset_ns);
-	FIELD(port_config, lossless);
-	FIELD(port_config, xoff_bytes);
-	FIELD(port_config, xon_bytes);
-	FIELD(port_config, red_kmin_bytes);
-	FIELD(port_config, red_kmax_bytes);
-	FIELD(port_config, red_pmax_ppm);
-	FIELD(port_config, tcd);
-	FIELD(port_config, tcd_threshold_bytes);
-	FIELD(port_config, tcd_max_on_ns);
-	FIELD(port_config, tcd_sample_ns);
+	PORT_CONFIG_FIELDS(CONFIG_FIELD)
 	SIZE(port_departures);
 	FIELD(port_departures, bytes);
 	FIELD(port_departures, packets);
@@ -133,57 +113,169 @@ static int print_layout(void)
 	return 0;
 }
 
-/* ifname link_Bps credit_Bps credit_buffer data_buffer ecn_K mark_window
- * credit_classid data_classid credit_bucket_bytes data_bucket_bytes overhead min_wire
- * credit_burst data_burst port_id peer_port_id switch_port idle_reset_ns
- * lossless xoff xon red_kmin red_kmax red_pmax_ppm tcd tcd_threshold tcd_max_on_ns tcd_sample_ns
- * (written by ccemu/shaping.py port_program_line) */
-static int parse_line(const char *line, char *ifname, struct port_config *cfg)
+/* A config line's keys: struct port_config's fields (port_config.h, generated from
+ * ccemu/ports/fields.py, which writes the lines too), and `port`, the interface. */
+enum key_type { KEY_u32, KEY_u64, KEY_marker };
+
+struct config_key {
+	const char *name;
+	size_t offset;
+	enum key_type type;
+	int count; /* PORT_CLASSES: comma-separated values, data first */
+};
+
+#define CONFIG_KEY(f, t, n) {#f, offsetof(struct port_config, f), KEY_##t, n},
+static const struct config_key config_keys[] = {PORT_CONFIG_KEYS(CONFIG_KEY)};
+#define CONFIG_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+static const char *const marker_names[PORT_MARKERS] = PORT_MARKER_NAMES;
+
+/* Sets one key's values from `value`; -1 if it is not what the key takes. */
+static int set_key(const struct config_key *key, const char *value, struct port_config *cfg)
 {
-	unsigned long long link, credit, idle_reset, tcd_max_on, tcd_sample;
-	unsigned int lossless, xoff, xon, kmin, kmax, pmax, tcd, tcd_threshold;
-	unsigned int credit_buf, data_buf, k, window, credit_cls, data_cls, credit_bucket, data_bucket;
-	unsigned int overhead, min_wire, credit_burst, data_burst, port_id, peer_port_id, switch_port;
+	char *field = (char *)cfg + key->offset, *end;
+	unsigned long long v;
+	const char *at = value;
+
+	if (key->type == KEY_marker) {
+		for (__u32 m = 0; m < PORT_MARKERS; m++)
+			if (!strcmp(value, marker_names[m])) {
+				memcpy(field, &m, sizeof(m));
+				return 0;
+			}
+		return -1;
+	}
+	for (int i = 0; i < key->count; i++) {
+		if (i && *at++ != ',')
+			return -1;
+		if (*at < '0' || *at > '9')
+			return -1;
+		errno = 0;
+		v = strtoull(at, &end, 10);
+		if (errno || (key->type == KEY_u32 && v > 0xFFFFFFFFULL))
+			return -1;
+		if (key->type == KEY_u64) {
+			__u64 v64 = v;
+			memcpy(field + i * sizeof(v64), &v64, sizeof(v64));
+		} else {
+			__u32 v32 = v;
+			memcpy(field + i * sizeof(v32), &v32, sizeof(v32));
+		}
+		at = end;
+	}
+	return *at ? -1 : 0;
+}
+
+/* What a port's values must be beyond their types; NULL when they are fine. */
+static const char *check_config(const struct port_config *cfg)
+{
+	if (cfg->port_id >= PORT_MAX_FABRIC_PORTS || cfg->peer_port_id >= PORT_MAX_FABRIC_PORTS)
+		return "port_id and peer_port_id must be below PORT_MAX_FABRIC_PORTS (65536)";
+	if (cfg->switch_port > 1 || cfg->lossless > 1)
+		return "switch_port and lossless must be 0 or 1";
+	if (!cfg->idle_reset_ns)
+		return "idle_reset_ns must be above 0";
+	if (cfg->xon_bytes > cfg->xoff_bytes)
+		return "xon_bytes must not be above xoff_bytes";
+	if (cfg->marker == PORT_MARKER_DCTCP && !cfg->ecn_threshold_bytes)
+		return "marker dctcp needs ecn_threshold_bytes above 0";
+	if (cfg->marker == PORT_MARKER_RED && (cfg->red_kmin_bytes >= cfg->red_kmax_bytes || cfg->red_pmax_ppm > 1000000))
+		return "marker red needs red_kmin_bytes below red_kmax_bytes and red_pmax_ppm at most 1000000";
+	if (cfg->marker == PORT_MARKER_SPRAYPASS && (!cfg->credit_mark_window || !cfg->credit_rate_Bps))
+		return "marker spraypass needs credit_mark_window and credit_rate_Bps above 0";
+	return NULL;
+}
+
+/* One line of an attach config: `port=IFNAME key=value ...`, every key of config_keys once, in
+ * any order (ccemu/ports/fields.py config_line writes them). On an error, says what was wrong in
+ * `error` (an unknown, repeated or missing key, a bad value) and returns -1. */
+static int parse_line(const char *line, char *ifname, struct port_config *cfg, char *error, size_t error_size)
+{
+	char copy[MAX_LINE_BYTES], *token, *save, *value;
+	int seen[CONFIG_KEYS] = {0}, have_port = 0;
+	size_t used;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (sscanf(line, "%15s %llu %llu %u %u %u %u %x %x %u %u %u %u %u %u %u %u %u %llu %u %u %u %u %u %u %u %u %llu %llu", ifname, &link, &credit,
-		   &credit_buf, &data_buf, &k, &window, &credit_cls, &data_cls, &credit_bucket, &data_bucket,
-		   &overhead, &min_wire, &credit_burst, &data_burst, &port_id, &peer_port_id, &switch_port,
-		   &idle_reset, &lossless, &xoff, &xon, &kmin, &kmax, &pmax, &tcd, &tcd_threshold, &tcd_max_on,
-		   &tcd_sample) != CONFIG_FIELDS)
+	snprintf(copy, sizeof(copy), "%s", line);
+	for (token = strtok_r(copy, " \t\r\n", &save); token; token = strtok_r(NULL, " \t\r\n", &save)) {
+		size_t k;
+
+		value = strchr(token, '=');
+		if (!value) {
+			snprintf(error, error_size, "'%s' is not key=value", token);
+			return -1;
+		}
+		*value++ = '\0';
+		if (!strcmp(token, "port")) {
+			if (have_port || !*value || strlen(value) >= IF_NAMESIZE) {
+				snprintf(error, error_size, have_port ? "key 'port' given twice" :
+					 "bad value for port: '%s' (an interface name, 1-%d characters)", value,
+					 IF_NAMESIZE - 1);
+				return -1;
+			}
+			strcpy(ifname, value);
+			have_port = 1;
+			continue;
+		}
+		for (k = 0; k < CONFIG_KEYS && strcmp(token, config_keys[k].name); k++)
+			;
+		if (k == CONFIG_KEYS) {
+			snprintf(error, error_size, "unknown key '%s'", token);
+			return -1;
+		}
+		if (seen[k]++) {
+			snprintf(error, error_size, "key '%s' given twice", token);
+			return -1;
+		}
+		if (set_key(&config_keys[k], value, cfg)) {
+			snprintf(error, error_size, "bad value for %s: '%s' (%s)", token, value,
+				 config_keys[k].type == KEY_marker ? "a marker name of port_config.h" :
+				 config_keys[k].count > 1 ? "comma-separated integers, data then credit" :
+				 config_keys[k].type == KEY_u64 ? "an integer below 2^64" : "an integer below 2^32");
+			return -1;
+		}
+	}
+	used = snprintf(error, error_size, "missing keys:");
+	if (!have_port)
+		used += snprintf(error + used, used < error_size ? error_size - used : 0, " port");
+	for (size_t k = 0; k < CONFIG_KEYS; k++)
+		if (!seen[k])
+			used += snprintf(error + used, used < error_size ? error_size - used : 0, " %s", config_keys[k].name);
+	if (used > strlen("missing keys:"))
 		return -1;
-	if (port_id >= PORT_MAX_FABRIC_PORTS || peer_port_id >= PORT_MAX_FABRIC_PORTS || switch_port > 1 ||
-	    !idle_reset || lossless > 1 || xon > xoff || (kmax && kmin >= kmax) || pmax > 1000000 || tcd > 1)
+	value = (char *)check_config(cfg);
+	if (value) {
+		snprintf(error, error_size, "%s", value);
 		return -1;
-	cfg->lossless = lossless;
-	cfg->xoff_bytes = xoff;
-	cfg->xon_bytes = xon;
-	cfg->red_kmin_bytes = kmin;
-	cfg->red_kmax_bytes = kmax;
-	cfg->red_pmax_ppm = pmax;
-	cfg->tcd = tcd;
-	cfg->tcd_threshold_bytes = tcd_threshold;
-	cfg->tcd_max_on_ns = tcd_max_on;
-	cfg->tcd_sample_ns = tcd_sample;
-	cfg->link_rate_Bps = link;
-	cfg->credit_rate_Bps = credit;
-	cfg->buffer_bytes[PORT_CLASS_CREDIT] = credit_buf;
-	cfg->buffer_bytes[PORT_CLASS_DATA] = data_buf;
-	cfg->ecn_threshold_bytes = k;
-	cfg->credit_mark_window = window;
-	cfg->classid[PORT_CLASS_CREDIT] = credit_cls;
-	cfg->classid[PORT_CLASS_DATA] = data_cls;
-	cfg->hist_bucket_bytes[PORT_CLASS_CREDIT] = credit_bucket;
-	cfg->hist_bucket_bytes[PORT_CLASS_DATA] = data_bucket;
-	cfg->wire_overhead_bytes = overhead;
-	cfg->min_wire_bytes = min_wire;
-	cfg->burst_bytes[PORT_CLASS_CREDIT] = credit_burst;
-	cfg->burst_bytes[PORT_CLASS_DATA] = data_burst;
-	cfg->port_id = port_id;
-	cfg->peer_port_id = peer_port_id;
-	cfg->switch_port = switch_port;
-	cfg->idle_reset_ns = idle_reset;
+	}
 	return 0;
+}
+
+/* A parsed line as the line it would have been (`check`): the keys in config_keys' order. */
+static void print_line(const char *ifname, const struct port_config *cfg)
+{
+	printf("port=%s", ifname);
+	for (size_t k = 0; k < CONFIG_KEYS; k++) {
+		const struct config_key *key = &config_keys[k];
+		const char *field = (const char *)cfg + key->offset;
+
+		printf(" %s=", key->name);
+		for (int i = 0; i < key->count; i++) {
+			__u64 v64;
+			__u32 v32;
+
+			if (key->type == KEY_u64) {
+				memcpy(&v64, field + i * sizeof(v64), sizeof(v64));
+				printf("%s%llu", i ? "," : "", (unsigned long long)v64);
+			} else {
+				memcpy(&v32, field + i * sizeof(v32), sizeof(v32));
+				if (key->type == KEY_marker)
+					printf("%s", v32 < PORT_MARKERS ? marker_names[v32] : "?");
+				else
+					printf("%s%u", i ? "," : "", v32);
+			}
+		}
+	}
+	printf("\n");
 }
 
 /* The maps an attach writes. */
@@ -305,7 +397,7 @@ out:
 /* Reads CONFIG whole, checking every line before anything is attached. */
 static int read_config(const char *path, char (*ifnames)[IF_NAMESIZE], struct port_config *cfgs)
 {
-	char line[512];
+	char line[MAX_LINE_BYTES], error[1024];
 	FILE *config = fopen(path, "r");
 	int ports = 0;
 
@@ -314,9 +406,16 @@ static int read_config(const char *path, char (*ifnames)[IF_NAMESIZE], struct po
 		return -1;
 	}
 	while (fgets(line, sizeof(line), config)) {
-		if (ports == MAX_LINES || parse_line(line, ifnames[ports], &cfgs[ports])) {
-			fprintf(stderr, "port_loader: %s line %d: expected %d fields, port ids < %d, at most %d ports\n",
-				path, ports + 1, CONFIG_FIELDS, PORT_MAX_FABRIC_PORTS, MAX_LINES);
+		int bad = 1;
+
+		if (ports == MAX_LINES)
+			snprintf(error, sizeof(error), "more than %d ports", MAX_LINES);
+		else if (!strchr(line, '\n') && !feof(config))
+			snprintf(error, sizeof(error), "longer than %d bytes", MAX_LINE_BYTES - 2);
+		else
+			bad = parse_line(line, ifnames[ports], &cfgs[ports], error, sizeof(error));
+		if (bad) {
+			fprintf(stderr, "port_loader: %s line %d: %s\n", path, ports + 1, error);
 			fclose(config);
 			return -1;
 		}
@@ -344,6 +443,17 @@ static int open_pinned(const char *pin_dir, const char *name)
 
 static char ifnames[MAX_LINES][IF_NAMESIZE];
 static struct port_config cfgs[MAX_LINES];
+
+static int check_all(const char *config_path)
+{
+	int ports = read_config(config_path, ifnames, cfgs);
+
+	if (ports < 0)
+		return 1;
+	for (int i = 0; i < ports; i++)
+		print_line(ifnames[i], &cfgs[i]);
+	return 0;
+}
 
 static int attach_all(const char *pin_dir, const char *config_path, int forward)
 {
@@ -474,11 +584,13 @@ int main(int argc, char **argv)
 	if (argc == 7 && !strcmp(argv[1], "load"))
 		return load(argv[2], argv[3], strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10),
 			    strtol(argv[6], NULL, 10));
+	if (argc == 3 && !strcmp(argv[1], "check"))
+		return check_all(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "routes"))
 		return write_routes(argv[2], argv[3]);
 	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "forward"))) && !strcmp(argv[1], "attach"))
 		return attach_all(argv[2], argv[3], argc == 5);
 	fprintf(stderr, "usage: port_loader load OBJ PIN_DIR PORT_IDS SWITCH_PORTS HOST_ROUTES | port_loader routes PIN_DIR "
-		"ROUTES | port_loader attach PIN_DIR CONFIG [forward] | port_loader --layout\n");
+		"ROUTES | port_loader attach PIN_DIR CONFIG [forward] | port_loader check CONFIG | port_loader --layout\n");
 	return 2;
 }
