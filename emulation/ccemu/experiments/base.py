@@ -27,7 +27,7 @@ from ..bench import capacity as bench_capacity
 from ..containers.cgroups import read_figures
 from ..containers.engine import engine_session
 from ..fabric.kernel import KernelFeatures
-from ..fabric.latency import idle_rtts
+from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
 from ..hosts.cchost import counters_under, experiment_command, host_number, read_counters
 from ..logs import last_line
@@ -36,7 +36,7 @@ from ..metrics.collector import ExperimentCollector, MetricsServer
 from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
 from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig,
                             ExpressPassPort)
-from ..model.dilation import FaithfulRates, PairDelay, bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us
+from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
 from ..ports import pfc
 from ..ports.maps import PortMaps, PortStats
 from ..results import fidelity
@@ -348,40 +348,25 @@ class ExperimentRunner:
         """Measures every host pair's idle RTT; with a datacenter of non-zero delays, writes each
         host's delay table (what its pairs lack of the RTT they stand for). Returns the verdict's
         reasons for pairs the fabric alone makes slower than their target."""
-        net, config = live.net, live.config
-        pairs = [(a, b) for i, a in enumerate(live.hosts) for b in live.hosts[i + 1:]]
-        floors = idle_rtts(net, pairs)
-        dc = config.datacenter
-        d = config.dilation
-        links = {pair: len(net.routing.path(*pair, 0)) + 1 for pair in pairs}
-        targets = {}
-        if dc is not None and (dc.link_delay_us or dc.host_delay_us):
-            targets = {pair: d.wall_s(2 * one_way_delay_us(links[pair], dc.link_delay_us, dc.host_delay_us) / 1e6)
-                       for pair in pairs}
-        plan = [PairDelay(a, b, floors[(a, b)], targets.get((a, b), 0.0)) for a, b in pairs]
-        if targets:
-            (live.workdir / "delays").mkdir()
-            for host, entries in delay_lines(plan).items():
-                path = live.workdir / "delays" / f"{host}.delays"
-                path.write_text("".join(json.dumps({"src": host_number(src), "delay_us": us}) + "\n"
-                                        for src, us in entries))
-                live.delays[host] = path
-        for pair in plan:
+        plan = plan_delays(live.net, live.config, live.hosts)
+        live.delays.update(write_delay_tables(plan, live.workdir / "delays"))
+        for pair in plan.pairs:
             live.base_rtts[(pair.src, pair.dst)] = max(pair.floor_rtt_s, pair.target_rtt_s)
             self.bundle.rtts.append({
                 **live.spec.key.columns(), "src": pair.src,
-                "dst": pair.dst, "links": links[(pair.src, pair.dst)],
+                "dst": pair.dst, "links": plan.links[(pair.src, pair.dst)],
                 "floor_ms": round(pair.floor_rtt_s * 1e3, 3), "target_ms": round(pair.target_rtt_s * 1e3, 3),
                 "added_one_way_ms": round(pair.added_one_way_s * 1e3, 3),
             })
-        over = [p for p in plan if targets and p.floor_exceeds_target]
+        over = plan.too_slow()
         if not over:
             return []
         worst = max(over, key=lambda p: p.floor_rtt_s / p.target_rtt_s)
-        return [f"the fabric alone was slower than the datacenter's RTT for {len(over)} of {len(plan)} host pairs "
-                f"(worst {worst.src}-{worst.dst}: idle RTT {worst.floor_rtt_s * 1e3:.2f} ms against "
-                f"{worst.target_rtt_s * 1e3:.2f} ms, {d.datacenter_s(worst.floor_rtt_s) * 1e6:.1f} us in datacenter "
-                "time): their base RTT is the fabric's, larger than the paper's; a larger dilation fixes it"]
+        return [f"the fabric alone was slower than the datacenter's RTT for {len(over)} of {len(plan.pairs)} host "
+                f"pairs (worst {worst.src}-{worst.dst}: idle RTT {worst.floor_rtt_s * 1e3:.2f} ms against "
+                f"{worst.target_rtt_s * 1e3:.2f} ms, {live.config.dilation.datacenter_s(worst.floor_rtt_s) * 1e6:.1f} "
+                "us in datacenter time): their base RTT is the fabric's, larger than the paper's; a larger dilation "
+                "fixes it"]
 
     def start_cchost(self, live: LiveBlock, host: str, workdir: Path | None = None,
                      stdin=subprocess.DEVNULL, **kwargs) -> subprocess.Popen:

@@ -7,10 +7,16 @@ delay_lines), and says so when the fabric alone is already slower than the targe
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 
+from ..hosts.cchost import host_number
+from ..model.config import ExperimentConfig
+from ..model.dilation import PairDelay, delay_lines, one_way_delay_us
 from .net import FabricNet
 
 PINGS = 7  # per pair; the first is dropped: it may take OVS's slow path (a new datapath flow)
@@ -86,3 +92,46 @@ def _parse(src: str, out: str) -> dict[tuple[str, str], float]:
             times.append(float(match.group(1)))
     flush()
     return rtts
+
+
+@dataclass(frozen=True)
+class DelayPlan:
+    """Every host pair's measured idle RTT against the RTT it stands for (wall time), and the
+    links of its path; `delayed`: whether the datacenter asks for any delay at all."""
+
+    pairs: list[PairDelay]
+    links: dict[tuple[str, str], int]
+    delayed: bool
+
+    def too_slow(self) -> list[PairDelay]:
+        """The pairs the fabric alone makes slower than the RTT they stand for."""
+        return [p for p in self.pairs if self.delayed and p.floor_exceeds_target]
+
+
+def plan_delays(net: FabricNet, config: ExperimentConfig, hosts: list[str]) -> DelayPlan:
+    """Measures every pair of `hosts`' idle RTT and sets it against what the experiment's
+    datacenter stands for: links x its link delay plus its hosts' delays, both ways, dilated."""
+    pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1:]]
+    floors = idle_rtts(net, pairs)
+    dc, d = config.datacenter, config.dilation
+    links = {pair: len(net.routing.path(*pair, 0)) + 1 for pair in pairs}
+    targets = {}
+    if dc is not None and (dc.link_delay_us or dc.host_delay_us):
+        targets = {pair: d.wall_s(2 * one_way_delay_us(links[pair], dc.link_delay_us, dc.host_delay_us) / 1e6)
+                   for pair in pairs}
+    return DelayPlan([PairDelay(a, b, floors[(a, b)], targets.get((a, b), 0.0)) for a, b in pairs], links,
+                     bool(targets))
+
+
+def write_delay_tables(plan: DelayPlan, directory: Path) -> dict[str, Path]:
+    """Each host's cchost --delays table (what its pairs lack of the RTT they stand for) in
+    `directory`, by host; none when the datacenter asks for no delay."""
+    if not plan.delayed:
+        return {}
+    directory.mkdir()
+    tables = {}
+    for host, entries in delay_lines(plan.pairs).items():
+        path = directory / f"{host}.delays"
+        path.write_text("".join(json.dumps({"src": host_number(src), "delay_us": us}) + "\n" for src, us in entries))
+        tables[host] = path
+    return tables

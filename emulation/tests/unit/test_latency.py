@@ -2,7 +2,10 @@
 
 import pytest
 
-from ccemu.fabric.latency import _parse
+import json
+
+from ccemu.fabric.latency import DelayPlan, _parse, write_delay_tables
+from ccemu.model.dilation import PairDelay
 
 PING_OUTPUT = """# h2
 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=9.10 ms
@@ -27,3 +30,18 @@ def test_a_pairs_floor_is_its_least_ping_but_the_first_so_a_busy_moment_cannot_r
 def test_a_pair_that_answered_once_keeps_that_one_ping():
     one = "# h4\n64 bytes from x: icmp_seq=1 ttl=64 time=4.5 ms\n"
     assert _parse("h1", one) == {("h1", "h4"): pytest.approx(4.5e-3)}
+
+
+def test_each_host_gets_a_delay_table_of_half_what_its_pairs_lack_and_none_without_datacenter_delays(tmp_path):
+    # h1-h2 lack 3 ms of their 4 ms RTT: each end holds the other's packets 1.5 ms; h1-h3 lack nothing.
+    pairs = [PairDelay("h1", "h2", 0.001, 0.004), PairDelay("h1", "h3", 0.005, 0.004)]
+    plan = DelayPlan(pairs, {("h1", "h2"): 2, ("h1", "h3"): 4}, delayed=True)
+    tables = write_delay_tables(plan, tmp_path / "delays")
+    assert sorted(tables) == ["h1", "h2"]
+    assert [json.loads(line) for line in tables["h2"].read_text().splitlines()] == [{"src": 1, "delay_us": 1500.0}]
+    assert [json.loads(line) for line in tables["h1"].read_text().splitlines()] == [{"src": 2, "delay_us": 1500.0}]
+    assert plan.too_slow() == [pairs[1]]
+    undelayed = DelayPlan(pairs, plan.links, delayed=False)
+    assert write_delay_tables(undelayed, tmp_path / "none") == {} and not (tmp_path / "none").exists()
+    assert undelayed.too_slow() == []
+
