@@ -6,7 +6,7 @@ with --debug), nothing of the run is left behind, and the exit status names the 
     0  all good
     1  a check failed, or an unexpected error
     2  bad config or arguments: nothing was started
-    3  not implemented yet
+    3  (no longer used: what was 'not implemented' is a config error, 2)
     4  the experiment ran and wrote its bundle, but some flows never finished
     5  a part of ccemu is not built or a tool is missing: `make setup`
     6  the fabric could not be brought up (OVS, namespaces, port programs)
@@ -38,7 +38,7 @@ from .metrics.monitoring import MONITORING_STATE
 from .experiments.kinds import KINDS as EXPERIMENT_KINDS
 
 # The statuses of the module docstring, which `ccemu --help` shows.
-EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_IMPLEMENTED, EXIT_UNFINISHED = 1, 2, 3, 4
+EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_UNFINISHED = 1, 2, 4
 EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING, EXIT_DOES_NOT_FIT = 5, 6, 7, 8
 EXIT_INTERRUPTED = 130
 
