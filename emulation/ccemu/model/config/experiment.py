@@ -21,7 +21,7 @@ from .hosts import HostsConfig
 from .ports import ETHERNET_HEADER_BYTES, MIN_CREDIT_RATE_BPS, PORT_PROFILES, DropTailPort, ExpressPassPort, PortConfig
 from .schemes import SchemeConfig, TransportConfig
 from .topology import LinkConfig, TopologyConfig
-from .workloads import WORKLOAD_KINDS, IncastWorkload, RealisticWorkload, VictimWorkload, WorkloadConfig
+from .workloads import WORKLOAD_KINDS, WorkloadConfig
 
 # The experiments `make experiment NAME=...` runs (workloads/experiments/NAME.yaml).
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[4] / "workloads" / "experiments"
@@ -175,24 +175,11 @@ class ExperimentConfig(Section):
     @model_validator(mode="after")
     def _workload_fits_the_topology(self) -> "ExperimentConfig":
         hosts = self.topology.counts().hosts
-        if isinstance(self.workload, IncastWorkload):
-            number = int(self.workload.aggregator[1:])
-            if number > hosts:
-                raise KeyedError(("workload", "aggregator"),
-                                  f"the topology has h1..h{hosts} (got {self.workload.aggregator})")
-        if isinstance(self.workload, VictimWorkload):
-            beyond = [h for h in self.workload.hosts() if int(h[1:]) > hosts]
-            if beyond:
-                raise KeyedError(("workload",), f"the topology has h1..h{hosts} (got {beyond[0]})")
-        if isinstance(self.workload, RealisticWorkload):
+        if self.workload is not None:
             try:
-                over = [(load, x) for load, x in zip(self.workload.loads, self.workload.host_link_loads(
-                    self.topology.counts(), self.link.fabric_share)) if x > 1]
-            except ValueError as e:
-                raise KeyedError(("workload", "load_on"), str(e)) from None
-            if over:
-                raise KeyedError(("workload", "loads"), f"{over[0][0]:g} on the ToR uplinks needs {over[0][1]:.3g} "
-                                                         "of every host link: at most 1")
+                self.workload.fit(self.topology.counts(), self.link.fabric_share)
+            except KeyedError as e:
+                raise KeyedError(("workload", *e.loc), str(e)) from None
         for name in self.link.host_shares:
             if int(name[1:]) > hosts:
                 raise KeyedError(("link", "host_shares", name), f"the topology has h1..h{hosts}")

@@ -15,7 +15,24 @@ from .errors import KeyedError
 from .schemes import SchemeName
 
 
-class IncastWorkload(Section):
+def _beyond(hosts: int, names: list[str]) -> str | None:
+    """The first of `names` a topology of `hosts` hosts does not have."""
+    return next((name for name in names if int(name[1:]) > hosts), None)
+
+
+class Workload(Section):
+    """What every workload model says about itself to the rest of the config."""
+
+    def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
+        """How many links the workload keeps busy at once (for `dilation: auto`)."""
+        raise NotImplementedError
+
+    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+        """KeyedError (its key relative to the workload) where the workload asks the topology for
+        more than it has; by default it asks nothing."""
+
+
+class IncastWorkload(Workload):
     """N senders answer one aggregator with total_bytes / N each; the next round starts when
     the last response arrived (the DCTCP+ paper's setup)."""
 
@@ -52,8 +69,12 @@ class IncastWorkload(Section):
         """Every response crosses the aggregator's link: the fabric carries one link's rate."""
         return 1
 
+    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+        if _beyond(counts.hosts, [self.aggregator]):
+            raise KeyedError(("aggregator",), f"the topology has h1..h{counts.hosts} (got {self.aggregator})")
 
-class RealisticWorkload(Section):
+
+class RealisticWorkload(Workload):
     """Poisson flow arrivals between random host pairs at a target load, flow sizes from one of
     the four CDFs (the ExpressPass and SprayPass realistic workloads); one fabric per load."""
 
@@ -88,8 +109,17 @@ class RealisticWorkload(Section):
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return counts.hosts * max(self.host_link_loads(counts, fabric_share))
 
+    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+        try:
+            over = [(load, x) for load, x in zip(self.loads, self.host_link_loads(counts, fabric_share)) if x > 1]
+        except ValueError as e:
+            raise KeyedError(("load_on",), str(e)) from None
+        if over:
+            raise KeyedError(("loads",), f"{over[0][0]:g} on the ToR uplinks needs {over[0][1]:.3g} of every host "
+                                         "link: at most 1")
 
-class PermutationWorkload(Section):
+
+class PermutationWorkload(Workload):
     """Every host sends one long flow to another, no two to the same receiver (SprayPass)."""
 
     kind: Literal["permutation"]
@@ -100,7 +130,7 @@ class PermutationWorkload(Section):
         return counts.hosts
 
 
-class ShuffleWorkload(Section):
+class ShuffleWorkload(Workload):
     """ExpressPass's MapReduce shuffle: each of every host's tasks sends size_bytes to every
     other host, all at once."""
 
@@ -120,7 +150,7 @@ class ConvergenceTiming(Section):
     interval_rtts: float | None = Field(None, gt=0)
 
 
-class ConvergenceWorkload(Section):
+class ConvergenceWorkload(Workload):
     """Senders start one by one, `interval_rtts` apart, toward one receiver (one bottleneck: its
     link) and stop in reverse order; each flow's size is what fair sharing gives it in its time.
     Credit schemes run once per initial rate alpha (= w_init)."""
@@ -148,6 +178,10 @@ class ConvergenceWorkload(Section):
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return 1
 
+    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+        if _beyond(counts.hosts, [self.receiver]):
+            raise KeyedError(("receiver",), f"the topology has h1..h{counts.hosts} (got {self.receiver})")
+
     def senders_of(self, scheme: str) -> int:
         own = self.per_scheme.get(scheme)
         return own.senders if own and own.senders is not None else self.senders
@@ -157,10 +191,8 @@ class ConvergenceWorkload(Section):
         return own.interval_rtts if own and own.interval_rtts is not None else self.interval_rtts
 
 
-HOST_NAME = r"^h[1-9][0-9]*$"
 
-
-class VictimWorkload(Section):
+class VictimWorkload(Workload):
     """TCD's victim-flow scenario (seed 004, 5.1.3): victim senders send to a receiver whose link is
     never congested, over ports they share with congesting senders' flows to a hot receiver, which
     bursters hit with synchronised bursts. The hot receiver's link is the one congestion point; PFC
@@ -186,7 +218,7 @@ class VictimWorkload(Section):
     @field_validator("victim_senders", "congesting_senders", "bursters")
     @classmethod
     def _hosts(cls, hosts: list[str]) -> list[str]:
-        bad = [h for h in hosts if not re.match(HOST_NAME, h)]
+        bad = [h for h in hosts if not re.fullmatch(HOST_NAME, h)]
         if bad:
             raise ValueError(f"not a host name: {bad[0]!r}")
         return hosts
@@ -206,6 +238,11 @@ class VictimWorkload(Section):
 
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return len(self.bursters) + 2
+
+    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+        beyond = _beyond(counts.hosts, self.hosts())
+        if beyond:
+            raise KeyedError((), f"the topology has h1..h{counts.hosts} (got {beyond})")
 
 
 WorkloadConfig = Annotated[
