@@ -378,70 +378,22 @@ def _live_run(command: str, run_id: str | None) -> Inventory:
 
 def cmd_ports(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
-    from .results.fidelity import SwitchFigures
     from .ports.maps import PortMaps
+    from .ports.tables import lossless_table, port_table, residence_line
 
     _require_root("ports")
     run = _live_run("ports", args.run)
     with PortMaps(run.state_dir) as maps:
         ports, frame_ns = maps.read(), maps.frame_ns
-    table = Table(title=f"ports of {run.run_id} (bytes on the wire; lags mean |real - ideal queue|; residence: time "
-                        f"inside the switch before leaving by the port, in frame times of {frame_ns / 1e3:.0f} us)")
-    for column in ("node", "port", "data enq", "data drop", "CE marks", "data queue", "data max", "data lag",
-                   "credit enq", "credit drop", "credit queue", "credit lag", "Pd", "residence p50", "p99"):
-        table.add_column(column, justify="left" if column in ("node", "port") else "right")
-    for p in ports:
-        residence = [f"{p.residence.quantile_ns(q) / frame_ns:.2f}" if p.config.switch_port else "-"
-                     for q in (0.5, 0.99)]
-        table.add_row(p.node, p.port, str(p.data.enqueued_packets), str(p.data.dropped_packets),
-                      str(p.data.marked_packets + p.credit.marked_packets), f"{p.queue_bytes[0]:.0f}",
-                      str(p.data.max_queue_bytes), f"{p.data.mean_lag_bytes:.0f}",
-                      str(p.credit.enqueued_packets), str(p.credit.dropped_packets),
-                      f"{p.queue_bytes[1]:.0f}", f"{p.credit.mean_lag_bytes:.0f}", f"{p.mark_probability:.2f}",
-                      *residence)
     # Not a terminal (a pipe, a log): do not squeeze the table into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 240)
-    console.print(table)
-    switches = SwitchFigures.of(ports, frame_ns)
-    console.print(f"switch residence over the fabric: p50 {switches.residence_frames(0.5):.2f}, "
-                  f"p99 {switches.residence_frames(0.99):.2f} frame times; "
-                  f"{switches.residence.untracked_packets} packets left a switch with no arrival on record; "
-                  f"{switches.lost_packets} of {switches.arrived_packets} lost inside the switches so far "
-                  "(packets in flight count until they arrive)")
+    console.print(port_table(ports, frame_ns, run.run_id))
+    console.print(residence_line(ports, frame_ns))
     lossless = [p for p in ports if p.config.lossless]
     if lossless:
-        console.print(_lossless_table(lossless))
+        console.print(lossless_table(lossless))
     return 0
-
-
-def _lossless_table(ports):
-    """PFC and TCD at each lossless port: its pauses, what its ingress holds, its marks."""
-    from rich.table import Table
-
-    from .ports.maps import pause_bucket_bounds_s
-
-    table = Table(title="lossless ports: PFC pauses (of the port, by its downstream) and TCD marks; held: bytes that "
-                        "came in through the port and sit in its switch's egress queues")
-    for column in ("node", "port", "paused", "pauses", "paused s (wall)", "pause p50 ms (wall)", "held", "held max",
-                   "CE", "UE", "TCD state"):
-        table.add_column(column, justify="left" if column in ("node", "port", "TCD state") else "right")
-    for p in ports:
-        ended = sum(p.pfc.pause_histogram)
-        median = "-"
-        if ended:
-            seen = 0
-            for bucket, count in enumerate(p.pfc.pause_histogram):
-                seen += count
-                if seen * 2 >= ended:
-                    median = f"{pause_bucket_bounds_s(bucket)[1] * 1e3:.3g}"  # the bucket's upper bound
-                    break
-        state = ("non-congestion", "congestion", "undetermined")[p.tcd_state] if p.config.tcd else "-"
-        table.add_row(p.node, p.port, "yes" if p.pfc.paused else "", str(p.pfc.pause_events),
-                      f"{p.pfc.paused_s:.3f}", median, str(p.pfc.held_bytes), str(p.pfc.max_held_bytes),
-                      str(p.data.marked_packets), str(p.data.ue_marked_packets), state)
-    return table
 
 
 def cmd_exec(args) -> int:
@@ -538,10 +490,10 @@ def cmd_reproduce(args) -> int:
     from .fabric.checks import check_fabric
 
     from .containers.engine import engine_session
-    from .experiments import runner_for
+    from .experiments.reproduce import run_all
     from .hosts.cchost import cchost_binary
     from .ports.program import PortProgram
-    from .results.reproduction import Run, write_report
+    from .results.reproduction import write_report
 
     if args.names and args.profile:
         print("ccemu reproduce: give experiment names or --profile, not both", file=sys.stderr)
@@ -570,28 +522,8 @@ def cmd_reproduce(args) -> int:
                 console.print(f"reproduce: checking the fabric first ({described})")
                 if not check_fabric(config.for_scheme(config.schemes[0])):
                     return EXIT_FAILED
-        runs: list[Run] = []
-        interrupted = False
-        planned = [(name, config, repeat) for name, config in configs.items() for repeat in range(1, args.repeats + 1)]
-        for i, (name, config, repeat) in enumerate(planned, start=1):
-            if args.repeats > 1:  # repeat r runs with seed + r - 1: independent draws of the workload too
-                config = config.model_copy(update={"seed": config.seed + repeat - 1})
-            label = f"{name}, run {repeat} of {args.repeats} (seed {config.seed})" if args.repeats > 1 else name
-            console.rule(f"reproduce {i}/{len(planned)}: {label}")
-            began = time.monotonic()
-            runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
-                                dilation_from=dilation_from[name])
-            try:
-                runs.append(Run(name, runner.run(), time.monotonic() - began, repeat=repeat))
-            except KeyboardInterrupt:
-                interrupted = True
-                bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
-                runs.append(Run(name, bundle, time.monotonic() - began, "interrupted", repeat))
-                break
-            except Exception as exc:  # one experiment failing does not stop the others
-                bundle = runner.bundle.dir if (runner.bundle.dir / "manifest.json").exists() else None
-                runs.append(Run(name, bundle, time.monotonic() - began, " ".join(str(exc).split()), repeat))
-                console.print(f"[red]reproduce: {label} failed: {exc}[/red]")
+        runs, interrupted = run_all(configs, dilation_from, args.results, console, args.repeats,
+                                    monitoring=not args.no_monitoring)
         report = write_report(args.results / "reproduce" / started, runs, started, profile)
         print(f"reproduction: {sum(r.seconds for r in runs) / 60:.1f} minutes; report: {report}", flush=True)
         if interrupted:

@@ -62,7 +62,8 @@ def config(**sections):
      "config: workload.aggregator: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "convergence", "receiver": "h99"}),
      "config: workload.receiver: the topology has h1..h16 (got h99)"),
-    (config(workload={"kind": "victim", "hot_receiver": "h17"}), "config: workload: the topology has h1..h16 (got h17)"),
+    (config(workload={"kind": "victim", "hot_receiver": "h17"}),
+     "config: workload: the topology has h1..h16 (got h17)"),
     (config(workload={"kind": "incast", "flows": [4, 0]}), "config: workload.flows: every N must be >= 1"),
     (config(workload={"kind": "incast", "rounds": 2, "settle_rounds": 2}),
      "config: workload.settle_rounds: must be below workload.rounds (2): the rounds after it are the ones counted "
