@@ -29,26 +29,22 @@ from ..containers.engine import engine_session
 from ..fabric.kernel import KernelFeatures
 from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
-from ..hosts.cchost import counters_under, experiment_command, host_number, read_counters
+from ..hosts.cchost import counters_under, experiment_command, host_number
 from ..logs import last_line
-from ..metrics.collector import Block as CollectorBlock
-from ..metrics.collector import ExperimentCollector, MetricsServer
-from ..metrics.monitoring import SCRAPE_INTERVAL_S, Prometheus
-from ..model.config import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, DctcpPort, ExperimentConfig,
-                            ExpressPassPort)
+from ..metrics.monitoring import MonitoringSession
+from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
 from ..ports import pfc
-from ..ports.maps import PortMaps, PortStats
+from ..ports.maps import PortMaps
 from ..results import fidelity
 from ..results.bundle import BlockKey, Bundle, provenance
-from ..results.stats import histogram_mean, size_bucket
+from ..results.rows import FlowRow, HostRow, PortRow, RttRow, TransportRow
 from .blocks import BlockSpec, WorkloadNotRunnable
 
 if TYPE_CHECKING:
     from .kinds import Kind
 
 START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every host's cchost is up by then
-CREDIT_BURST_CREDITS = 2
 POLL_S = 0.05  # how often a block looks at its cchosts
 # Once a cchost died, the others get this long to finish their flows before the block's round ends.
 AFTER_FAILURE_GRACE_S = 2.0
@@ -135,18 +131,6 @@ class LiveBlock:
         return (time.monotonic_ns() - self.epoch) / 1e9
 
 
-def credit_gap_us(config: ExperimentConfig, port: ExpressPassPort) -> float:
-    """Gap between credits at the full credit rate of a link."""
-    return CREDIT_WIRE_BYTES * 8 / (config.link.rate_mbps * port.credit_share)
-
-
-def expresspass_queue_bound(config: ExperimentConfig, port: ExpressPassPort, credit_queues: int) -> int:
-    """The reference's bound, C x (max - min credit-path delay): a credit waits at most its
-    buffer plus burst at each credit queue of its path, and each credit stands for a full
-    data frame, so the spread is at most that many frames per queue."""
-    return (port.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES) * credit_queues
-
-
 class ExperimentRunner:
     """The shared lifecycle; the kind says the blocks, and a traffic runner (incast.py, flows.py)
     overrides run_traffic()."""
@@ -168,12 +152,9 @@ class ExperimentRunner:
         self.dilation_from = dilation_from
         self.blocks_seen: list[tuple[BlockKey, fidelity.Observation]] = []  # for the verdict
         self.failures: list[HostFailure] = []
-        self.credit_queues = 0
+        self.credit_queues = 0  # on the longest credit path of the last block (the port profiles' manifest entries)
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
-        self.monitoring, self.keep_monitoring = monitoring, keep_monitoring
-        self.collector: ExperimentCollector | None = None
-        self.prometheus: Prometheus | None = None
-        self.metrics_server: MetricsServer | None = None
+        self.monitoring = MonitoringSession(self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring)
         self.started_at = time.monotonic()
 
     # What a kind says -------------------------------------------------------------------------
@@ -192,41 +173,13 @@ class ExperimentRunner:
         block ran, no bundle is left (there is nothing in it)."""
         try:
             # Docker hosts: one session with Docker's engine for the whole run (each fabric's own
-            # session comes and goes inside it).
-            with engine_session(self.config.hosts.kind == "docker"):
-                return self._run_monitored() if self.monitoring else self._announce(self._run())
+            # session comes and goes inside it); live metrics (if on) for the whole run too.
+            with engine_session(self.config.hosts.kind == "docker"), self.monitoring:
+                return self._announce(self._run())
         except Exception:
             if not self.bundle.rounds:
                 self.bundle.remove()
             raise
-
-    def _run_monitored(self) -> Path:
-        self.collector = ExperimentCollector(self.config.name)
-        server = MetricsServer(self.collector)
-        try:
-            prometheus = Prometheus(self.bundle.dir, server.port, self.config.name)
-        except BaseException:
-            server.close()
-            raise
-        self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
-        # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
-        deadline = time.monotonic() + 15
-        while self.collector.scrapes == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.prometheus, self.metrics_server = prometheus, server
-        try:
-            bundle = self._announce(self._run())
-            if self.keep_monitoring:
-                self.console.print(f"Prometheus stays at {prometheus.url} until Ctrl-C")
-                try:
-                    while True:
-                        time.sleep(3600)
-                except KeyboardInterrupt:
-                    pass  # the user is done looking: the run itself finished
-            return bundle
-        finally:
-            prometheus.stop()
-            server.close()
 
     def _announce(self, bundle: Path) -> Path:
         # Plain prints: a path wrapped at 80 columns by rich is no use to a script.
@@ -287,26 +240,19 @@ class ExperimentRunner:
             progress.update(task, description=f"{spec.label:24} idle RTTs")
             shortfalls = self._add_missing_delay(live)
             live.epoch = time.monotonic_ns()
-            if self.collector:
-                self.collector.attach(CollectorBlock(spec.key.scheme, spec.key.n, net.inventory.state_dir, workdir,
-                                                     spec.key.point_text, lambda r: self.ideal_fct_s(live, r)))
-            try:
+            with self.monitoring.watching(spec.key, net.inventory.state_dir, workdir,
+                                          lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
-                if self.collector:
-                    time.sleep(SCRAPE_INTERVAL_S + 0.5)  # the block's last figures get scraped
-            finally:
-                if self.collector:
-                    self.collector.detach()
             bottleneck_port = None
             if bottleneck_host:
                 link = net[bottleneck_host].defaultIntf().link
                 bottleneck_port = (link.intf2 if link.intf1.node.name == bottleneck_host else link.intf1).name
-            # ExpressPass's queue bound counts the credit queues of the longest credit path: toward the
-            # bottleneck host where there is one, between any two hosts otherwise.
+            # The credit queues of the longest credit path (a credit scheme's queue bound counts them):
+            # toward the bottleneck host where there is one, between any two hosts otherwise.
             ends = [bottleneck_host] if bottleneck_host else hosts
             self.credit_queues = 1 + max(len(net.routing.path(a, h, 0)) for a in ends for h in hosts if h != a)
             self._record_hosts(spec, net)
-            self._record_transport(spec, workdir)
+            self.bundle.add(*TransportRow.per_host(spec.key, counters_under(workdir)))
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
             with PortMaps(net.inventory.state_dir) as maps:
@@ -321,26 +267,16 @@ class ExperimentRunner:
                                                              f"{net.pause_agent_log()}")
                     self.console.print(f"[red]{spec.label}: the PFC pause agent died "
                                        f"({self.pause_agents[spec.label]['died']})[/red]")
-        steal, busy = fidelity.CpuTimes.now().since(cpu_before)
-        self._record_ports(spec, ports, bottleneck_port)
-        lateness = gap = None
-        if isinstance(spec.scheme.port, ExpressPassPort):
+        cpu = fidelity.CpuTimes.now().since(cpu_before)
+        self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port) for p in ports))
+        lateness = None
+        if (gap := spec.scheme.port.credit_gap_us(config.link.rate_mbps)) is not None:
             # Credit pacing happens at receivers: the bottleneck host's, or every host's.
-            pacers = [workdir / f"{bottleneck_host}.counters"] if bottleneck_host else workdir.glob("*.counters")
-            latenesses = [read_counters(path)["timer_lateness"]["mean_us"] for path in pacers if path.exists()]
-            if latenesses:
-                lateness, gap = max(latenesses), credit_gap_us(config, spec.scheme.port)
-        if bottleneck_port:
-            (judged,) = [p for p in ports if p.port == bottleneck_port]
-        else:
-            judged = max(ports, key=lambda p: p.data.mean_lag_bytes)
-        seen = fidelity.Observation(
-            steal=steal, busy=busy, frame_bytes=net.port_shape.frame_wire_bytes,
-            switches=fidelity.SwitchFigures.of(ports, frame_ns),
-            bottleneck_lag_bytes=judged.data.mean_lag_bytes,
-            credit_lag_bytes=fidelity.busiest_credit_lag_bytes(ports),
-            residues=fidelity.queue_residues(ports), lateness_us=lateness, credit_gap_us=gap,
-            host_failures=[f.reason for f in failures], delay_shortfalls=shortfalls)
+            lateness = fidelity.pacing_lateness_us([workdir / f"{bottleneck_host}.counters"] if bottleneck_host
+                                                   else workdir.glob("*.counters"))
+        seen = fidelity.Observation.of_block(cpu, net.port_shape.frame_wire_bytes, ports, frame_ns, bottleneck_port,
+                                             lateness, gap, host_failures=[f.reason for f in failures],
+                                             delay_shortfalls=shortfalls)
         self.blocks_seen.append((spec.key, seen))
         self.failures += failures
 
@@ -352,12 +288,7 @@ class ExperimentRunner:
         live.delays.update(write_delay_tables(plan, live.workdir / "delays"))
         for pair in plan.pairs:
             live.base_rtts[(pair.src, pair.dst)] = max(pair.floor_rtt_s, pair.target_rtt_s)
-            self.bundle.rtts.append({
-                **live.spec.key.columns(), "src": pair.src,
-                "dst": pair.dst, "links": plan.links[(pair.src, pair.dst)],
-                "floor_ms": round(pair.floor_rtt_s * 1e3, 3), "target_ms": round(pair.target_rtt_s * 1e3, 3),
-                "added_one_way_ms": round(pair.added_one_way_s * 1e3, 3),
-            })
+            self.bundle.add(RttRow.of(live.spec.key, pair, plan.links[(pair.src, pair.dst)]))
         over = plan.too_slow()
         if not over:
             return []
@@ -392,45 +323,7 @@ class ExperimentRunner:
         for host, container in sorted(net.containers.items(), key=lambda item: host_number(item[0])):
             figures = read_figures(container.cgroups)
             if figures is not None:
-                self.bundle.hosts.append({
-                    **spec.key.columns(), "host": host, "image": net.image,
-                    "cpus": container.cpus or "", "memory_mb": container.memory_mb or "",
-                    **{key: round(value, 6) if isinstance(value, float) else value
-                       for key, value in figures.as_row().items()}})
-
-    def _record_transport(self, spec: BlockSpec, workdir: Path) -> None:
-        """Every host's cchost counters over the block (one file per cchost it ran: summed)."""
-        totals: dict[str, dict[str, int]] = {}
-        for name, counters in counters_under(workdir):
-            host = totals.setdefault(name, {"credits_sent": 0, "credits_received": 0, "credits_wasted": 0})
-            host["credits_sent"] += counters["sent_packets"]["credit"]
-            host["credits_received"] += counters["received_packets"]["credit"]
-            host["credits_wasted"] += counters["credits_wasted"]
-        for host, figures in sorted(totals.items(), key=lambda item: host_number(item[0])):
-            self.bundle.transport.append({**spec.key.columns(), "host": host, **figures})
-
-    def _record_ports(self, spec: BlockSpec, ports: list[PortStats], bottleneck_port: str | None) -> None:
-        for p in ports:
-            self.bundle.ports.append({
-                **spec.key.columns(), "node": p.node, "port": p.port,
-                "bottleneck": int(p.port == bottleneck_port),
-                "data_enqueued": p.data.enqueued_packets, "data_dropped": p.data.dropped_packets,
-                "data_marked": p.data.marked_packets, "max_data_queue": p.data.max_queue_bytes,
-                "mean_data_queue": round(histogram_mean(p.data.histogram, p.data.bucket_bytes)),
-                "mean_lag": round(p.data.mean_lag_bytes), "max_lag": p.data.max_lag_bytes,
-                "credit_enqueued": p.credit.enqueued_packets, "credit_dropped": p.credit.dropped_packets,
-                "credit_marked": p.credit.marked_packets, "max_credit_queue": p.credit.max_queue_bytes,
-                "mean_credit_lag": round(p.credit.mean_lag_bytes), "max_credit_lag": p.credit.max_lag_bytes,
-                "residence_packets": p.residence.packets, "residence_untracked": p.residence.untracked_packets,
-                "residence_p50_us": round(p.residence.quantile_ns(0.5) / 1e3, 1),
-                "residence_p99_us": round(p.residence.quantile_ns(0.99) / 1e3, 1),
-                "residence_max_us": round(p.residence.max_ns / 1e3, 1),
-                "residue_bytes": sum(p.queue_bytes),
-                # Lossless ports (PFC, TCD): UE marks; pauses of this port; what its ingress held at most.
-                "data_ue_marked": p.data.ue_marked_packets, "pause_events": p.pfc.pause_events,
-                "paused_s": round(p.pfc.paused_s, 6), "max_held_bytes": p.pfc.max_held_bytes,
-                "bucket_bytes": p.data.bucket_bytes, "histogram": " ".join(map(str, p.data.histogram)),
-            })
+                self.bundle.add(HostRow.of(spec.key, host, net.image, container.cpus, container.memory_mb, figures))
 
     @staticmethod
     def ideal_fct_s(live: LiveBlock, record: dict) -> float:
@@ -443,21 +336,9 @@ class ExperimentRunner:
             rates.append(link.fabric_rate_mbps)
         return ideal_fct_s(record["size"], min(rates) * 1e6, live.base_rtt_s(src, dst))
 
-    def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> dict:
+    def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> FlowRow:
         """A flow record as a row of flows.csv, with its ideal FCT and slowdown."""
-        src, dst = record["src_host"], f"h{record['dst']}"
-        ideal = self.ideal_fct_s(live, record)
-        return {
-            **live.spec.key.columns(), "round": round_number,
-            "id": record["id"], "src": src, "dst": dst, "size": record["size"], "bucket": size_bucket(record["size"]),
-            "start": record["start"], "end": record["end"], "fct": record["fct"],
-            "ideal_fct": round(ideal, 6), "slowdown": round(record["fct"] / ideal, 4) if ideal > 0 else 0.0,
-            "retransmits": record["retransmits"], "timeouts": record["timeouts"],
-            "spurious_timeouts": record["spurious_timeouts"], "credits_sent": record["credits_sent"],
-            "credits_wasted": record["credits_wasted"],
-            # DCQCN: CNPs the sender got, flagged CE (its packets were CE-marked) and UE (TCD).
-            "cnps_ce": record.get("cnps_ce", 0), "cnps_ue": record.get("cnps_ue", 0),
-        }
+        return FlowRow.of(live.spec.key, round_number, record, self.ideal_fct_s(live, record))
 
     def _verdict(self) -> dict:
         """The run's verdict (the worst block's) with every block's own."""
@@ -509,20 +390,10 @@ class ExperimentRunner:
             manifest["machine_capacity"] = {key: self.capacity[key] for key in ("when", "variant", "capacity_mbps")}
         if self.dilation_from is not None:
             manifest["dilation_auto_from"] = asdict(self.dilation_from)
-        if self.collector and self.prometheus and self.metrics_server:
-            manifest["monitoring"] = {
-                "seconds": round(time.monotonic() - self.started_at, 1), "scrapes": self.collector.scrapes,
-                "collector_cpu_seconds": round(self.collector.scrape_cpu_seconds, 3),
-                "prometheus_cpu_seconds": round(self.prometheus.cpu_seconds(), 3),
-                "prometheus_url": self.prometheus.url, "collector_port": self.metrics_server.port,
-            }
+        if (monitoring := self.monitoring.figures(time.monotonic() - self.started_at)) is not None:
+            manifest["monitoring"] = monitoring
         for scheme in self.config.schemes:
-            if isinstance(scheme.port, ExpressPassPort) and self.credit_queues:
-                manifest["expresspass_queue_bound_bytes"] = expresspass_queue_bound(self.config, scheme.port,
-                                                                                    self.credit_queues)
-                manifest["expresspass_credit_queues_on_longest_path"] = self.credit_queues
-            if isinstance(scheme.port, DctcpPort):
-                manifest["dctcp_k_bytes"] = scheme.port.ecn_threshold_bytes
+            manifest.update(scheme.port.manifest_entries(self.credit_queues))
         self.bundle.write_manifest(manifest)
         from ..results.report import report  # here: the report reads the kinds, which import this module
         report(self.bundle.dir)

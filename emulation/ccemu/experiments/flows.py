@@ -14,6 +14,7 @@ from rich.progress import Progress
 
 from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ..model.routing import PATH_IDS
+from ..results.rows import RoundRow
 from .base import AFTER_FAILURE_GRACE_S, ExperimentRunner, HostFailure, LiveBlock, stop_all
 
 # From the block's epoch to its first flow: 16 cchosts are started one after another meanwhile.
@@ -67,17 +68,11 @@ class FlowsRunner(ExperimentRunner):
         progress.advance(task, len(flows) - done)  # the bar ends full; unfinished flows are reported
 
         records = [dict(r, src_host=h) for h in by_src for r in read_records(live.workdir / f"{h}.records")]
-        self.bundle.flows += [self.flow_row(live, record) for record in records]
+        self.bundle.add(*(self.flow_row(live, record) for record in records))
         finished_ids = {(r["src_host"], r["id"]) for r in records}
         unfinished = [f"{src}#{f.id}" for src, fs in by_src.items() for f in fs if (src, f.id) not in finished_ids]
         end = max((r["end"] for r in records), default=first)
-        sent = sum(r["size"] for r in records)
-        self.bundle.rounds.append({
-            **spec.key.columns(), "round": 1, "flows": len(flows),
-            "finished": len(records), "bytes": sent, "duration": round(end - first, 6),
-            "goodput_bps": round(sent * 8 / (end - first)) if end > first else 0, "unfinished": " ".join(unfinished),
-            "failures": "; ".join(str(f) for f in failures),
-        })
+        self.bundle.add(RoundRow.of(spec.key, 1, len(flows), records, end - first, unfinished, failures))
         if unfinished:
             self.console.print(f"[red]{spec.label}: {len(unfinished)} of {len(flows)} flows never finished: "
                                f"{' '.join(unfinished[:10])}{' ...' if len(unfinished) > 10 else ''}[/red]")

@@ -22,6 +22,7 @@ from ..model.config import IncastWorkload
 from ..model.dilation import DATA_WIRE_BYTES, PAYLOAD_BYTES
 from ..model.routing import PATH_IDS, Routing
 from ..model.workloads import Flow, incast_connections, incast_round
+from ..results.rows import RoundRow
 from .base import (AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock,
                    stop_all)
 
@@ -82,8 +83,7 @@ class IncastRunner(ExperimentRunner):
                 failures += self._warm_up(live, procs)
             for round_number in range(1, rounds + 1):
                 progress.update(task, description=f"{spec.label:24} round {round_number}")
-                if self.collector:
-                    self.collector.set_round(round_number)
+                self.monitoring.set_round(round_number)
                 failures += self._run_round(live, round_number, procs, failures)
                 progress.advance(task)
                 receiver = procs[aggregator]
@@ -102,8 +102,7 @@ class IncastRunner(ExperimentRunner):
         """Opens the block's connections (warm_up_schedule) and waits for them; their flows stay
         out of the bundle's flows and rounds (round 0 in the collector's and the failures' terms)."""
         spec, aggregator = live.spec, self.workload.aggregator
-        if self.collector:
-            self.collector.set_round(0)
+        self.monitoring.set_round(0)
         began = time.monotonic()
         flows = warm_up_schedule(live.net.routing, live.hosts, aggregator, spec.key.n, self.config.link.rate_mbps * 1e6,
                                  lambda sender: live.base_rtt_s(sender, aggregator), live.now_s() + START_DELAY_S,
@@ -151,17 +150,11 @@ class IncastRunner(ExperimentRunner):
         self._send(live, procs, flows, f"round{round_number}", dead)
         ids = {(src, flow.id) for src, flow in flows}
         failures, records = self._watch_round(live, procs, round_number, {src for src, _ in flows}, ids, dead)
-        self.bundle.flows += [self.flow_row(live, record, round_number) for record in records]
+        self.bundle.add(*(self.flow_row(live, record, round_number) for record in records))
         finished = {(r["src_host"], r["id"]) for r in records}
         unfinished = [f"{src}#{flow.id}" for src, flow in flows if (src, flow.id) not in finished]
         duration = max((r["end"] for r in records), default=0) - start if not unfinished else 0.0
-        sent = sum(r["size"] for r in records)
-        self.bundle.rounds.append({
-            **spec.key.columns(), "round": round_number, "flows": len(flows),
-            "finished": len(records), "bytes": sent, "duration": round(duration, 6),
-            "goodput_bps": round(sent * 8 / duration) if duration > 0 else 0, "unfinished": " ".join(unfinished),
-            "failures": "; ".join(str(f) for f in failures),
-        })
+        self.bundle.add(RoundRow.of(spec.key, round_number, len(flows), records, duration, unfinished, failures))
         if unfinished:
             why = (f"the round ended {AFTER_FAILURE_GRACE_S:g} s after a cchost failed" if failures or dead
                    else f"within {self.workload.round_timeout_s} s")
@@ -198,8 +191,4 @@ class IncastRunner(ExperimentRunner):
     def _not_run(self, spec: BlockSpec, rounds: range) -> None:
         """Rounds a failure left no way to run: their flows count as unfinished."""
         for round_number in rounds:
-            self.bundle.rounds.append({
-                **spec.key.columns(), "round": round_number,
-                "flows": spec.key.n, "finished": 0, "bytes": 0, "duration": 0.0, "goodput_bps": 0,
-                "unfinished": "not run", "failures": "not run: no aggregator",
-            })
+            self.bundle.add(RoundRow.not_run(spec.key, round_number, spec.key.n, "no aggregator"))

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from ..containers import CONTAINERS_FILE
 from ..containers.cgroups import read_figures
 from ..results import fidelity
+from ..results.bundle import BlockKey
 from ..hosts.cchost import counters_under, read_records
 from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, pause_bucket_bounds_s, residence_bucket_bounds
 from ..results.stats import size_bucket
@@ -43,18 +44,22 @@ HISTOGRAM_MIN_BUCKETS = 2
 
 @dataclass
 class Block:
-    """What is running now: one fabric of one scheme and N (incast) or point (the other kinds)."""
+    """What the collector reads now: the block's fabric (its state directory: the port maps) and
+    its cchosts' files (its work directory), named by its key as everywhere."""
 
-    scheme: str
-    n: int
+    key: BlockKey
     state_dir: Path
     workdir: Path
-    point: str = ""
     # A flow record's ideal FCT in seconds (model/dilation.py ideal_fct_s),
     # for the slowdown histogram; None: no slowdowns.
     ideal_fct: Callable[[dict], float] | None = None
     round: int = 0
     cpu_start: fidelity.CpuTimes = field(default_factory=fidelity.CpuTimes.now)
+
+    def labels(self, experiment: str) -> dict[str, str]:
+        """The labels of every metric of the block: the experiment's, and the key's columns as the
+        tables have them (n: 0 for a kind without N; point: "" for none)."""
+        return {"experiment": experiment, **{name: str(value) for name, value in self.key.columns().items()}}
 
 
 class ExperimentCollector(Collector):
@@ -99,7 +104,7 @@ class ExperimentCollector(Collector):
         for path in sorted([*block.workdir.glob("*.records"), *block.workdir.glob("round*/*.records")]):
             mtime = path.stat().st_mtime
             if self._read.get(path, (None,))[0] != mtime:
-                rows = [dict(r, scheme=block.scheme, n=block.n, point=block.point) for r in read_records(path)]
+                rows = [dict(r, **block.key.columns()) for r in read_records(path)]
                 if block.ideal_fct:
                     for r in rows:
                         ideal = block.ideal_fct(r)
@@ -125,7 +130,7 @@ class ExperimentCollector(Collector):
         yield from self._flows(records)
         if block is None or maps is None:
             return
-        base = {"experiment": self.experiment, "scheme": block.scheme, "n": str(block.n), "point": block.point}
+        base = block.labels(self.experiment)
         yield from self._ports(maps, base)
         yield from self._hosts(block, base)
         yield from self._containers_of(base)

@@ -1,7 +1,11 @@
 """Prometheus for an experiment: started by the runner with a generated config, scraping the
 collector every second, its TSDB inside the results bundle (so `ccemu monitor DIR` can
 serve a finished run again), listening on 127.0.0.1 only. Started processes are recorded in
-an inventory under <state root>/monitoring/, so `ccemu clean` removes them if we are killed."""
+an inventory under <state root>/monitoring/, so `ccemu clean` removes them if we are killed.
+
+MonitoringSession is a run's live metrics as a whole (the collector, its server, Prometheus):
+the runner enters it around its blocks, has it watch each block, and writes its figures into
+the manifest."""
 
 from __future__ import annotations
 
@@ -14,10 +18,14 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from ..logs import last_line
+from ..results.bundle import BlockKey
+from .collector import Block, ExperimentCollector, MetricsServer
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_INTERVAL_S = 1
@@ -124,3 +132,87 @@ class Prometheus:
             pass
         if problems:
             raise MonitoringError(f"stopping prometheus: {'; '.join(problems)}")
+
+
+class MonitoringSession:
+    """Live metrics for one experiment run, as a context manager: the collector behind its HTTP
+    server on 127.0.0.1 and a Prometheus scraping it into the bundle; on leaving, exactly those
+    stop (after Ctrl-C when asked to stay up). Off (`on` False): it starts nothing, and every call
+    below does nothing."""
+
+    def __init__(self, bundle: Path, experiment: str, console, on: bool = True, keep: bool = False):
+        """`console`: where the run's progress goes (rich's Console); `keep`: once the run
+        finished, Prometheus stays up until Ctrl-C."""
+        self.bundle, self.experiment, self.console = bundle, experiment, console
+        self.on, self.keep = on, keep
+        self.collector: ExperimentCollector | None = None
+        self.server: MetricsServer | None = None
+        self.prometheus: Prometheus | None = None
+
+    def __enter__(self) -> "MonitoringSession":
+        if not self.on:
+            return self
+        collector = ExperimentCollector(self.experiment)
+        server = MetricsServer(collector)
+        try:
+            prometheus = Prometheus(self.bundle, server.port, self.experiment)
+        except BaseException:
+            server.close()
+            raise
+        self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
+        # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
+        deadline = time.monotonic() + 15
+        while collector.scrapes == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.collector, self.server, self.prometheus = collector, server, prometheus
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.prometheus is None or self.server is None:
+            return
+        try:
+            if exc_type is None and self.keep:
+                self.console.print(f"Prometheus stays at {self.prometheus.url} until Ctrl-C")
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    pass  # the user is done looking: the run itself finished
+        finally:
+            try:
+                self.prometheus.stop()
+            finally:
+                self.server.close()
+                self.collector = self.server = self.prometheus = None
+
+    @contextmanager
+    def watching(self, key: BlockKey, state_dir: Path, workdir: Path,
+                 ideal_fct: Callable[[dict], float] | None = None) -> Iterator[None]:
+        """The collector reads the block `key` while inside: its fabric's port maps (`state_dir`:
+        the fabric must stay up until the end) and its cchosts' files (`workdir`), with a flow
+        record's ideal FCT (for slowdowns); on a normal exit, long enough for the block's last
+        figures to be scraped."""
+        if self.collector is None:
+            yield
+            return
+        self.collector.attach(Block(key, state_dir, workdir, ideal_fct))
+        try:
+            yield
+            time.sleep(SCRAPE_INTERVAL_S + 0.5)
+        finally:
+            self.collector.detach()
+
+    def set_round(self, round_number: int) -> None:
+        """The incast round running now (0: the warm-up)."""
+        if self.collector is not None:
+            self.collector.set_round(round_number)
+
+    def figures(self, seconds: float) -> dict | None:
+        """The manifest's "monitoring" entry: what it cost over `seconds` of run, and where it
+        was; None when off."""
+        if self.collector is None or self.server is None or self.prometheus is None:
+            return None
+        return {"seconds": round(seconds, 1), "scrapes": self.collector.scrapes,
+                "collector_cpu_seconds": round(self.collector.scrape_cpu_seconds, 3),
+                "prometheus_cpu_seconds": round(self.prometheus.cpu_seconds(), 3),
+                "prometheus_url": self.prometheus.url, "collector_port": self.server.port}

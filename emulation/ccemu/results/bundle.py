@@ -31,32 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..hosts.cchost import cchost_binary
+from .rows import ROWS, FlowRow, HostRow, PortRow, Row, RoundRow, RttRow, TimelineRow, TransportRow
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COPIED_COMMIT = REPO_ROOT / "build" / "commit"
-FLOW_FIELDS = ["scheme", "n", "point", "round", "id", "src", "dst", "size", "bucket", "start", "end", "fct",
-               "ideal_fct", "slowdown", "retransmits", "timeouts", "spurious_timeouts", "credits_sent",
-               "credits_wasted", "cnps_ce", "cnps_ue"]
-ROUND_FIELDS = ["scheme", "n", "point", "round", "flows", "finished", "bytes", "duration", "goodput_bps",
-                "unfinished", "failures"]
-RTT_FIELDS = ["scheme", "n", "point", "src", "dst", "links", "floor_ms", "target_ms", "added_one_way_ms"]
-TIMELINE_FIELDS = ["scheme", "point", "t", "src", "id", "bytes"]
-# What each host's cchost counted over a block, beyond its flows' records: the credits it sent
-# (as a receiver), those that reached it (as a sender) and those of them it had nothing to send
-# for, including credits that arrived after their flow's record was written (ns2-xpass counts
-# those too: ExpressPass Fig. 20's waste).
-TRANSPORT_FIELDS = ["scheme", "n", "point", "host", "credits_sent", "credits_received", "credits_wasted"]
-# Docker hosts: what each block's container counted (cgroups), with its limits (empty: none).
-HOST_FIELDS = ["scheme", "n", "point", "host", "image", "cpus", "memory_mb", "cpu_seconds", "periods",
-               "throttled_periods", "throttled_seconds", "memory_bytes", "memory_peak_bytes"]
-# Queues, lags and residue in wire bytes; residence: time inside the switch before leaving by
-# the port (switch ports only); marks: packets this port set CE on (each packet counts once), and
-# UE on (TCD); lossless ports: this port's pauses, and the most its ingress held (PFC).
-PORT_FIELDS = ["scheme", "n", "point", "node", "port", "bottleneck", "data_enqueued", "data_dropped", "data_marked",
-               "max_data_queue", "mean_data_queue", "mean_lag", "max_lag", "credit_enqueued", "credit_dropped",
-               "credit_marked", "max_credit_queue", "mean_credit_lag", "max_credit_lag", "residence_packets",
-               "residence_untracked", "residence_p50_us", "residence_p99_us", "residence_max_us", "residue_bytes",
-               "data_ue_marked", "pause_events", "paused_s", "max_held_bytes", "bucket_bytes", "histogram"]
+# Each table's columns, in the CSV's order: its row class's (rows.py, where each column is said).
+FLOW_FIELDS = FlowRow.column_names()
+ROUND_FIELDS = RoundRow.column_names()
+RTT_FIELDS = RttRow.column_names()
+TIMELINE_FIELDS = TimelineRow.column_names()
+TRANSPORT_FIELDS = TransportRow.column_names()
+HOST_FIELDS = HostRow.column_names()  # Docker hosts only
+PORT_FIELDS = PortRow.column_names()
 
 
 @dataclass(frozen=True)
@@ -132,15 +118,18 @@ class Bundle:
     def work(self) -> Path:
         return self.dir / "work"
 
+    def add(self, *rows: Row) -> None:
+        """Rows for their tables (each row's class says which)."""
+        for row in rows:
+            getattr(self, row.table).append(row.as_dict())
+
     def write_tables(self) -> None:
-        for name, fields, rows in (("flows", FLOW_FIELDS, self.flows), ("rounds", ROUND_FIELDS, self.rounds),
-                                   ("ports", PORT_FIELDS, self.ports), ("rtts", RTT_FIELDS, self.rtts),
-                                   ("timeline", TIMELINE_FIELDS, self.timeline), ("hosts", HOST_FIELDS, self.hosts),
-                                   ("transport", TRANSPORT_FIELDS, self.transport)):
-            if name == "hosts" and not rows:
+        for row_type in ROWS:
+            rows = getattr(self, row_type.table)
+            if row_type is HostRow and not rows:
                 continue  # namespace hosts: nothing counted per host
-            with open(self.dir / f"{name}.csv", "w", newline="") as out:
-                writer = csv.DictWriter(out, fieldnames=fields)
+            with open(self.dir / f"{row_type.table}.csv", "w", newline="") as out:
+                writer = csv.DictWriter(out, fieldnames=row_type.column_names())
                 writer.writeheader()
                 writer.writerows(rows)
 

@@ -17,10 +17,12 @@ PASS, WARN or FAIL with the reasons; the worst finding decides."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..hosts.cchost import read_counters
 from ..model.config import CREDIT_WIRE_BYTES
 from ..ports.maps import PortStats, Residence, switch_packets
 
@@ -132,6 +134,13 @@ def queue_residues(ports: list[PortStats]) -> list[str]:
                     if p.forgotten_bytes]
 
 
+def pacing_lateness_us(counters: Iterable[Path]) -> float | None:
+    """The worst mean timer lateness among the cchosts that paced credits (their counters files;
+    those not written are skipped); None: no figure."""
+    latenesses = [read_counters(path)["timer_lateness"]["mean_us"] for path in counters if path.exists()]
+    return max(latenesses) if latenesses else None
+
+
 @dataclass
 class Observation:
     """Everything the verdict weighs for one fabric's run; None: not measured."""
@@ -149,6 +158,23 @@ class Observation:
     # Host pairs whose idle RTT through the fabric alone exceeded the RTT the experiment stands
     # for (no delay could be added; their base RTT is the fabric's): each a whole reason.
     delay_shortfalls: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of_block(cls, cpu: tuple[float, float], frame_bytes: int, ports: list[PortStats], frame_ns: float,
+                 bottleneck_port: str | None, lateness_us: float | None = None, credit_gap_us: float | None = None,
+                 host_failures: Iterable[str] = (), delay_shortfalls: Iterable[str] = ()) -> "Observation":
+        """An experiment block's: `cpu` (steal, busy) over it, its ports as read once drained, the
+        lag judged at `bottleneck_port` (None: at the port that lagged most), its credit pacing
+        (both None without a credit class or a figure)."""
+        if bottleneck_port:
+            (judged,) = [p for p in ports if p.port == bottleneck_port]
+        else:
+            judged = max(ports, key=lambda p: p.data.mean_lag_bytes)
+        lateness_us, credit_gap_us = (lateness_us, credit_gap_us) if lateness_us is not None else (None, None)
+        return cls(steal=cpu[0], busy=cpu[1], frame_bytes=frame_bytes, switches=SwitchFigures.of(ports, frame_ns),
+                   bottleneck_lag_bytes=judged.data.mean_lag_bytes, credit_lag_bytes=busiest_credit_lag_bytes(ports),
+                   residues=queue_residues(ports), lateness_us=lateness_us, credit_gap_us=credit_gap_us,
+                   host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls))
 
 
 @dataclass

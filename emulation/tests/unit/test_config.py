@@ -320,3 +320,20 @@ def test_a_convergence_scheme_takes_its_own_senders_and_interval_where_given():
     assert (workload.senders_of("dctcp"), workload.interval_rtts_of("dctcp")) == (2, 600)
     assert (workload.senders_of("dctcp+"), workload.interval_rtts_of("dctcp+")) == (4, 100)
     assert (workload.senders_of("expresspass"), workload.interval_rtts_of("expresspass")) == (4, 40)
+
+
+def test_each_port_profile_says_its_own_manifest_entries_and_credit_gap_in_the_order_the_schemes_give():
+    from ccemu.model.config import DropTailPort, ExpressPassPort
+    from ccemu.model.config.ports import DcqcnPort, SprayPassPort
+    assert DropTailPort().manifest_entries(6) == {} == DcqcnPort().manifest_entries(6)
+    assert DctcpPort(ecn_threshold_bytes=20_000).manifest_entries(0) == {"dctcp_k_bytes": 20_000}
+    # (8 credits + a burst of 2) x (credit + data frame) x 6 credit queues: what bundles have always said.
+    bound = {"expresspass_queue_bound_bytes": 97_320, "expresspass_credit_queues_on_longest_path": 6}
+    assert ExpressPassPort().manifest_entries(6) == bound == SprayPassPort().manifest_entries(6)
+    assert ExpressPassPort().manifest_entries(0) == {}  # no block ran: no path to count
+    manifest: dict = {}
+    for port in (DctcpPort(), ExpressPassPort(), DctcpPort(ecn_threshold_bytes=40_000)):  # as the runner writes them
+        manifest.update(port.manifest_entries(6))
+    assert list(manifest.items()) == [("dctcp_k_bytes", 40_000), *bound.items()]
+    assert DropTailPort().credit_gap_us(10) is None and DctcpPort().credit_gap_us(10) is None
+    assert ExpressPassPort(credit_share=0.05).credit_gap_us(10) == pytest.approx(84 * 8 / (10 * 0.05))

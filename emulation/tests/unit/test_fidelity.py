@@ -104,3 +104,12 @@ def test_cpu_shares_come_from_proc_stat_differences(tmp_path):
     stat.write_text("cpu  150 0 150 800 100 0 0 100 0 0\n")
     steal, busy = CpuTimes.now(stat).since(before)
     assert (steal, busy) == (100 / 300, 100 / 300)
+
+
+def test_credit_pacing_is_judged_on_the_pacer_latest_on_average_and_hosts_without_counters_are_skipped(tmp_path):
+    import json
+    from ccemu.results.fidelity import pacing_lateness_us
+    for host, late in (("h1", 40.0), ("h2", 120.0)):
+        (tmp_path / f"{host}.counters").write_text(json.dumps({"timer_lateness": {"mean_us": late, "count": 3}}))
+    assert pacing_lateness_us([tmp_path / "h1.counters", tmp_path / "h2.counters", tmp_path / "h3.counters"]) == 120.0
+    assert pacing_lateness_us([tmp_path / "h3.counters"]) is None

@@ -16,6 +16,7 @@ from ...results import figures
 from ...results.bundle import BlockKey, point_values
 from ...results.figures import Tables
 from ...results.markdown import cell, save
+from ...results.rows import TimelineRow
 from ..blocks import BlockSpec, WorkloadNotRunnable
 from .kind import ScheduledKind
 
@@ -74,10 +75,7 @@ class Convergence(ScheduledKind):
                 continue
             for line in path.read_text().splitlines():
                 if line.strip():
-                    sample = json.loads(line)
-                    runner.bundle.timeline.append({"scheme": live.spec.scheme.scheme, "point": live.spec.key.point_text,
-                                                   "t": sample["t"], "src": f"h{sample['src']}",
-                                                   "id": sample["id"], "bytes": sample["bytes"]})
+                    runner.bundle.add(TimelineRow.of(live.spec.key, json.loads(line)))
 
     def summary_lines(self, tables: Tables) -> list[str]:
         return _convergence_lines(tables)

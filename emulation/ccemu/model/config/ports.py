@@ -35,6 +35,8 @@ _WIRE_BYTES = ("bytes on the wire: each frame (1514 bytes at MTU 1500) plus 24 o
                "gap, e.g. 20 full frames = 20 x 1538 = 30760")
 
 
+# Credits a credit queue may send back to back beyond its buffer (ExpressPass's queue bound).
+CREDIT_BURST_CREDITS = 2
 # TCD's pause loop delay, in frame times (tcd_max_on_s).
 PAUSE_LOOP_FRAMES = 2
 
@@ -134,6 +136,18 @@ class DropTailPort(Section):
         """How the port marks (at `link_bps`, for markers whose parameters are in time)."""
         return Marker()
 
+    def credit_gap_us(self, link_rate_mbps: float) -> float | None:
+        """Gap between credits at the full credit rate of a `link_rate_mbps` link, against which
+        the verdict judges cchost's pacing (None: no credit class, no credits to pace)."""
+        credit_share, _ = self.credit_class()
+        return CREDIT_WIRE_BYTES * 8 / (link_rate_mbps * credit_share) if credit_share else None
+
+    def manifest_entries(self, credit_queues: int) -> dict:
+        """What the profile adds to a run's manifest (read by the summary and the smoke checks):
+        `credit_queues`, the credit queues on the longest credit path of the run's last block
+        (0: no block ran)."""
+        return {}
+
     @model_validator(mode="after")
     def _buffer_holds_what_pfc_lets_in(self) -> "DropTailPort":
         pfc = self.lossless
@@ -154,6 +168,9 @@ class DctcpPort(DropTailPort):
 
     def marker(self, link_bps: int, frame_wire_bytes: int) -> Marker:
         return Marker("dctcp", (("ecn_threshold_bytes", self.ecn_threshold_bytes),))
+
+    def manifest_entries(self, credit_queues: int) -> dict:
+        return {"dctcp_k_bytes": self.ecn_threshold_bytes}
 
     @model_validator(mode="after")
     def _threshold_below_buffer(self) -> "DctcpPort":
@@ -189,6 +206,19 @@ class ExpressPassPort(DropTailPort):
 
     def credit_class(self) -> tuple[float, int]:
         return self.credit_share, self.credit_buffer_bytes
+
+    def queue_bound_bytes(self, credit_queues: int) -> int:
+        """The reference's bound, C x (max - min credit-path delay): a credit waits at most its
+        buffer plus burst at each of the `credit_queues` credit queues of its path, and each credit
+        stands for a full data frame, so the spread is at most that many frames per queue."""
+        return ((self.credit_buffer_credits + CREDIT_BURST_CREDITS) * (CREDIT_WIRE_BYTES + DATA_WIRE_BYTES)
+                * credit_queues)
+
+    def manifest_entries(self, credit_queues: int) -> dict:
+        if not credit_queues:
+            return {}
+        return {"expresspass_queue_bound_bytes": self.queue_bound_bytes(credit_queues),
+                "expresspass_credit_queues_on_longest_path": credit_queues}
 
 
 class SprayPassPort(ExpressPassPort):

@@ -1,0 +1,35 @@
+"""The run's live metrics without Prometheus: the collector names a block by its BlockKey, with
+the labels it always had, and a run without monitoring starts nothing."""
+
+import io
+import json
+
+from rich.console import Console
+
+from ccemu.metrics.collector import Block, ExperimentCollector
+from ccemu.metrics.monitoring import MonitoringSession
+from ccemu.results.bundle import BlockKey
+
+
+def test_a_blocks_metric_labels_are_the_experiment_and_its_keys_table_columns_as_text(tmp_path):
+    incast = Block(BlockKey("dctcp", (("N", 64),)), tmp_path, tmp_path)
+    assert incast.labels("e") == {"experiment": "e", "scheme": "dctcp", "n": "64", "point": ""}
+    load = Block(BlockKey("expresspass", (("load", 0.5), ("alpha", 0.0625))), tmp_path, tmp_path)
+    assert load.labels("e") == {"experiment": "e", "scheme": "expresspass", "n": "0", "point": "load=0.5 alpha=0.0625"}
+
+
+def test_the_collectors_flow_records_carry_their_blocks_columns_and_slowdown(tmp_path):
+    record = {"id": 1, "src": 2, "dst": 1, "size": 1000, "fct": 0.5, "retransmits": 0}
+    (tmp_path / "h2.records").write_text(json.dumps(record) + "\n")
+    block = Block(BlockKey("dctcp", (("N", 8),)), tmp_path, tmp_path, ideal_fct=lambda r: 0.25)
+    (seen,) = ExperimentCollector("e")._flow_records(block)
+    assert seen == {**record, "scheme": "dctcp", "n": 8, "point": "", "slowdown": 2.0}
+
+
+def test_a_session_that_is_off_starts_nothing_watches_nothing_and_adds_nothing_to_the_manifest(tmp_path):
+    session = MonitoringSession(tmp_path, "e", Console(file=io.StringIO()), on=False)
+    with session:
+        with session.watching(BlockKey("dctcp"), tmp_path, tmp_path):
+            session.set_round(1)
+        assert session.figures(10.0) is None and session.collector is None
+    assert not (tmp_path / "prometheus").exists()
