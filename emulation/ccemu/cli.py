@@ -34,7 +34,6 @@ from .model.dilation import FaithfulRates
 from .fabric.admission import admit
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .fabric.kernel import KernelFeatures
-from .metrics.monitoring import MONITORING_STATE
 from .experiments.kinds import KINDS as EXPERIMENT_KINDS
 
 # The statuses of the module docstring, which `ccemu --help` shows.
@@ -312,6 +311,7 @@ def cmd_up(args) -> int:
 
 
 def cmd_clean(args) -> int:
+    from .metrics.monitoring import MONITORING_STATE  # here: it loads the collector and prometheus_client
     from .containers.engine import EngineError, engine_session, remove_containers, stop_if_unused
 
     _require_root("clean")

@@ -34,7 +34,6 @@ from ..logs import last_line
 from ..metrics.monitoring import MonitoringSession
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
-from ..ports import pfc
 from ..ports.maps import PortMaps
 from ..results import fidelity
 from ..results.bundle import BlockKey, Bundle, provenance
@@ -258,15 +257,11 @@ class ExperimentRunner:
             with PortMaps(net.inventory.state_dir) as maps:
                 ports = maps.read_drained()
                 frame_ns = maps.frame_ns
-            agent_stats = net.inventory.state_dir / pfc.STATS_FILE
-            if agent_stats.exists():
-                self.pause_agents[spec.label] = json.loads(agent_stats.read_text())
-                if net.pause_agent is not None and net.pause_agent.poll() is not None:
-                    # Its ports' gates stayed as they were: pauses went on, or never came.
-                    self.pause_agents[spec.label]["died"] = (f"exit status {net.pause_agent.returncode}: "
-                                                             f"{net.pause_agent_log()}")
-                    self.console.print(f"[red]{spec.label}: the PFC pause agent died "
-                                       f"({self.pause_agents[spec.label]['died']})[/red]")
+            agent = net.pause_agent_figures()
+            if agent is not None:
+                self.pause_agents[spec.label] = agent
+                if "died" in agent:
+                    self.console.print(f"[red]{spec.label}: the PFC pause agent died ({agent['died']})[/red]")
         cpu = fidelity.CpuTimes.now().since(cpu_before)
         self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port) for p in ports))
         lateness = None

@@ -399,6 +399,18 @@ class FabricNet(Mininet):
         path = self.inventory.state_dir / pfc.LOG_FILE
         return " ".join(path.read_text().split()[-60:]) if path.exists() else ""
 
+    def pause_agent_figures(self) -> dict | None:
+        """The PFC pause agent's figures (ports/pfc.py's stats file; None: no agent ran), with
+        "died" saying why where it is no longer running: its ports' gates then stayed as they
+        were, so pauses went on, or never came."""
+        stats = self.inventory.state_dir / pfc.STATS_FILE
+        if not stats.exists():
+            return None
+        figures = json.loads(stats.read_text())
+        if self.pause_agent is not None and self.pause_agent.poll() is not None:
+            figures["died"] = f"exit status {self.pause_agent.returncode}: {self.pause_agent_log()}"
+        return figures
+
     def _namespace_named(self, name: str) -> Node:
         for namespace in self.switch_namespaces:
             if namespace.name == name:
