@@ -34,7 +34,7 @@ BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 
 def udpgen(net, host, *args):
-    return net[host].popen([sys.executable, "-m", "ccemu.hosts.udpgen", *args], stdout=subprocess.PIPE,
+    return net[host].popen([sys.executable, "-m", "ccemu.programs.udpgen", *args], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
 
 

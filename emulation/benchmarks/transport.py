@@ -23,7 +23,7 @@ from pathlib import Path
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 
-from ccemu.hosts.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
+from ccemu.programs.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
 

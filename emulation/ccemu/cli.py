@@ -47,7 +47,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     first. Imported here: the modules behind them pull in Mininet, pyroute2 and friends."""
     from .containers.engine import EngineError
     from .containers.image import ImageError
-    from .hosts.cchost import CchostMissing
+    from .programs.cchost import CchostMissing
     from .model.config import DoesNotFit
     from .fabric.allocators import AllocatorMissing
     from .fabric.net import FabricError, LeftoversError
@@ -423,7 +423,7 @@ def cmd_experiment(args) -> int:
 
     from .fabric.checks import check_fabric
 
-    from .hosts.cchost import cchost_binary
+    from .programs.cchost import cchost_binary
     from .ports.program import PortProgram
     from .containers.engine import engine_session
     from .experiments import WorkloadNotRunnable, runner_for
@@ -491,7 +491,7 @@ def cmd_reproduce(args) -> int:
 
     from .containers.engine import engine_session
     from .experiments.reproduce import run_all
-    from .hosts.cchost import cchost_binary
+    from .programs.cchost import cchost_binary
     from .ports.program import PortProgram
     from .results.reproduction import write_report
 

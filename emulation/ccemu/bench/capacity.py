@@ -1,7 +1,7 @@
 """Forwarding capacity of this machine's emulated fabric (`ccemu bench capacity`, `make bench`).
 
 8 cross-pod kernel-TCP pairs (iperf3, h1..h8 -> h9..h16) on a k=4 fat-tree, each on a path of
-its own (hosts/tcpload.py), at several link rates, datapaths (fabric.datapath), and for OVS
+its own (programs/tcpload.py), at several link rates, datapaths (fabric.datapath), and for OVS
 instance counts and placements (pinned to CPUs or not: fabric/placement.py). Per run: goodput /
 ideal per pair (ideal = link rate x 1448/1538, TCP payload per wire frame), ovs-vswitchd CPU
 (fraction of one core, summed over instances), hypervisor steal, every CPU's busy time per
@@ -97,7 +97,7 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
     """One capacity run; with `profile_to` (a perf.data path), also where the CPU went while the
     flows ran (bench/profile.py) and the CPU ovs-vswitchd spent per packet per switch hop."""
     from ..fabric.net import FabricNet
-    from ..hosts.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
+    from ..programs.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
     from ..ports.maps import PortMaps, switch_packets
     from ..results.fidelity import CpuTimes, SwitchFigures
 
@@ -267,7 +267,7 @@ def summary_line(measured: dict, rate_mbps: float) -> str:
 
 
 def write(results_root: Path, runs: list[dict], variants: list[str], seconds: float) -> Path:
-    from ..hosts.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
+    from ..programs.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = results_root / CAPACITY_DIR / stamp
@@ -337,7 +337,7 @@ def variants_of(args) -> list[Variant]:
 
 
 def run(args) -> Path:
-    from ..hosts.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
+    from ..programs.tcpload import TCP_PAYLOAD_PER_WIRE_FRAME
 
     variants = variants_of(args)
     if args.profile:

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..hosts.cchost import REPO_ROOT, cchost_binary
+from ..programs.cchost import REPO_ROOT, cchost_binary
 from .engine import docker_sdk
 
 REPOSITORY = "ccemu-host"

@@ -29,7 +29,7 @@ from ..containers.engine import engine_session
 from ..fabric.kernel import KernelFeatures
 from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
-from ..hosts.cchost import counters_under, experiment_command, host_number
+from ..programs.cchost import counters_under, experiment_command, host_number
 from ..logs import last_line
 from ..metrics.monitoring import MonitoringSession
 from ..model.config import ExperimentConfig

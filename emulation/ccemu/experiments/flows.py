@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from rich.progress import Progress
 
-from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ..programs.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ..model.routing import PATH_IDS
 from ..results.rows import RoundRow
 from .base import AFTER_FAILURE_GRACE_S, ExperimentRunner, HostFailure, LiveBlock, stop_all

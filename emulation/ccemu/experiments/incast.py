@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from rich.progress import Progress
 
-from ..hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ..programs.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ..model.config import IncastWorkload
 from ..model.dilation import DATA_WIRE_BYTES, PAYLOAD_BYTES
 from ..model.routing import PATH_IDS, Routing

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from ..hosts.probe import Probes, hosts_of
+from ..programs.probe import Probes, hosts_of
 from .forwarding import path_id
 from .net import FabricNet
 from .ovs import OvsError, parse_port_stats
@@ -35,7 +35,7 @@ PROBES_PER_S_PER_CPU = 4000
 
 def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
                rate: float | None = None) -> dict[str, Counter]:
-    """Send every host's probes of `plan` (from inside the hosts: hosts/probe.py), in rounds of
+    """Send every host's probes of `plan` (from inside the hosts: programs/probe.py), in rounds of
     one probe per sending host, at most `rate` probes per second (default: PROBES_PER_S_PER_CPU
     per CPU), listen `linger` seconds more, and return what each host of `plan` (hosts with no
     sends only listen) heard: Counter of "<src ip> <path-id>"."""

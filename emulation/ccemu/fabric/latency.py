@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hosts.cchost import host_number
+from ..programs.cchost import host_number
 from ..model.config import ExperimentConfig
 from ..model.dilation import PairDelay, delay_lines, one_way_delay_us
 from .net import FabricNet

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mininet.node import Host, Node
 
-from ..hosts.cchost import cchost_binary
+from ..programs.cchost import cchost_binary
 from .inventory import SHELL_OF, Inventory
 
 

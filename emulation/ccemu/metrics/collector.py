@@ -29,7 +29,7 @@ from ..containers import CONTAINERS_FILE
 from ..containers.cgroups import read_figures
 from ..results import fidelity
 from ..results.bundle import BlockKey
-from ..hosts.cchost import counters_under, read_records
+from ..programs.cchost import counters_under, read_records
 from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, pause_bucket_bounds_s, residence_bucket_bounds
 from ..results.stats import size_bucket
 

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hosts.cchost import cchost_binary
+from ..programs.cchost import cchost_binary
 from .rows import ROWS, FlowRow, HostRow, PortRow, Row, RoundRow, RttRow, TimelineRow, TransportRow
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

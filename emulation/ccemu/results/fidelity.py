@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..hosts.cchost import read_counters
+from ..programs.cchost import read_counters
 from ..model.config import CREDIT_WIRE_BYTES
 from ..ports.maps import PortStats, Residence, switch_packets
 

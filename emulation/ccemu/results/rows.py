@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, ClassVar
 
-from ..hosts.cchost import host_number
+from ..programs.cchost import host_number
 from .stats import histogram_mean, size_bucket
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ class TransportRow(Row):
     @classmethod
     def per_host(cls, key: "BlockKey", counters: Iterable[tuple[str, Mapping]]) -> list["TransportRow"]:
         """One row per host, summed over its cchosts' counters ((host, counters) as
-        hosts/cchost.py counters_under gives them), in host order."""
+        programs/cchost.py counters_under gives them), in host order."""
         totals: dict[str, list[int]] = {}
         for host, c in counters:
             total = totals.setdefault(host, [0, 0, 0])

@@ -13,7 +13,7 @@ from runs import start_config
 from ccemu.experiments import runner_for
 from ccemu.experiments.base import LiveBlock, stop_all
 from ccemu.fabric.net import FabricNet
-from ccemu.hosts.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ccemu.programs.cchost import ScheduledFlow, host_number, read_records, write_schedule
 from ccemu.model.config import parse_config
 from ccemu.results import figures, papers, rule
 from ccemu.results.figures import Tables

@@ -23,7 +23,7 @@ from ccemu.containers.image import CCHOST_IN_IMAGE, CCHOST_LABEL, default_tag, f
 from ccemu.fabric.checks import check_path_symmetry, check_reachability
 from ccemu.fabric.inventory import STATE_FILE
 from ccemu.fabric.net import FabricNet
-from ccemu.hosts.cchost import cchost_binary
+from ccemu.programs.cchost import cchost_binary
 from ccemu.polling import wait_until
 
 pytestmark = pytest.mark.root

@@ -11,7 +11,7 @@ from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
 from ccemu.results.fidelity import PASS, CpuTimes, Observation, SwitchFigures, judge, queue_residues
 from ccemu.ports.maps import PortMaps
-from ccemu.hosts.tcpload import run_pairs
+from ccemu.programs.tcpload import run_pairs
 
 pytestmark = pytest.mark.root
 

@@ -35,7 +35,7 @@ def star(tmp_path, hosts, rate_mbps, port):
 
 
 def start_receiver(net, host, seconds, *flags):
-    proc = net[host].popen([sys.executable, "-m", "ccemu.hosts.udpgen", "recv", "--bind", net[host].IP(),
+    proc = net[host].popen([sys.executable, "-m", "ccemu.programs.udpgen", "recv", "--bind", net[host].IP(),
                             "--seconds", str(seconds), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     time.sleep(0.3)
@@ -43,7 +43,7 @@ def start_receiver(net, host, seconds, *flags):
 
 
 def start_sender(net, src, dst, rate_pps, seconds, *flags):
-    return net[src].popen([sys.executable, "-m", "ccemu.hosts.udpgen", "send", "--dst", net[dst].IP(),
+    return net[src].popen([sys.executable, "-m", "ccemu.programs.udpgen", "send", "--dst", net[dst].IP(),
                            "--rate-pps", str(rate_pps), "--seconds", str(seconds), *flags],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

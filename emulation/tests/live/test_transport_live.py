@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from ccemu.hosts.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
+from ccemu.programs.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
 

@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from ccemu.hosts.probe import PAYLOAD, PROBE_PORT_BASE, datagram
+from ccemu.programs.probe import PAYLOAD, PROBE_PORT_BASE, datagram
 from ccemu.model.routing import PATH_IDS
 
 

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from ccemu.hosts.cchost import ScheduledFlow, write_schedule
+from ccemu.programs.cchost import ScheduledFlow, write_schedule
 from ccemu.model.config import IncastWorkload, parse_config
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.routing import Routing
-from ccemu.hosts.cchost import transport_args
+from ccemu.programs.cchost import transport_args
 from ccemu.experiments.incast import incast_schedule, warm_up_schedule
 from ccemu.model.topology import fat_tree, leaf_spine
 
@@ -82,7 +82,7 @@ def test_w_init_and_slow_time_unit_reach_cchost_only_when_the_config_sets_them()
 
 
 def test_an_experiments_cchost_argv_has_the_transports_flags_then_the_delay_table_then_the_callers(tmp_path):
-    from ccemu.hosts.cchost import experiment_command
+    from ccemu.programs.cchost import experiment_command
     config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "seed": 2}, kernel=NO_MODULES)
     argv = experiment_command(config, "h3", "dctcp", 5, tmp_path, None, tmp_path / "h3.delays",
                               extra=("--schedule-stdin",), binary=tmp_path / "cchost", duration_s=1.0)

@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from ccemu.hosts import cchost, schemes
+from ccemu.programs import cchost, schemes
 from ccemu.model import schemes as model_schemes
 from ccemu.model.config import CREDIT_SCHEMES, SCHEME_PORT_PROFILES, ConfigError, SchemeName, parse_config
 

@@ -75,7 +75,7 @@ def host_number(name: str) -> int:
 
 def param_args(params: Mapping[str, object]) -> list[str]:
     """`--param <scheme>.<key>=<value>` for each "<scheme>.<key>" of `params`, in its order (cchost
-    refuses an unknown scheme or key, or a bad value, in one line; hosts.schemes lists them). Times
+    refuses an unknown scheme or key, or a bad value, in one line; programs.schemes lists them). Times
     are datacenter microseconds: cchost multiplies them by --dilation."""
     argv = []
     for name, value in params.items():

@@ -3,8 +3,8 @@ at a fixed rate, optionally as ccemu credits (transport/wire-format.md) and with
 codepoint; `recv` counts what arrives, how much of it carries CE, and over what time.
 Both print one JSON object when done.
 
-    python -m ccemu.hosts.udpgen send --dst 10.0.0.2 --rate-pps 3000 --seconds 3 --credit
-    python -m ccemu.hosts.udpgen recv --bind 10.0.0.2 --seconds 5
+    python -m ccemu.programs.udpgen send --dst 10.0.0.2 --rate-pps 3000 --seconds 3 --credit
+    python -m ccemu.programs.udpgen recv --bind 10.0.0.2 --seconds 5
 """
 
 from __future__ import annotations
