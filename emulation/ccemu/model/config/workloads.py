@@ -15,9 +15,11 @@ from .errors import KeyedError
 from .schemes import SchemeName
 
 
-def _beyond(hosts: int, names: list[str]) -> str | None:
-    """The first of `names` a topology of `hosts` hosts does not have."""
-    return next((name for name in names if int(name[1:]) > hosts), None)
+def _within(counts: TopologyCounts, loc: tuple[str, ...], names: list[str]) -> None:
+    """KeyedError at `loc` naming the first of `names` the topology does not have."""
+    beyond = next((name for name in names if int(name[1:]) > counts.hosts), None)
+    if beyond:
+        raise KeyedError(loc, f"the topology has h1..h{counts.hosts} (got {beyond})")
 
 
 class Workload(Section):
@@ -70,8 +72,7 @@ class IncastWorkload(Workload):
         return 1
 
     def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
-        if _beyond(counts.hosts, [self.aggregator]):
-            raise KeyedError(("aggregator",), f"the topology has h1..h{counts.hosts} (got {self.aggregator})")
+        _within(counts, ("aggregator",), [self.aggregator])
 
 
 class RealisticWorkload(Workload):
@@ -179,8 +180,7 @@ class ConvergenceWorkload(Workload):
         return 1
 
     def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
-        if _beyond(counts.hosts, [self.receiver]):
-            raise KeyedError(("receiver",), f"the topology has h1..h{counts.hosts} (got {self.receiver})")
+        _within(counts, ("receiver",), [self.receiver])
 
     def senders_of(self, scheme: str) -> int:
         own = self.per_scheme.get(scheme)
@@ -240,9 +240,7 @@ class VictimWorkload(Workload):
         return len(self.bursters) + 2
 
     def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
-        beyond = _beyond(counts.hosts, self.hosts())
-        if beyond:
-            raise KeyedError((), f"the topology has h1..h{counts.hosts} (got {beyond})")
+        _within(counts, (), self.hosts())
 
 
 WorkloadConfig = Annotated[
