@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use cchost::cc::param::{self, Param, Range, Spec};
 use cchost::cc::{Ack, ReceiverControl, SenderControl};
-use cchost::scheme::param::{self, Param, Range, Spec};
 use cchost::sim::{Network, SimConfig, DATA_FRAME_BYTES};
 use cchost::wire::Kind;
 use cchost::{CnpFlag, Driver, Ecn, EndpointConfig, FlowSpec, Registry, Scheme, SchemeFactory};

@@ -35,11 +35,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Ack, ReceiverControl, SenderControl};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
-use crate::types::{CnpFlag, Ecn};
-use crate::wire::FRAME_OVERHEAD_BYTES;
+use super::param::{self, Param, Range, Spec};
+use super::{Ack, Driver, ReceiverControl, SchemeFactory, SenderControl};
+use crate::types::Ecn;
+use crate::wire::{CnpFlag, FRAME_OVERHEAD_BYTES};
 
 /// The link the paper's rates are given for: its testbed's 40 Gbit/s.
 const PAPER_LINK_BPS: f64 = 40e9;

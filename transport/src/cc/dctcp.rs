@@ -5,9 +5,8 @@
 
 use std::time::Instant;
 
-use super::{Ack, SenderControl};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{self, Param, Range, Spec};
+use super::{Ack, Driver, SchemeFactory, SenderControl};
 
 /// Parameters, with the paper's defaults.
 #[derive(Debug, Clone)]

@@ -21,9 +21,8 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
 use super::dctcp::{self, Dctcp, DctcpConfig};
-use super::{Ack, SenderControl};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{self, Param, Range, Spec};
+use super::{Ack, Driver, SchemeFactory, SenderControl};
 
 #[derive(Debug, Clone)]
 pub struct DctcpPlusConfig {

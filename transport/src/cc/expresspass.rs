@@ -6,9 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::{one_credit_per_rtt, CreditControl, Echo};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{self, Param, Range, Spec};
+use super::{one_credit_per_rtt, CreditControl, Driver, Echo, SchemeFactory};
 
 /// Parameters, with the reference's defaults.
 #[derive(Debug, Clone)]

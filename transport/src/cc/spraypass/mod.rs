@@ -13,9 +13,8 @@ use rand::rngs::SmallRng;
 
 pub use paths::PathTable;
 
-use super::{credit_gap, one_credit_per_rtt, CreditControl, Echo};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{self, Param, Range, Spec};
+use super::{credit_gap, one_credit_per_rtt, CreditControl, Driver, Echo, SchemeFactory};
 
 /// Parameters. The paper gives w_min, w_max, N_b and theta; the others are CHOICEs.
 #[derive(Debug, Clone)]
