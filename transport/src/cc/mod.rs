@@ -50,8 +50,8 @@ pub enum Driver {
 
 /// A scheme's config as its factory: what the registry, the flags and the endpoint ask of a
 /// scheme. Implemented in the scheme's own `cc/` file; its config's fields are its parameters,
-/// with their defaults documented there.
-pub trait SchemeFactory: Any + fmt::Debug + CloneFactory {
+/// with their defaults documented there, and its [`param::Table`] lists them ([`Parameters`]).
+pub trait SchemeFactory: Any + fmt::Debug + CloneFactory + Parameters {
     /// The name flows and flags give it (`--scheme`, a schedule line's `scheme`,
     /// `--param <name>.<key>=<value>`, flow records' `scheme`).
     fn name(&self) -> &'static str;
@@ -63,11 +63,6 @@ pub trait SchemeFactory: Any + fmt::Debug + CloneFactory {
     /// The port profile its hosts are written for (emulation/ccemu's ports: the Python side
     /// reads it from `cchost --schemes --json`).
     fn port_profile(&self) -> &'static str;
-    /// Its parameters, with their values now (the defaults, before any `--param`).
-    fn params(&self) -> Vec<Param>;
-    /// Sets parameter `key` from `value` (a time in microseconds of the datacenter); the error
-    /// names what was wrong in one line. [`param::set`] does it from the scheme's table.
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String>;
     /// Every time `d` times longer (`EndpointConfig::dilate`). Destructure the config field by
     /// field, so that a time added later does not compile until it is placed here.
     fn dilate(&mut self, d: f64);
@@ -85,6 +80,28 @@ pub trait SchemeFactory: Any + fmt::Debug + CloneFactory {
     /// `None`: nothing.
     fn receiver_control(&self) -> Option<Box<dyn ReceiverControl>> {
         None
+    }
+}
+
+/// A scheme's parameters, as `--param <scheme>.<key>=<value>` sets them and `cchost --schemes`
+/// lists them: implemented for every factory whose config has a [`param::Table`], nothing to
+/// write. A scheme whose parameters are not one table (DCTCP+: its own, then its DCTCP's)
+/// implements it instead.
+pub trait Parameters {
+    /// Its parameters, with their values now (the defaults, before any `--param`).
+    fn params(&self) -> Vec<Param>;
+    /// Sets parameter `key` from `value` (a time in microseconds of the datacenter); the error
+    /// names what was wrong in one line.
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String>;
+}
+
+impl<T: SchemeFactory + param::Table> Parameters for T {
+    fn params(&self) -> Vec<Param> {
+        param::describe(self, T::PARAMS)
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
+        param::set(self, T::PARAMS, self.name(), key, value)
     }
 }
 
