@@ -4,13 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cc;
 use crate::scheme::Registry;
 use crate::types::HostId;
-
-/// Data payload per packet, bytes: 1450 makes a 1500-byte IP packet (1538 on the wire) with
-/// IP, UDP and the 22-byte ccemu data header.
-pub const DEFAULT_MSS: u16 = 1450;
+use crate::wire::DEFAULT_MSS;
 
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
@@ -20,9 +16,10 @@ pub struct EndpointConfig {
     /// Data payload per packet, bytes ([`DEFAULT_MSS`]).
     pub mss: u16,
     /// The schemes this host runs, each with its parameters, configured for this host's link
-    /// (credit shares and DCQCN's rates are fractions of it): [`cc::schemes`], the standard
-    /// table, unless a test adds its own ([`Registry::with`]). A flow's data receiver builds
-    /// its controls from its own registry, by the wire id the sender's packets carry.
+    /// (credit shares and DCQCN's rates are fractions of it): [`Registry::standard`], the
+    /// schemes of the one table, unless a test adds its own ([`Registry::with`]). A flow's data
+    /// receiver builds its controls from its own registry, by the wire id the sender's packets
+    /// carry.
     pub schemes: Registry,
     /// Credit request / credit stop resent when unanswered this long (ExpressPass: 100 ms).
     pub control_timeout: Duration,
@@ -47,7 +44,7 @@ impl EndpointConfig {
             host,
             epoch,
             mss: DEFAULT_MSS,
-            schemes: cc::schemes(link_bits_per_second, DEFAULT_MSS),
+            schemes: Registry::standard(link_bits_per_second, DEFAULT_MSS),
             control_timeout: Duration::from_millis(100),
             rto_min: Duration::from_millis(10),
             rto_initial: Duration::from_millis(100),

@@ -16,6 +16,7 @@ use std::time::Instant;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
+use crate::cc::Driver;
 use crate::config::EndpointConfig;
 use crate::flow::credited_sender::CreditedSender;
 use crate::flow::crediting_receiver::{CreditingReceiver, DataArrival};
@@ -24,7 +25,7 @@ use crate::flow::window_sender::{AckInfo, Connection, WindowSender};
 use crate::flow::RttEstimator;
 use crate::flow::{packets_of, Ctx};
 use crate::record::{Counters, FlowRecord, FlowSpec, InboundFinish};
-use crate::scheme::{Driver, Scheme};
+use crate::scheme::Scheme;
 use crate::types::{Ecn, HostId, Incoming, Transmit};
 use crate::wire::{Kind, Packet, FRAME_OVERHEAD_BYTES};
 

@@ -21,9 +21,11 @@ pub mod sim;
 pub mod types;
 pub mod wire;
 
+pub use cc::{Driver, SchemeFactory};
 pub use config::EndpointConfig;
 pub use delay_line::{DelayLine, PathDelays};
 pub use endpoint::{flow_path_id, Endpoint};
 pub use record::{Counters, FlowRecord, FlowSpec, InboundFinish};
-pub use scheme::{Driver, Registry, Scheme, SchemeFactory};
-pub use types::{CnpFlag, Ecn, HostId, Incoming, Transmit};
+pub use scheme::{Registry, Scheme};
+pub use types::{Ecn, HostId, Incoming, Transmit};
+pub use wire::CnpFlag;

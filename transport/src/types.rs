@@ -1,5 +1,6 @@
 //! What the core and its shell exchange: host numbers, ECN codepoints, and datagrams out
-//! ([`Transmit`]) and in ([`Incoming`]).
+//! ([`Transmit`]) and in ([`Incoming`]). What is inside a packet (its types, a CNP's flag) is
+//! the codec's, [`crate::wire`].
 
 use crate::wire::Kind;
 
@@ -27,27 +28,6 @@ impl Ecn {
             1 => Ecn::Ect1,
             2 => Ecn::Ect0,
             _ => Ecn::Ce,
-        }
-    }
-}
-
-/// What a congestion notification packet (DCQCN's CNP) says: the data receiver saw CE, or,
-/// with TCD, only UE (the flow crossed a paused port: "undetermined", not congested).
-/// The numbers are the CNP's flag byte on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CnpFlag {
-    /// Congestion (CE); the sender cuts its rate.
-    Congestion = 1,
-    /// Undetermined (TCD's UE: ECT(1)); the sender holds its rate.
-    Undetermined = 2,
-}
-
-impl CnpFlag {
-    /// What one notification says of two marks: CE wins (TCD, seed 004 section 5.2.1).
-    pub fn or(self, other: CnpFlag) -> CnpFlag {
-        match (self, other) {
-            (CnpFlag::Undetermined, CnpFlag::Undetermined) => CnpFlag::Undetermined,
-            _ => CnpFlag::Congestion,
         }
     }
 }

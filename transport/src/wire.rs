@@ -4,8 +4,6 @@
 
 use std::fmt;
 
-use crate::types::CnpFlag;
-
 /// First two payload bytes of every ccemu datagram, big-endian.
 pub const MAGIC: u16 = 0xCCE1;
 /// UDP payload of a credit: a 60-byte minimum Ethernet frame minus Ethernet, IP and UDP.
@@ -92,6 +90,27 @@ pub enum Packet {
     Cnp { flow: u32, flag: CnpFlag },
 }
 
+/// What a congestion notification packet (DCQCN's CNP) says: the data receiver saw CE, or,
+/// with TCD, only UE (the flow crossed a paused port: "undetermined", not congested).
+/// The numbers are the CNP's flag byte on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CnpFlag {
+    /// Congestion (CE); the sender cuts its rate.
+    Congestion = 1,
+    /// Undetermined (TCD's UE: ECT(1)); the sender holds its rate.
+    Undetermined = 2,
+}
+
+impl CnpFlag {
+    /// What one notification says of two marks: CE wins (TCD, seed 004 section 5.2.1).
+    pub fn or(self, other: CnpFlag) -> CnpFlag {
+        match (self, other) {
+            (CnpFlag::Undetermined, CnpFlag::Undetermined) => CnpFlag::Undetermined,
+            _ => CnpFlag::Congestion,
+        }
+    }
+}
+
 /// Sequence numbers one Nack carries at most (a data-sized packet).
 pub const NACK_MAX_SEQS: usize = 256;
 /// Header flags of a data packet: the flow's last packet; its credit arrived CE-marked. The
@@ -142,6 +161,11 @@ pub const FRAME_OVERHEAD_BYTES: u64 = 8 + 20 + 14 + 24;
 
 /// Bytes of a data packet before its payload.
 pub const DATA_HEADER_BYTES: usize = HEADER_BYTES + 18;
+
+/// Data payload per packet, bytes, unless an endpoint's config says otherwise
+/// (`EndpointConfig::mss`): 1450 makes a 1500-byte IP packet (1538 on the wire) with IP (20),
+/// UDP (8) and the ccemu data header.
+pub const DEFAULT_MSS: u16 = (1500 - 20 - 8 - DATA_HEADER_BYTES) as u16;
 
 impl Packet {
     pub fn kind(&self) -> Kind {

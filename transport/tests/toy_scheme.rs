@@ -1,12 +1,13 @@
 //! README's "Adding a scheme", followed once from outside the crate: a toy scheme (a fixed
 //! window, deaf to congestion, whose data receiver answers every CE mark with a CNP at once)
-//! is one config type implementing `SchemeFactory`, registered with one line, and runs through
-//! the simulated network to the end of its flows like any scheme.
+//! is one config type implementing `SchemeFactory` and `param::Table` (its parameters), registered
+//! with one line, and runs through the simulated network to the end of its flows like any
+//! scheme.
 
 use std::time::{Duration, Instant};
 
-use cchost::cc::{Ack, ReceiverControl, SenderControl};
-use cchost::scheme::param::{self, Param, Range, Spec};
+use cchost::cc::param::{Param, Range, Spec, Table};
+use cchost::cc::{Ack, Parameters, ReceiverControl, SenderControl};
 use cchost::sim::{Network, SimConfig, DATA_FRAME_BYTES};
 use cchost::wire::Kind;
 use cchost::{CnpFlag, Driver, Ecn, EndpointConfig, FlowSpec, Registry, Scheme, SchemeFactory};
@@ -34,14 +35,16 @@ impl Default for FixedWindowConfig {
     }
 }
 
-const PARAMS: &[Spec<FixedWindowConfig>] = &[Spec {
-    name: "window_segments",
-    unit: "segments",
-    range: Range::Count(1),
-    doc: "the window, whatever happens",
-    get: |c| Some(c.window_segments as f64),
-    set: |c, v| c.window_segments = v as u64,
-}];
+impl Table for FixedWindowConfig {
+    const PARAMS: &'static [Spec<Self>] = &[Spec {
+        name: "window_segments",
+        unit: "segments",
+        range: Range::Count(1),
+        doc: "the window, whatever happens",
+        get: |c| Some(c.window_segments as f64),
+        set: |c, v| c.window_segments = v as u64,
+    }];
+}
 
 impl SchemeFactory for FixedWindowConfig {
     fn name(&self) -> &'static str {
@@ -58,14 +61,6 @@ impl SchemeFactory for FixedWindowConfig {
 
     fn port_profile(&self) -> &'static str {
         "dctcp"
-    }
-
-    fn params(&self) -> Vec<Param> {
-        param::describe(self, PARAMS)
-    }
-
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
-        param::set(self, PARAMS, self.name(), key, value)
     }
 
     fn dilate(&mut self, _d: f64) {
@@ -200,14 +195,16 @@ fn a_scheme_cannot_take_a_wire_id_another_has() {
         fn port_profile(&self) -> &'static str {
             "dctcp"
         }
+        fn dilate(&mut self, d: f64) {
+            self.0.dilate(d);
+        }
+    }
+    impl Parameters for Clash {
         fn params(&self) -> Vec<Param> {
             self.0.params()
         }
         fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
             self.0.set_param(key, value)
-        }
-        fn dilate(&mut self, d: f64) {
-            self.0.dilate(d);
         }
     }
     let _ = Registry::catalogue().with(Clash(FixedWindowConfig::default()));

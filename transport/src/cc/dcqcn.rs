@@ -35,11 +35,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Ack, ReceiverControl, SenderControl};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
-use crate::types::{CnpFlag, Ecn};
-use crate::wire::FRAME_OVERHEAD_BYTES;
+use super::param::{self, Range, Spec, Table};
+use super::{Ack, Driver, ReceiverControl, SchemeFactory, SenderControl};
+use crate::types::Ecn;
+use crate::wire::{CnpFlag, FRAME_OVERHEAD_BYTES};
 
 /// The link the paper's rates are given for: its testbed's 40 Gbit/s.
 const PAPER_LINK_BPS: f64 = 40e9;
@@ -177,66 +176,68 @@ impl DcqcnConfig {
     }
 }
 
-/// `--param dcqcn.<name>=<value>` and `--param dcqcn+tcd.<name>=<value>`. Rates and the byte
-/// counter are fractions of the link (module doc), no parameters.
-const PARAMS: &[Spec<DcqcnConfig>] = &[
-    Spec {
-        name: "timer_us",
-        unit: "us",
-        range: Range::Micros,
-        doc: "T, the rate increase timer (the DCQCN paper's 55; HPCC's ns-3 runs use 300)",
-        get: |c| Some(param::micros(c.increase_timer)),
-        set: |c, v| c.increase_timer = param::from_micros(v),
-    },
-    Spec {
-        name: "cnp_interval_us",
-        unit: "us",
-        range: Range::Micros,
-        doc: "N: the data receiver sends at most one CNP per flow this often (the paper's 50)",
-        get: |c| Some(param::micros(c.cnp_interval)),
-        set: |c, v| c.cnp_interval = param::from_micros(v),
-    },
-    Spec {
-        name: "alpha_timer_us",
-        unit: "us",
-        range: Range::Micros,
-        doc: "K, the alpha timer: alpha decays by (1 - g) every K without a CNP",
-        get: |c| Some(param::micros(c.alpha_timer)),
-        set: |c, v| c.alpha_timer = param::from_micros(v),
-    },
-    Spec {
-        name: "g",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "weight of each alpha update",
-        get: |c| Some(c.g),
-        set: |c, v| c.g = v,
-    },
-    Spec {
-        name: "initial_alpha",
-        unit: "fraction",
-        range: Range::UnitInterval,
-        doc: "alpha before the first CNP",
-        get: |c| Some(c.initial_alpha),
-        set: |c, v| c.initial_alpha = v,
-    },
-    Spec {
-        name: "beta",
-        unit: "factor",
-        range: Range::Positive,
-        doc: "a CE CNP sets RC = RC (1 - beta alpha), at least the minimum rate (DCQCN 0.5, DCQCN+TCD 1.2)",
-        get: |c| Some(c.beta),
-        set: |c, v| c.beta = v,
-    },
-    Spec {
-        name: "fast_recovery_stages",
-        unit: "stages",
-        range: Range::Count(0),
-        doc: "F: stages of fast recovery before additive increase",
-        get: |c| Some(c.fast_recovery_stages.into()),
-        set: |c, v| c.fast_recovery_stages = v as u32,
-    },
-];
+impl Table for DcqcnConfig {
+    /// `--param dcqcn.<name>=<value>` and `--param dcqcn+tcd.<name>=<value>`. Rates and the byte
+    /// counter are fractions of the link (module doc), no parameters.
+    const PARAMS: &'static [Spec<Self>] = &[
+        Spec {
+            name: "timer_us",
+            unit: "us",
+            range: Range::Micros,
+            doc: "T, the rate increase timer (the DCQCN paper's 55; HPCC's ns-3 runs use 300)",
+            get: |c| Some(param::micros(c.increase_timer)),
+            set: |c, v| c.increase_timer = param::from_micros(v),
+        },
+        Spec {
+            name: "cnp_interval_us",
+            unit: "us",
+            range: Range::Micros,
+            doc: "N: the data receiver sends at most one CNP per flow this often (the paper's 50)",
+            get: |c| Some(param::micros(c.cnp_interval)),
+            set: |c, v| c.cnp_interval = param::from_micros(v),
+        },
+        Spec {
+            name: "alpha_timer_us",
+            unit: "us",
+            range: Range::Micros,
+            doc: "K, the alpha timer: alpha decays by (1 - g) every K without a CNP",
+            get: |c| Some(param::micros(c.alpha_timer)),
+            set: |c, v| c.alpha_timer = param::from_micros(v),
+        },
+        Spec {
+            name: "g",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "weight of each alpha update",
+            get: |c| Some(c.g),
+            set: |c, v| c.g = v,
+        },
+        Spec {
+            name: "initial_alpha",
+            unit: "fraction",
+            range: Range::UnitInterval,
+            doc: "alpha before the first CNP",
+            get: |c| Some(c.initial_alpha),
+            set: |c, v| c.initial_alpha = v,
+        },
+        Spec {
+            name: "beta",
+            unit: "factor",
+            range: Range::Positive,
+            doc: "a CE CNP sets RC = RC (1 - beta alpha), at least the minimum rate (DCQCN 0.5, DCQCN+TCD 1.2)",
+            get: |c| Some(c.beta),
+            set: |c, v| c.beta = v,
+        },
+        Spec {
+            name: "fast_recovery_stages",
+            unit: "stages",
+            range: Range::Count(0),
+            doc: "F: stages of fast recovery before additive increase",
+            get: |c| Some(c.fast_recovery_stages.into()),
+            set: |c, v| c.fast_recovery_stages = v as u32,
+        },
+    ];
+}
 
 /// Two schemes of one config: `tcd` tells them apart.
 impl SchemeFactory for DcqcnConfig {
@@ -267,14 +268,6 @@ impl SchemeFactory for DcqcnConfig {
         } else {
             "dcqcn"
         }
-    }
-
-    fn params(&self) -> Vec<Param> {
-        param::describe(self, PARAMS)
-    }
-
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
-        param::set(self, PARAMS, self.name(), key, value)
     }
 
     fn dilate(&mut self, d: f64) {

@@ -5,9 +5,8 @@
 
 use std::time::Instant;
 
-use super::{Ack, SenderControl};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{Range, Spec, Table};
+use super::{Ack, Driver, SchemeFactory, SenderControl};
 
 /// Parameters, with the paper's defaults.
 #[derive(Debug, Clone)]
@@ -57,34 +56,36 @@ impl DctcpConfig {
     }
 }
 
-/// `--param dctcp.<name>=<value>`, and DCTCP+'s DCTCP underneath (`--param dctcp+.g=...`).
-/// The segment size is the endpoint's.
-pub(crate) const PARAMS: &[Spec<DctcpConfig>] = &[
-    Spec {
-        name: "g",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "weight of the newest window's marked fraction in alpha",
-        get: |c| Some(c.g),
-        set: |c, v| c.g = v,
-    },
-    Spec {
-        name: "initial_window_segments",
-        unit: "segments",
-        range: Range::Count(1),
-        doc: "initial window (a flow on a reused connection keeps the window it takes over)",
-        get: |c| Some(c.initial_window_segments as f64),
-        set: |c, v| c.initial_window_segments = v as u64,
-    },
-    Spec {
-        name: "min_window_segments",
-        unit: "segments",
-        range: Range::Count(1),
-        doc: "smallest window",
-        get: |c| Some(c.min_window_segments as f64),
-        set: |c, v| c.min_window_segments = v as u64,
-    },
-];
+impl Table for DctcpConfig {
+    /// `--param dctcp.<name>=<value>`, and DCTCP+'s DCTCP underneath (`--param dctcp+.g=...`).
+    /// The segment size is the endpoint's.
+    const PARAMS: &'static [Spec<Self>] = &[
+        Spec {
+            name: "g",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "weight of the newest window's marked fraction in alpha",
+            get: |c| Some(c.g),
+            set: |c, v| c.g = v,
+        },
+        Spec {
+            name: "initial_window_segments",
+            unit: "segments",
+            range: Range::Count(1),
+            doc: "initial window (a flow on a reused connection keeps the window it takes over)",
+            get: |c| Some(c.initial_window_segments as f64),
+            set: |c, v| c.initial_window_segments = v as u64,
+        },
+        Spec {
+            name: "min_window_segments",
+            unit: "segments",
+            range: Range::Count(1),
+            doc: "smallest window",
+            get: |c| Some(c.min_window_segments as f64),
+            set: |c, v| c.min_window_segments = v as u64,
+        },
+    ];
+}
 
 impl SchemeFactory for DctcpConfig {
     fn name(&self) -> &'static str {
@@ -101,14 +102,6 @@ impl SchemeFactory for DctcpConfig {
 
     fn port_profile(&self) -> &'static str {
         "dctcp"
-    }
-
-    fn params(&self) -> Vec<Param> {
-        param::describe(self, PARAMS)
-    }
-
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
-        param::set(self, PARAMS, self.name(), key, value)
     }
 
     fn dilate(&mut self, d: f64) {

@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
-use super::dctcp::{self, Dctcp, DctcpConfig};
-use super::{Ack, SenderControl};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::dctcp::{Dctcp, DctcpConfig};
+use super::param::{self, Param, Range, Spec, Table};
+use super::{Ack, Driver, Parameters, SchemeFactory, SenderControl};
 
 #[derive(Debug, Clone)]
 pub struct DctcpPlusConfig {
@@ -120,6 +119,26 @@ const OWN_PARAMS: &[Spec<DctcpPlusConfig>] = &[
     },
 ];
 
+/// Two tables, its own and its DCTCP's, under its name.
+impl Parameters for DctcpPlusConfig {
+    fn params(&self) -> Vec<Param> {
+        let mut params = param::describe(self, OWN_PARAMS);
+        params.extend(param::describe(&self.dctcp, DctcpConfig::PARAMS));
+        params
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let name = self.name();
+        if DctcpConfig::PARAMS.iter().any(|spec| spec.name == key) {
+            param::set(&mut self.dctcp, DctcpConfig::PARAMS, name, key, value)
+        } else if OWN_PARAMS.iter().any(|spec| spec.name == key) {
+            param::set(self, OWN_PARAMS, name, key, value)
+        } else {
+            Err(param::unknown(name, key, self.params().iter().map(|p| p.name)))
+        }
+    }
+}
+
 impl SchemeFactory for DctcpPlusConfig {
     fn name(&self) -> &'static str {
         "dctcp+"
@@ -136,22 +155,6 @@ impl SchemeFactory for DctcpPlusConfig {
     /// DCTCP's ports: the same K marking.
     fn port_profile(&self) -> &'static str {
         "dctcp"
-    }
-
-    fn params(&self) -> Vec<Param> {
-        let mut params = param::describe(self, OWN_PARAMS);
-        params.extend(param::describe(&self.dctcp, dctcp::PARAMS));
-        params
-    }
-
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
-        if dctcp::PARAMS.iter().any(|spec| spec.name == key) {
-            param::set(&mut self.dctcp, dctcp::PARAMS, "dctcp+", key, value)
-        } else if OWN_PARAMS.iter().any(|spec| spec.name == key) {
-            param::set(self, OWN_PARAMS, "dctcp+", key, value)
-        } else {
-            Err(param::unknown("dctcp+", key, self.params().iter().map(|p| p.name)))
-        }
     }
 
     fn dilate(&mut self, d: f64) {

@@ -6,9 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::{one_credit_per_rtt, CreditControl, Echo};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{Range, Spec, Table};
+use super::{one_credit_per_rtt, CreditControl, Driver, Echo, SchemeFactory};
 
 /// Parameters, with the reference's defaults.
 #[derive(Debug, Clone)]
@@ -80,83 +79,85 @@ impl ExpressPassConfig {
     }
 }
 
-/// `--param expresspass.<name>=<value>`: what an experiment varies (`--alpha` and `--w-init`
-/// set the first two). The credit share (`max_rate`) is the link's; the credit size is the
-/// wire's.
-const PARAMS: &[Spec<ExpressPassConfig>] = &[
-    Spec {
-        name: "alpha",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "initial credit rate, of the maximum (paper: 1/2; 1/16 for realistic workloads)",
-        get: |c| Some(c.alpha),
-        set: |c, v| c.alpha = v,
-    },
-    Spec {
-        name: "w_init",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "initial aggressiveness w",
-        get: |c| Some(c.w_init),
-        set: |c, v| c.w_init = v,
-    },
-    Spec {
-        name: "w_min",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "floor of w",
-        get: |c| Some(c.w_min),
-        set: |c, v| c.w_min = v,
-    },
-    Spec {
-        name: "w_max",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "ceiling of w",
-        get: |c| Some(c.w_max),
-        set: |c, v| c.w_max = v,
-    },
-    Spec {
-        name: "w_step",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "step by which w grows per increasing period",
-        get: |c| Some(c.w_step),
-        set: |c, v| c.w_step = v,
-    },
-    Spec {
-        name: "target_loss_factor",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "target credit loss = (1 - rate / max) x this",
-        get: |c| Some(c.target_loss_factor),
-        set: |c, v| c.target_loss_factor = v,
-    },
-    Spec {
-        name: "small_flow_packets",
-        unit: "packets",
-        range: Range::Count(1),
-        doc: "flows shorter than this start at alpha x packets / this of the maximum (unset: off)",
-        get: |c| c.small_flow_packets.map(|n| n as f64),
-        set: |c, v| c.small_flow_packets = Some(v as u64),
-    },
-    Spec {
-        name: "jitter",
-        unit: "fraction",
-        range: Range::UnitInterval,
-        doc: "credit pacing jitter: each gap is scaled by 1 + U[-1, 1] x this",
-        get: |c| Some(c.jitter),
-        set: |c, v| c.jitter = v,
-    },
-    Spec {
-        name: "reorder_credits",
-        unit: "credits",
-        range: Range::Count(1),
-        doc: "a skipped credit counts as lost once more than this many later credits came back",
-        get: |c| Some(c.reorder_credits.into()),
-        set: |c, v| c.reorder_credits = v as u32,
-    },
-];
+impl Table for ExpressPassConfig {
+    /// `--param expresspass.<name>=<value>`: what an experiment varies (`--alpha` and `--w-init`
+    /// set the first two). The credit share (`max_rate`) is the link's; the credit size is the
+    /// wire's.
+    const PARAMS: &'static [Spec<Self>] = &[
+        Spec {
+            name: "alpha",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "initial credit rate, of the maximum (paper: 1/2; 1/16 for realistic workloads)",
+            get: |c| Some(c.alpha),
+            set: |c, v| c.alpha = v,
+        },
+        Spec {
+            name: "w_init",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "initial aggressiveness w",
+            get: |c| Some(c.w_init),
+            set: |c, v| c.w_init = v,
+        },
+        Spec {
+            name: "w_min",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "floor of w",
+            get: |c| Some(c.w_min),
+            set: |c, v| c.w_min = v,
+        },
+        Spec {
+            name: "w_max",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "ceiling of w",
+            get: |c| Some(c.w_max),
+            set: |c, v| c.w_max = v,
+        },
+        Spec {
+            name: "w_step",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "step by which w grows per increasing period",
+            get: |c| Some(c.w_step),
+            set: |c, v| c.w_step = v,
+        },
+        Spec {
+            name: "target_loss_factor",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "target credit loss = (1 - rate / max) x this",
+            get: |c| Some(c.target_loss_factor),
+            set: |c, v| c.target_loss_factor = v,
+        },
+        Spec {
+            name: "small_flow_packets",
+            unit: "packets",
+            range: Range::Count(1),
+            doc: "flows shorter than this start at alpha x packets / this of the maximum (unset: off)",
+            get: |c| c.small_flow_packets.map(|n| n as f64),
+            set: |c, v| c.small_flow_packets = Some(v as u64),
+        },
+        Spec {
+            name: "jitter",
+            unit: "fraction",
+            range: Range::UnitInterval,
+            doc: "credit pacing jitter: each gap is scaled by 1 + U[-1, 1] x this",
+            get: |c| Some(c.jitter),
+            set: |c, v| c.jitter = v,
+        },
+        Spec {
+            name: "reorder_credits",
+            unit: "credits",
+            range: Range::Count(1),
+            doc: "a skipped credit counts as lost once more than this many later credits came back",
+            get: |c| Some(c.reorder_credits.into()),
+            set: |c, v| c.reorder_credits = v as u32,
+        },
+    ];
+}
 
 impl SchemeFactory for ExpressPassConfig {
     fn name(&self) -> &'static str {
@@ -173,14 +174,6 @@ impl SchemeFactory for ExpressPassConfig {
 
     fn port_profile(&self) -> &'static str {
         "expresspass"
-    }
-
-    fn params(&self) -> Vec<Param> {
-        param::describe(self, PARAMS)
-    }
-
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
-        param::set(self, PARAMS, self.name(), key, value)
     }
 
     fn dilate(&mut self, _d: f64) {

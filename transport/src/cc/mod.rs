@@ -3,34 +3,118 @@
 //! ExpressPass, SprayPass), [`SenderControl`] for sender-driven ones (window, send gate, or a
 //! rate pacer: DCTCP, DCTCP+, DCQCN) and, for the latter's data receivers, [`ReceiverControl`]
 //! (DCQCN's notification point). Every hook takes `now`. One file per algorithm (one folder
-//! when it grows helpers), whose config is its scheme's factory
-//! ([`crate::scheme::SchemeFactory`]); [`schemes`] is the one table of them.
+//! when it grows helpers), whose config is its scheme's factory ([`SchemeFactory`], with its
+//! parameters' table: [`param`]); [`schemes`] is the one table of them, which an endpoint's
+//! [`crate::Registry`] holds.
 
+use std::any::Any;
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 
-use crate::scheme::Registry;
-use crate::types::{CnpFlag, Ecn};
+use crate::types::Ecn;
+use crate::wire::CnpFlag;
+use param::Param;
 
 pub mod dcqcn;
 pub mod dctcp;
 pub mod dctcp_plus;
 pub mod expresspass;
+pub mod param;
 pub mod spraypass;
 
 /// The schemes cchost runs, configured for a host's link of `link_bits_per_second` and its
 /// data packets' `mss` payload bytes: the one table of them, one line per scheme, in the order
 /// `cchost --schemes` lists them. A new scheme is a file above and a line here.
-pub fn schemes(link_bits_per_second: f64, mss: u16) -> Registry {
+pub fn schemes(link_bits_per_second: f64, mss: u16) -> Vec<Box<dyn SchemeFactory>> {
     let link = link_bits_per_second;
-    Registry::empty()
-        .with(expresspass::ExpressPassConfig::for_link(link))
-        .with(spraypass::SprayPassConfig::for_link(link))
-        .with(dctcp::DctcpConfig::with_mss(mss))
-        .with(dctcp_plus::DctcpPlusConfig::on(dctcp::DctcpConfig::with_mss(mss)))
-        .with(dcqcn::DcqcnConfig::for_link(link))
-        .with(dcqcn::DcqcnConfig::for_link(link).with_tcd())
+    vec![
+        Box::new(expresspass::ExpressPassConfig::for_link(link)),
+        Box::new(spraypass::SprayPassConfig::for_link(link)),
+        Box::new(dctcp::DctcpConfig::with_mss(mss)),
+        Box::new(dctcp_plus::DctcpPlusConfig::on(dctcp::DctcpConfig::with_mss(mss))),
+        Box::new(dcqcn::DcqcnConfig::for_link(link)),
+        Box::new(dcqcn::DcqcnConfig::for_link(link).with_tcd()),
+    ]
+}
+
+/// Who drives a scheme's flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// The data receiver paces credits; the sender spends one per data packet.
+    Receiver,
+    /// The sender decides by a window (and a send gate: a pacer), from acks (and CNPs).
+    Sender,
+}
+
+/// A scheme's config as its factory: what the registry, the flags and the endpoint ask of a
+/// scheme. Implemented in the scheme's own `cc/` file; its config's fields are its parameters,
+/// with their defaults documented there, and its [`param::Table`] lists them ([`Parameters`]).
+pub trait SchemeFactory: Any + fmt::Debug + CloneFactory + Parameters {
+    /// The name flows and flags give it (`--scheme`, a schedule line's `scheme`,
+    /// `--param <name>.<key>=<value>`, flow records' `scheme`).
+    fn name(&self) -> &'static str;
+    /// The byte that names it on the wire (credit requests; the data header's scheme bits):
+    /// 1 to [`crate::wire::MAX_SCHEME_ID`], unique in a registry, never reused for another
+    /// scheme.
+    fn wire_id(&self) -> u8;
+    fn driver(&self) -> Driver;
+    /// The port profile its hosts are written for (emulation/ccemu's ports: the Python side
+    /// reads it from `cchost --schemes --json`).
+    fn port_profile(&self) -> &'static str;
+    /// Every time `d` times longer (`EndpointConfig::dilate`). Destructure the config field by
+    /// field, so that a time added later does not compile until it is placed here.
+    fn dilate(&mut self, d: f64);
+    /// Receiver-driven: the credit control of one flow of `packets` data packets over `paths`
+    /// equal-cost paths, at its data receiver.
+    fn credit_control(&self, _now: Instant, _packets: u64, _paths: u16) -> Option<Box<dyn CreditControl>> {
+        None
+    }
+    /// Sender-driven: the control of one connection at its sender (`seed`: the flow's own, for
+    /// any randomness).
+    fn sender_control(&self, _seed: u64) -> Option<Box<dyn SenderControl>> {
+        None
+    }
+    /// Sender-driven: what the data receiver does beyond acking (DCQCN's notification point);
+    /// `None`: nothing.
+    fn receiver_control(&self) -> Option<Box<dyn ReceiverControl>> {
+        None
+    }
+}
+
+/// A scheme's parameters, as `--param <scheme>.<key>=<value>` sets them and `cchost --schemes`
+/// lists them: implemented for every factory whose config has a [`param::Table`], nothing to
+/// write. A scheme whose parameters are not one table (DCTCP+: its own, then its DCTCP's)
+/// implements it instead.
+pub trait Parameters {
+    /// Its parameters, with their values now (the defaults, before any `--param`).
+    fn params(&self) -> Vec<Param>;
+    /// Sets parameter `key` from `value` (a time in microseconds of the datacenter); the error
+    /// names what was wrong in one line.
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String>;
+}
+
+impl<T: SchemeFactory + param::Table> Parameters for T {
+    fn params(&self) -> Vec<Param> {
+        param::describe(self, T::PARAMS)
+    }
+
+    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
+        param::set(self, T::PARAMS, self.name(), key, value)
+    }
+}
+
+/// Cloning a boxed factory (an endpoint's config, registry included, is `Clone`): implemented
+/// for every `Clone` factory, nothing to write.
+pub trait CloneFactory {
+    fn clone_box(&self) -> Box<dyn SchemeFactory>;
+}
+
+impl<T: SchemeFactory + Clone> CloneFactory for T {
+    fn clone_box(&self) -> Box<dyn SchemeFactory> {
+        Box::new(self.clone())
+    }
 }
 
 /// Gap before the next credit at `rate` credit bytes per second: `credit_bytes` over the rate,
@@ -133,7 +217,7 @@ pub trait SenderControl {
 /// Sender-driven schemes, at the data receiver: what a data packet's ECN mark calls for besides
 /// the ack that echoes it (DCQCN's notification point answers marks with CNPs, at most one per
 /// interval). Built per flow by the scheme the data header names
-/// ([`crate::scheme::SchemeFactory::receiver_control`]); schemes that need none build none.
+/// ([`SchemeFactory::receiver_control`]); schemes that need none build none.
 pub trait ReceiverControl {
     /// A data packet of the flow arrived with `ecn`: the notification to send now, if any.
     fn on_data(&mut self, now: Instant, ecn: Ecn) -> Option<CnpFlag>;

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use super::{Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
 use crate::cc::ReceiverControl;
-use crate::types::{CnpFlag, Ecn, HostId};
-use crate::wire::Packet;
+use crate::types::{Ecn, HostId};
+use crate::wire::{CnpFlag, Packet};
 
 /// One data packet as a window receiver sees it (wire.rs `Packet::Data`, and its ECN bits).
 pub(crate) struct WindowData {

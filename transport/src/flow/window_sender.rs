@@ -16,9 +16,8 @@ use super::{packets_of, payload_of, Ctx, RttEstimator};
 use crate::cc::{Ack, SenderControl};
 use crate::config::EndpointConfig;
 use crate::record::{FlowRecord, FlowSpec};
-use crate::types::CnpFlag;
 use crate::types::{Ecn, HostId};
-use crate::wire::{Packet, DATA_HEADER_BYTES};
+use crate::wire::{CnpFlag, Packet, DATA_HEADER_BYTES};
 
 const DUPLICATE_ACKS: u32 = 3;
 

@@ -13,9 +13,8 @@ use rand::rngs::SmallRng;
 
 pub use paths::PathTable;
 
-use super::{credit_gap, one_credit_per_rtt, CreditControl, Echo};
-use crate::scheme::param::{self, Param, Range, Spec};
-use crate::scheme::{Driver, SchemeFactory};
+use super::param::{Range, Spec, Table};
+use super::{credit_gap, one_credit_per_rtt, CreditControl, Driver, Echo, SchemeFactory};
 
 /// Parameters. The paper gives w_min, w_max, N_b and theta; the others are CHOICEs.
 #[derive(Debug, Clone)]
@@ -78,74 +77,76 @@ impl SprayPassConfig {
     }
 }
 
-/// `--param spraypass.<name>=<value>` (`--w-init` sets w_init). The credit share is the
-/// link's; excluded paths are a test's oracle, no parameter.
-const PARAMS: &[Spec<SprayPassConfig>] = &[
-    Spec {
-        name: "w_init",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "omega_init: the initial rate is this x the maximum, and omega starts there",
-        get: |c| Some(c.w_init),
-        set: |c, v| c.w_init = v,
-    },
-    Spec {
-        name: "w_min",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "floor of omega",
-        get: |c| Some(c.w_min),
-        set: |c, v| c.w_min = v,
-    },
-    Spec {
-        name: "w_max",
-        unit: "fraction",
-        range: Range::Fraction,
-        doc: "ceiling of omega",
-        get: |c| Some(c.w_max),
-        set: |c, v| c.w_max = v,
-    },
-    Spec {
-        name: "aim_ratio",
-        unit: "fraction",
-        range: Range::UnitInterval,
-        doc: "tolerated fraction of data whose credit came CE-marked: at or below it the rate increases",
-        get: |c| Some(c.aim_ratio),
-        set: |c, v| c.aim_ratio = v,
-    },
-    Spec {
-        name: "jitter",
-        unit: "fraction",
-        range: Range::UnitInterval,
-        doc: "credit pacing jitter: each gap is scaled by 1 + U[-1, 1] x this",
-        get: |c| Some(c.jitter),
-        set: |c, v| c.jitter = v,
-    },
-    Spec {
-        name: "probe_bits",
-        unit: "bits",
-        range: Range::Count(1),
-        doc: "path probing compares per-path speeds every this many bits of arriving data (N_b)",
-        get: |c| Some(c.probe_bits as f64),
-        set: |c, v| c.probe_bits = v as u64,
-    },
-    Spec {
-        name: "theta",
-        unit: "fraction",
-        range: Range::UnitInterval,
-        doc: "path probing removes a path below this x the fastest (0: never)",
-        get: |c| Some(c.theta),
-        set: |c, v| c.theta = v,
-    },
-    Spec {
-        name: "readmit_after_probes",
-        unit: "probes",
-        range: Range::Count(1),
-        doc: "a removed path is sprayed again after this many probe intervals, doubling per removal",
-        get: |c| Some(c.readmit_after_probes.into()),
-        set: |c, v| c.readmit_after_probes = v as u32,
-    },
-];
+impl Table for SprayPassConfig {
+    /// `--param spraypass.<name>=<value>` (`--w-init` sets w_init). The credit share is the
+    /// link's; excluded paths are a test's oracle, no parameter.
+    const PARAMS: &'static [Spec<Self>] = &[
+        Spec {
+            name: "w_init",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "omega_init: the initial rate is this x the maximum, and omega starts there",
+            get: |c| Some(c.w_init),
+            set: |c, v| c.w_init = v,
+        },
+        Spec {
+            name: "w_min",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "floor of omega",
+            get: |c| Some(c.w_min),
+            set: |c, v| c.w_min = v,
+        },
+        Spec {
+            name: "w_max",
+            unit: "fraction",
+            range: Range::Fraction,
+            doc: "ceiling of omega",
+            get: |c| Some(c.w_max),
+            set: |c, v| c.w_max = v,
+        },
+        Spec {
+            name: "aim_ratio",
+            unit: "fraction",
+            range: Range::UnitInterval,
+            doc: "tolerated fraction of data whose credit came CE-marked: at or below it the rate increases",
+            get: |c| Some(c.aim_ratio),
+            set: |c, v| c.aim_ratio = v,
+        },
+        Spec {
+            name: "jitter",
+            unit: "fraction",
+            range: Range::UnitInterval,
+            doc: "credit pacing jitter: each gap is scaled by 1 + U[-1, 1] x this",
+            get: |c| Some(c.jitter),
+            set: |c, v| c.jitter = v,
+        },
+        Spec {
+            name: "probe_bits",
+            unit: "bits",
+            range: Range::Count(1),
+            doc: "path probing compares per-path speeds every this many bits of arriving data (N_b)",
+            get: |c| Some(c.probe_bits as f64),
+            set: |c, v| c.probe_bits = v as u64,
+        },
+        Spec {
+            name: "theta",
+            unit: "fraction",
+            range: Range::UnitInterval,
+            doc: "path probing removes a path below this x the fastest (0: never)",
+            get: |c| Some(c.theta),
+            set: |c, v| c.theta = v,
+        },
+        Spec {
+            name: "readmit_after_probes",
+            unit: "probes",
+            range: Range::Count(1),
+            doc: "a removed path is sprayed again after this many probe intervals, doubling per removal",
+            get: |c| Some(c.readmit_after_probes.into()),
+            set: |c, v| c.readmit_after_probes = v as u32,
+        },
+    ];
+}
 
 impl SchemeFactory for SprayPassConfig {
     fn name(&self) -> &'static str {
@@ -162,14 +163,6 @@ impl SchemeFactory for SprayPassConfig {
 
     fn port_profile(&self) -> &'static str {
         "spraypass"
-    }
-
-    fn params(&self) -> Vec<Param> {
-        param::describe(self, PARAMS)
-    }
-
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String> {
-        param::set(self, PARAMS, self.name(), key, value)
     }
 
     fn dilate(&mut self, _d: f64) {

@@ -61,7 +61,13 @@ pub struct Spec<C> {
     pub set: fn(&mut C, f64),
 }
 
-/// A parameter as a scheme describes it (`SchemeFactory::params`).
+/// A scheme config's parameters, one [`Spec`] each, in the order `cchost --schemes` lists them:
+/// the scheme's `params` and `set_param` come from it (`cc::Parameters`).
+pub trait Table: Sized + 'static {
+    const PARAMS: &'static [Spec<Self>];
+}
+
+/// A parameter as a scheme describes it (`Parameters::params`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Param {
     pub name: &'static str,

@@ -1,80 +1,14 @@
-//! The schemes cchost runs, behind one extension point (quinn-proto's `ControllerFactory` is
-//! the model): each scheme's config implements [`SchemeFactory`] in its own `cc/` file, and a
-//! [`Registry`] holds one factory per scheme. The standard table is [`crate::cc::schemes`], one
-//! line per scheme; nothing else lists them. A flow names its scheme by a [`Scheme`] handle,
-//! which the endpoint looks up in its registry to build the flow's controllers.
-
-pub mod param;
+//! The schemes an endpoint runs: a [`Registry`] of their factories (each scheme's config, which
+//! implements [`SchemeFactory`] in its own `cc/` file: quinn-proto's `ControllerFactory` is the
+//! model), the standard ones from [`cc::schemes`], the one table, and the [`Scheme`] handle a
+//! flow names its scheme by, which the endpoint looks up in its registry to build the flow's
+//! controllers.
 
 use std::any::Any;
 use std::fmt;
-use std::time::Instant;
 
-pub use param::Param;
-
-use crate::cc::{CreditControl, ReceiverControl, SenderControl};
-use crate::config::DEFAULT_MSS;
-use crate::wire::MAX_SCHEME_ID;
-
-/// Who drives a scheme's flows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// The data receiver paces credits; the sender spends one per data packet.
-    Receiver,
-    /// The sender decides by a window (and a send gate: a pacer), from acks (and CNPs).
-    Sender,
-}
-
-/// A scheme's config as its factory: what the registry, the flags and the endpoint ask of a
-/// scheme. Implemented in the scheme's own `cc/` file; its config's fields are its parameters,
-/// with their defaults documented there.
-pub trait SchemeFactory: Any + fmt::Debug + CloneFactory {
-    /// The name flows and flags give it (`--scheme`, a schedule line's `scheme`,
-    /// `--param <name>.<key>=<value>`, flow records' `scheme`).
-    fn name(&self) -> &'static str;
-    /// The byte that names it on the wire (credit requests; the data header's scheme bits):
-    /// 1 to [`MAX_SCHEME_ID`], unique in a registry, never reused for another scheme.
-    fn wire_id(&self) -> u8;
-    fn driver(&self) -> Driver;
-    /// The port profile its hosts are written for (emulation/ccemu's ports: the Python side
-    /// reads it from `cchost --schemes --json`).
-    fn port_profile(&self) -> &'static str;
-    /// Its parameters, with their values now (the defaults, before any `--param`).
-    fn params(&self) -> Vec<Param>;
-    /// Sets parameter `key` from `value` (a time in microseconds of the datacenter); the error
-    /// names what was wrong in one line. [`param::set`] does it from the scheme's table.
-    fn set_param(&mut self, key: &str, value: &str) -> Result<(), String>;
-    /// Every time `d` times longer (`EndpointConfig::dilate`). Destructure the config field by
-    /// field, so that a time added later does not compile until it is placed here.
-    fn dilate(&mut self, d: f64);
-    /// Receiver-driven: the credit control of one flow of `packets` data packets over `paths`
-    /// equal-cost paths, at its data receiver.
-    fn credit_control(&self, _now: Instant, _packets: u64, _paths: u16) -> Option<Box<dyn CreditControl>> {
-        None
-    }
-    /// Sender-driven: the control of one connection at its sender (`seed`: the flow's own, for
-    /// any randomness).
-    fn sender_control(&self, _seed: u64) -> Option<Box<dyn SenderControl>> {
-        None
-    }
-    /// Sender-driven: what the data receiver does beyond acking (DCQCN's notification point);
-    /// `None`: nothing.
-    fn receiver_control(&self) -> Option<Box<dyn ReceiverControl>> {
-        None
-    }
-}
-
-/// Cloning a boxed factory (an [`crate::EndpointConfig`] is `Clone`): implemented for every
-/// `Clone` factory, nothing to write.
-pub trait CloneFactory {
-    fn clone_box(&self) -> Box<dyn SchemeFactory>;
-}
-
-impl<T: SchemeFactory + Clone> CloneFactory for T {
-    fn clone_box(&self) -> Box<dyn SchemeFactory> {
-        Box::new(self.clone())
-    }
-}
+use crate::cc::{self, SchemeFactory};
+use crate::wire::{DEFAULT_MSS, MAX_SCHEME_ID};
 
 /// A flow's scheme: a handle a [`Registry`] gives out, naming one of its factories (by wire
 /// id). Copy, so flow specs and records carry it freely.
@@ -97,7 +31,7 @@ impl Scheme {
         self.wire_id
     }
 
-    /// One of the standard schemes ([`crate::cc::schemes`]) by name; the error lists them.
+    /// One of the standard schemes ([`cc::schemes`]) by name; the error lists them.
     pub fn from_name(name: &str) -> Result<Scheme, String> {
         Registry::catalogue().scheme(name)
     }
@@ -121,8 +55,8 @@ impl fmt::Debug for Scheme {
 }
 
 /// The schemes an endpoint runs, one factory each (quinn's endpoint holds its
-/// `ControllerFactory` so). [`crate::cc::schemes`] is the standard table; [`Registry::with`]
-/// adds a scheme defined elsewhere (a test's, say).
+/// `ControllerFactory` so). [`Registry::standard`] holds the schemes of [`cc::schemes`], the
+/// one table; [`Registry::with`] adds a scheme defined elsewhere (a test's, say).
 #[derive(Debug, Default)]
 pub struct Registry {
     factories: Vec<Box<dyn SchemeFactory>>,
@@ -143,11 +77,20 @@ impl Registry {
         Self::default()
     }
 
+    /// The standard schemes ([`cc::schemes`], in its order), configured for a host's link of
+    /// `link_bits_per_second` and its data packets' `mss` payload bytes.
+    ///
+    /// # Panics
+    /// As [`Registry::with`], if the table gives two schemes one name or wire id.
+    pub fn standard(link_bits_per_second: f64, mss: u16) -> Self {
+        cc::schemes(link_bits_per_second, mss).into_iter().fold(Self::empty(), Self::with_box)
+    }
+
     /// The standard schemes, for what does not depend on a host's link: names, wire ids,
     /// drivers, port profiles, parameter defaults. (An endpoint's are configured for its
     /// link: `EndpointConfig::new`.)
     pub fn catalogue() -> Self {
-        crate::cc::schemes(CATALOGUE_LINK_BPS, DEFAULT_MSS)
+        Self::standard(CATALOGUE_LINK_BPS, DEFAULT_MSS)
     }
 
     /// This registry and `factory`'s scheme.
@@ -155,14 +98,18 @@ impl Registry {
     /// # Panics
     /// If its name or wire id is taken, or its wire id is 0 or above [`MAX_SCHEME_ID`]: a
     /// table that cannot be is a programming error, caught by the first test that builds it.
-    pub fn with(mut self, factory: impl SchemeFactory) -> Self {
+    pub fn with(self, factory: impl SchemeFactory) -> Self {
+        self.with_box(Box::new(factory))
+    }
+
+    fn with_box(mut self, factory: Box<dyn SchemeFactory>) -> Self {
         let (name, id) = (factory.name(), factory.wire_id());
         assert!((1..=MAX_SCHEME_ID).contains(&id), "scheme {name}: wire id {id} is not in 1..={MAX_SCHEME_ID}");
         for other in &self.factories {
             assert!(other.name() != name, "two schemes are called {name}");
             assert!(other.wire_id() != id, "{name} and {} both have wire id {id}", other.name());
         }
-        self.factories.push(Box::new(factory));
+        self.factories.push(factory);
         self
     }
 
@@ -229,8 +176,11 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
     use crate::cc::dcqcn::DcqcnConfig;
+    use crate::cc::Driver;
     use crate::config::EndpointConfig;
 
     #[test]
