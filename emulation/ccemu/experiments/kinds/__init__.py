@@ -5,12 +5,13 @@ KINDS). A name that is not in it is an error naming the known ones, never a fall
 
 Adding an experiment kind
 -------------------------
-1. model/config/workloads.py: its pydantic model, `kind: Literal["NAME"]`, with a `busy_links()`;
-   add it to the WorkloadConfig union and to WORKLOAD_KINDS (pydantic needs both at import).
+1. model/config/workloads.py: its pydantic model (a Workload), `kind: Literal["NAME"]`, with a
+   `busy_links()` and, where it names hosts, a `fit()`; add it to the WorkloadConfig union and to
+   WORKLOAD_KINDS (pydantic needs both at import).
 2. experiments/kinds/NAME.py: a Kind subclass (kind.py) that names the model, its blocks (a
    BlockKey per scheme and point), its progress, its bottleneck host, its summary lines and plots;
    its traffic is ScheduledKind's (flows known up front: `flows()`) or a runner of its own (as
-   incast's, experiments/incast.py).
+   incast's, experiments/incast.py, named by `runner` in experiments/__init__.py's RUNNERS).
 3. Here: import it and add one line to KINDS.
 4. workloads/experiments/NAME.yaml: the experiment `make experiment NAME=...` and
    `ccemu reproduce` run (the reproduced experiments are the kinds' names).
