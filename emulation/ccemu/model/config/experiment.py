@@ -18,7 +18,7 @@ from .base import Section
 from .errors import ConfigError, KeyedError, as_number, describe, read_yaml
 from .fabric import FabricConfig
 from .hosts import HostsConfig
-from .ports import ETHERNET_HEADER_BYTES, MIN_CREDIT_RATE_BPS, PORT_PROFILES, DropTailPort, ExpressPassPort, PortConfig
+from .ports import ETHERNET_HEADER_BYTES, MIN_CREDIT_RATE_BPS, PORT_PROFILES, DropTailPort, PortConfig
 from .schemes import SchemeConfig, TransportConfig
 from .topology import LinkConfig, TopologyConfig
 from .workloads import WORKLOAD_KINDS, WorkloadConfig
@@ -160,15 +160,16 @@ class ExperimentConfig(Section):
     @model_validator(mode="after")
     def _credit_class_has_a_rate(self) -> "ExperimentConfig":
         for loc, port in self.port_configs():
-            if not isinstance(port, ExpressPassPort):
+            share, _ = port.credit_class()
+            if not share:
                 continue
-            credit_bps = self.link.rate_mbps * 1e6 * port.credit_share
+            credit_bps = self.link.rate_mbps * 1e6 * share
             if credit_bps < MIN_CREDIT_RATE_BPS:
                 raise KeyedError(
                     (*loc, "credit_share"),
                     f"gives the credit class {credit_bps:.3g} bit/s at link.rate_mbps {self.link.rate_mbps:g}; it "
                     f"needs at least {MIN_CREDIT_RATE_BPS} (one credit a second), or the port program sees no "
-                    f"credit class (got {port.credit_share:g})",
+                    f"credit class (got {share:g})",
                 )
         return self
 

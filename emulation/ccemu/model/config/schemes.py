@@ -11,7 +11,7 @@ from .. import schemes
 
 from .base import Section
 from .errors import KeyedError
-from .ports import ExpressPassPort, PortConfig
+from .ports import PortConfig
 
 
 # Every list of schemes comes from cchost's own table (model/schemes.py, schemes.json).
@@ -78,7 +78,7 @@ class SchemeConfig(Section):
     @model_validator(mode="after")
     def _profile_fits_the_scheme(self) -> "SchemeConfig":
         own, profile = SCHEME_PORT_PROFILES[self.scheme], self.port.profile
-        if self.scheme in CREDIT_SCHEMES and not isinstance(self.port, ExpressPassPort):
+        if self.scheme in CREDIT_SCHEMES and not self.port.credit_class()[0]:
             raise KeyedError(("port", "profile"), f"{self.scheme} sends data against credits, and {profile} ports "
                                                    f"have no credit class (use {own} ports)")
         if profile != own and not self.port_mismatch_intended:
