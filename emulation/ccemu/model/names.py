@@ -1,0 +1,30 @@
+"""The one rule for every name ccemu turns into a path, a container, a namespace or an Ansible
+variable: experiment and sweep names, point ids, the machines of an inventory. A name is a
+path component that cannot escape its folder: letters, digits, '_', '-' and '.', starting with
+a letter or digit (so never '.' or '..'), no '..' anywhere, at most 64 characters."""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAME_CHARS = 64
+# The rule as a regular expression (also what pydantic and Ansible check against): ASCII only.
+NAME_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
+
+
+def name_problem(value: object) -> str | None:
+    """Why `value` is not a name (one line, quoting at most a short excerpt of it), or None."""
+    if isinstance(value, str) and _NAME.fullmatch(value):
+        return None
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+    return (f"must be a name: letters, digits, '_', '-' and '.', starting with a letter or digit, no '..', "
+            f"at most {MAX_NAME_CHARS} characters (got {shown})")
+
+
+def check_name(value: object) -> str:
+    """`value` if it is a name; ValueError saying why otherwise."""
+    problem = name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
