@@ -569,6 +569,9 @@ def cmd_sweep(args) -> int:
     if args.inventory is not None and not args.inventory.is_file():
         print(f"ccemu sweep: --inventory {args.inventory}: no such file", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    if args.inventory is not None:
+        from .sweeps.machines import machines_of
+        machines_of(args.inventory)  # before a plan is written: readable, machines named, each once
     if args.inventory is None:
         # The points run here: this machine judges them now (an inventory's machines each judge
         # the points they are given, when they run them).

@@ -60,6 +60,11 @@ grid: {scheme: [expresspass, dctcp], workload.flows: [2, 4, 8]}
     ("experiment: tiny.yaml\ngrid: {seed: [1]}\nrepeat: 3\n", "repeat: unknown key"),
     ("experiment: tiny.yaml\ngrid: {link.rate_mbps.x: [1]}\n", "rate_mbps is not a section of the experiment file"),
     ("experiment: tiny.yaml\ngrid: [1, 2]\n", "grid: input should be a valid dictionary"),
+    # 10^8 combinations: refused by their count, before one is built.
+    ("experiment: tiny.yaml\ngrid: {seed: [" + ", ".join(map(str, range(100))) + "], transport.alpha: ["
+     + ", ".join(f"0.{i:02d}1" for i in range(100)) + "], workload.rounds: [" + ", ".join(map(str, range(1, 101)))
+     + "], link.mtu: [" + ", ".join(map(str, range(1000, 1100))) + "]}\n",
+     "grid: 100 seed x 100 transport.alpha x 100 workload.rounds x 100 link.mtu is 100000000 points: at most 10000"),
 ])
 def test_a_bad_sweep_file_is_one_line_naming_the_key(tmp_path, text, message):
     with pytest.raises(ConfigError) as caught:  # SweepError, or the point's own ConfigError
