@@ -129,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     experiment.add_argument("--hosts", choices=["namespace", "docker"],
                             help="run the hosts as this kind, whatever the file's hosts.kind says")
 
+    validate = commands.add_parser("validate", help="judge experiment and sweep files as `ccemu experiment` and "
+                                                    "`ccemu sweep` would, without root, starting nothing")
+    validate.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    validate.add_argument("--inventory", type=Path, help="sweep files: the machines they would run across")
+    validate.add_argument("--hosts", choices=["namespace", "docker"],
+                          help="experiment files: as `ccemu experiment --hosts` would run them")
+
     reproduce = commands.add_parser("reproduce", help="run the seeds' experiments and write one report beside "
                                                       "the papers' numbers (results/reproduce/TIME/REPORT.md)")
     reproduce.add_argument("names", nargs="*", metavar="NAME",
@@ -181,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
-                    "experiment": cmd_experiment, "report": cmd_report, "monitor": cmd_monitor,
-                    "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep, "bench": cmd_bench}
+                    "experiment": cmd_experiment, "validate": cmd_validate, "report": cmd_report,
+                    "monitor": cmd_monitor, "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep,
+                    "bench": cmd_bench}
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
@@ -271,6 +279,54 @@ def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
         return config
     hosts = {**config.hosts.model_dump(), "kind": kind} if kind == "docker" else {"kind": kind}
     return parse_config({**config.model_dump(), "hosts": hosts}, source=f"--hosts {kind}")
+
+
+def validated_experiment(path: Path, results: Path, hosts: str | None = None
+                         ) -> tuple[ExperimentConfig, FaithfulRates | None]:
+    """Everything that can be judged of an experiment file without root and without starting
+    anything, in the order `ccemu experiment` meets it: the schema and its cross-checks, the
+    workload against the topology, a kind and schemes to run, this machine's admission, and the
+    built cchost's own argument rules for what every scheme gives its hosts (--check-args).
+    ConfigError / DoesNotFit (one line) at the first that fails."""
+    from .experiments import WorkloadNotRunnable
+    from .experiments.kinds import kind
+    from .programs.cchost import check_args
+
+    config, dilation_from = load_experiment(path, results)
+    config = admit(with_hosts(config, hosts), str(path))
+    if config.workload is None:
+        raise WorkloadNotRunnable(f"{path}: no workload to run (add a `workload:` section)")
+    if not config.schemes:
+        raise WorkloadNotRunnable(f"{path}: no schemes to compare (add a `schemes:` list)")
+    alphas = list(dict.fromkeys(spec.alpha for spec in kind(config.workload.kind).blocks(config)))
+    check_args(config, alphas, str(path))
+    return config, dilation_from
+
+
+def cmd_validate(args) -> int:
+    """Judges each file as `ccemu experiment` or `ccemu sweep` would before starting anything."""
+    from .sweeps.plan import load_sweep
+
+    for path in args.files:
+        data = read_yaml(path)
+        if isinstance(data, dict) and "grid" in data:  # a sweep file
+            sweep = load_sweep(path)
+            if args.inventory is not None:
+                from .sweeps.machines import machines_of
+                machines = machines_of(args.inventory)
+                where = f"across {len(machines)} machines of {args.inventory} (each admits its own points)"
+            else:
+                for point in sweep.points:
+                    admit(parse_config(point.config, source=f"{path}: point {point.id}", kernel=KernelFeatures.probe()),
+                          f"{path}: point {point.id} ({point.describe()})")
+                where = "here (each point admitted on this machine)"
+            print(f"{path}: valid: a sweep of {len(sweep.points)} points of {sweep.base.name}, {where}")
+        else:
+            config, _ = validated_experiment(path, RESULTS, args.hosts)
+            print(f"{path}: valid: {config.workload.kind} on {config.topology.describe()}, "
+                  f"{len(config.schemes)} scheme{'s' if len(config.schemes) != 1 else ''}, dilation "
+                  f"{config.dilation.factor:g}, admitted here, cchost accepts every scheme's arguments")
+    return 0
 
 
 def cmd_bench(args) -> int:
@@ -428,12 +484,11 @@ def cmd_experiment(args) -> int:
     from .containers.engine import engine_session
     from .experiments import WorkloadNotRunnable, runner_for
 
-    config, dilation_from = load_experiment(args.config, args.results)
-    config = admit(with_hosts(config, args.hosts), str(args.config))
-    _require_root("experiment")
-    # Before anything starts: a missing build is one line.
+    # Before anything starts: a missing build is one line; then what `ccemu validate` judges.
     cchost_binary()
     PortProgram.built()
+    config, dilation_from = validated_experiment(args.config, args.results, args.hosts)
+    _require_root("experiment")
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
@@ -507,8 +562,7 @@ def cmd_reproduce(args) -> int:
             known = " ".join(sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")))
             print(f"ccemu reproduce: no experiment {name!r} (workloads/experiments/ has: {known})", file=sys.stderr)
             return EXIT_BAD_CONFIG
-        config, dilation_from[name] = load_experiment(path, args.results)
-        configs[name] = admit(with_hosts(config, args.hosts), str(path))
+        configs[name], dilation_from[name] = validated_experiment(path, args.results, args.hosts)
     _require_root("reproduce")
     cchost_binary()
     PortProgram.built()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,3 +167,24 @@ def counters_under(workdir: Path) -> list[tuple[str, dict]]:
             continue
         found.append((f"h{counters['host']}", counters))
     return found
+
+
+def check_args(config: "ExperimentConfig", alphas: list[float | None], source: str = "config",
+               binary: Path | None = None) -> None:
+    """Asks the built cchost (`--check-args`) whether it would start with what `config` gives its
+    hosts, for every scheme, every block's alpha and every distinct link rate of the hosts: so
+    ccemu's checks and cchost's own can never disagree. ConfigError naming the scheme otherwise.
+    Opens nothing: the records and counters paths are never created."""
+    from ..model.config import ConfigError
+
+    hosts = [f"h{i}" for i in range(1, config.topology.counts().hosts + 1)]
+    by_rate = {config.link.host_rate_mbps(h): h for h in reversed(hosts)}  # one host per rate: the first
+    for scheme in config.schemes:
+        for alpha in alphas:
+            for host in sorted(by_rate.values(), key=host_number):
+                argv = experiment_command(config, host, scheme.scheme, 0, Path("/nonexistent"), alpha,
+                                          binary=binary) + ["--check-args"]
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+                if done.returncode != 0:
+                    why = " ".join(done.stderr.split())[:300] or f"exit status {done.returncode}"
+                    raise ConfigError(f"{source}: cchost refuses what scheme {scheme.scheme} gives {host}: {why}")

@@ -123,6 +123,11 @@ pub struct Args {
     /// Seed of the credit pacing jitter (default: the host number).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Judge the arguments (ranges, --param, the schedule and delays files) and exit before
+    /// opening a socket: 0 if cchost would start with them. `ccemu validate` asks this, so the
+    /// emulator's checks and cchost's can never disagree.
+    #[arg(long)]
+    pub check_args: bool,
 }
 
 /// `cchost --schemes [--json]`: needs nothing else (the Python side asks it for the schemes).

@@ -220,6 +220,9 @@ fn run(args: &Args) -> Result<(), String> {
         Some(path) => Some(DelayLine::new(delays::read(path)?)),
         None => None,
     };
+    if args.check_args {
+        return Ok(());
+    }
     let mut sockets = PathSockets::bind(args.host, args.port_base).map_err(|e| e.to_string())?;
     let mut outputs = Outputs {
         records: open_records(args.records.as_deref())?,

@@ -1,0 +1,48 @@
+"""`ccemu validate`: every file judged as `ccemu experiment` / `ccemu sweep` would before starting
+anything, without root; cchost's own argument rules asked of the built cchost (--check-args), so
+the two can never disagree."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ccemu.programs.cchost import CCHOST
+
+REPO = CCHOST.parents[1]
+SHIPPED = sorted((REPO / "workloads" / "experiments").glob("*.yaml")) + [REPO / "ci" / "smoke.yaml"] + sorted(
+    (REPO / "workloads" / "sweeps").glob("*.yaml"))
+
+pytestmark = pytest.mark.skipif(not CCHOST.exists(), reason=f"no {CCHOST}: `make setup` builds it")
+
+
+def validate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ccemu.cli", "validate", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_file_is_valid_here_in_under_two_seconds(path):
+    started = time.monotonic()
+    done = validate(str(path))
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.startswith(f"{path}: valid: ")
+    assert time.monotonic() - started < 2  # the issue's bound; ~0.5 s here
+
+
+@pytest.mark.parametrize("extra, message", [
+    # Accepted by the config's own rules (a finite number), refused by cchost: validate says so.
+    ("schemes: [{scheme: dcqcn, params: {timer_us: 0}}]\n",
+     "cchost refuses what scheme dcqcn gives h1: cchost h1: --param dcqcn.timer_us=0.0: dcqcn.timer_us must be "
+     "microseconds > 0"),
+    ("schemes: [{scheme: dctcp}]\ntransport: {control_timeout_ms: 1.0e+20}\n",
+     "cchost refuses what scheme dctcp gives h1: cchost h1: --control-timeout-ms must be > 0"),
+    ("schemes: []\n", "no schemes to compare"),
+])
+def test_what_cchost_would_refuse_after_bring_up_is_refused_before_in_one_line(tmp_path, extra, message):
+    path = tmp_path / "t.yaml"
+    path.write_text("name: t\ntopology: {kind: star}\nworkload: {kind: permutation}\n" + extra)
+    done = validate(str(path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"ccemu: {path}: ") and message in done.stderr
