@@ -96,6 +96,12 @@ def config(**sections):
     (config(hosts={"kind": "docker", "per_host": {"switch1": {}}}),
      "config: hosts.per_host: keys are host names like h2 (got 'switch1')"),
     (config(hosts={"kind": "docker", "per_host": {"h2": {"cpu": 1}}}), "config: hosts.per_host.h2.cpu: unknown key"),
+    # Host names are matched whole and in ASCII: a trailing newline or a full-width digit is no host.
+    (config(hosts={"kind": "docker", "per_host": {"h2\n": {"cpus": 1}}}),
+     "config: hosts.per_host: keys are host names like h2 (got 'h2\\n')"),
+    (config(hosts={"kind": "docker", "per_host": {"h\uff13": {"cpus": 1}}}),
+     "config: hosts.per_host: keys are host names like h2 (got 'h\uff13')"),
+    (config(link={"host_shares": {"h1\n": 0.5}}), "config: link.host_shares: not a host name: 'h1\\n'"),
     (config(datacenter={"link_gbps": 10, "dilation": 0.5}),
      "config: datacenter.dilation: must be 'auto' or a number from 1 to 1e6 (got 0.5)"),
     (config(datacenter={"link_gbps": 10}, link={"rate_mbps": 20}, fabric={"datapath": "ovs"}),

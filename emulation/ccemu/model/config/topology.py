@@ -139,7 +139,7 @@ class LinkConfig(Section):
     @classmethod
     def _shares_of_hosts(cls, shares: dict[str, float]) -> dict[str, float]:
         for host, share in shares.items():
-            if not re.match(HOST_NAME, host):
+            if not re.fullmatch(HOST_NAME, host):
                 raise ValueError(f"not a host name: {host!r}")
             if not 0 < share <= 1:
                 raise ValueError(f"{host}: a share must be in (0, 1] (got {share})")
