@@ -379,6 +379,25 @@ def test_the_derived_link_rate_is_checked_explicitly_naming_the_datacenter_key_e
                                          "datacenter.dilation (10): give both as plain numbers and no link.rate_mbps")
 
 
+@pytest.mark.parametrize("name", ["..", ".", "../x", "a/b", "-x", "a..b", "x" * 65, ""])
+def test_a_name_that_could_leave_the_results_folder_is_refused_naming_name(name):
+    with pytest.raises(ConfigError) as error:
+        parse_config({**config(), "name": name}, kernel=NO_MODULES)
+    assert str(error.value).startswith("config: name: must be a name: letters, digits, '_', '-' and '.', starting "
+                                       "with a letter or digit, no '..', at most 64 characters (got ")
+    assert "\n" not in str(error.value)
+
+
+def test_a_sweep_named_dot_dot_is_refused_in_one_line_naming_name(tmp_path):
+    from ccemu.sweeps.plan import load_sweep
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: ..\nexperiment: incast\ngrid: {workload.rounds: [1]}\n")
+    with pytest.raises(ConfigError) as error:
+        load_sweep(sweep)
+    assert str(error.value) == (f"{sweep}: name: must be a name: letters, digits, '_', '-' and '.', starting with a "
+                                "letter or digit, no '..', at most 64 characters (got '..')")
+
+
 @pytest.mark.parametrize("data", [
     {**config(), "name": ["x" * 8] * 2000},
     config(topology={"kind": "y" * 5000}),

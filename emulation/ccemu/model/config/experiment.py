@@ -14,6 +14,7 @@ from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_
 
 from ...fabric.kernel import NO_KERNEL_MODULES, KernelFeatures
 from ..dilation import DEFAULT_FAITHFUL, Dilation, FaithfulRates, auto_dilation
+from ..names import Name
 from .base import Section
 from .errors import ConfigError, KeyedError, as_number, describe, read_yaml
 from .strict_yaml import shown
@@ -52,7 +53,7 @@ class DatacenterConfig(Section):
 
 
 class ExperimentConfig(Section):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: Name = Field(description="the experiment's name: its bundle's folder (model/names.py's rule)")
     seed: int = Field(1, ge=0)
     topology: TopologyConfig
     link: LinkConfig = LinkConfig()
