@@ -6,6 +6,10 @@ a letter or digit (so never '.' or '..'), no '..' anywhere, at most 64 character
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
+from pydantic_core import PydanticCustomError
 
 MAX_NAME_CHARS = 64
 # The rule as a regular expression (also what pydantic and Ansible check against): ASCII only.
@@ -28,3 +32,18 @@ def check_name(value: object) -> str:
     if problem:
         raise ValueError(problem)
     return value
+
+
+# The error type of a Name field (pydantic's): its message already quotes what it got.
+NAME_ERROR = "name"
+
+
+def _validated_name(value: str) -> str:
+    problem = name_problem(value)
+    if problem:
+        raise PydanticCustomError(NAME_ERROR, problem)
+    return value
+
+
+# A pydantic field holding a name (`name: Name`); a bad one's message is name_problem's.
+Name = Annotated[str, AfterValidator(_validated_name)]

@@ -40,6 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
+from ..model.names import Name
 from ..results.merge import cell_text
 
 PLAN_FILE = "plan.json"
@@ -62,7 +63,7 @@ class SweepError(ConfigError):
 class SweepFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: Name | None = None
     experiment: str
     set: dict[str, object] = {}
     grid: dict[str, list[object]]

@@ -343,3 +343,92 @@ def test_each_port_profile_says_its_own_manifest_entries_and_credit_gap_in_the_o
     assert list(manifest.items()) == [("dctcp_k_bytes", 40_000), *bound.items()]
     assert DropTailPort().credit_gap_us(10) is None and DctcpPort().credit_gap_us(10) is None
     assert ExpressPassPort(credit_share=0.05).credit_gap_us(10) == pytest.approx(84 * 8 / (10 * 0.05))
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"datacenter": {"link_gbps": 10, "dilation": True}}, "config: datacenter.dilation: must be a number (got true)"),
+    ({"datacenter": {"link_gbps": True}}, "config: datacenter.link_gbps: must be a number (got true)"),
+    ({"datacenter": {"link_gbps": "yes"}},
+     "config: datacenter.link_gbps: input should be a valid number, unable to parse string as a number (got 'yes')"),
+    ({"link": {"rate_mbps": True}}, "config: link.rate_mbps: must be a number (got true)"),
+    ({"seed": False}, "config: seed: must be a number (got false)"),
+    ({"topology": {"kind": "star", "hosts": True}}, "config: topology.hosts: must be a number (got true)"),
+    ({"workload": {"kind": "incast", "flows": [8, True]}}, "config: workload.flows.1: must be a number (got true)"),
+    ({"schemes": [{"scheme": "dctcp", "params": {"g": True}}]},
+     "config: schemes.0.params.g: must be a number (got true)"),
+    ({"port": {"profile": "dctcp", "ecn_threshold_bytes": True}},
+     "config: port.ecn_threshold_bytes: must be a number (got true)"),
+    ({"fabric": {"ovs_instances": True}},
+     "config: fabric.ovs_instances: must be a number (got true)"),
+])
+def test_a_bool_where_a_number_is_meant_is_refused_naming_the_key(section, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(config(**section), kernel=NO_MODULES)
+    assert str(error.value) == message
+
+
+def test_a_bool_is_still_taken_where_the_key_admits_one():
+    parsed = parse_config(config(fabric={"pin_ovs": True}, transport={"persistent_connections": False},
+                                 workload={"kind": "incast", "warm_up": False}), kernel=NO_MODULES)
+    assert parsed.fabric.pin_ovs is True and parsed.workload.warm_up is False
+
+
+def test_the_derived_link_rate_is_checked_explicitly_naming_the_datacenter_key_even_without_asserts():
+    code = ("from ccemu.model.config import parse_config, KeyedError\n"
+            "c = parse_config({'name': 't', 'topology': {'kind': 'star'}, "
+            "'datacenter': {'link_gbps': 10, 'dilation': 1000}})\n"
+            "bad = c.model_copy(update={'link': c.link.model_copy(update={'rate_mbps': 7.0})})\n"
+            "try:\n    bad._links_ran_at_the_dilated_rate()\nexcept KeyedError as e:\n    print(e.loc, e)\n")
+    for flags in ([], ["-O"]):
+        result = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True)
+        assert result.stdout.strip() == ("('datacenter', 'link_gbps') link.rate_mbps (7) is not datacenter.link_gbps / "
+                                         "datacenter.dilation (10): give both as plain numbers and no link.rate_mbps")
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../x", "a/b", "-x", "a..b", "x" * 65, ""])
+def test_a_name_that_could_leave_the_results_folder_is_refused_naming_name(name):
+    with pytest.raises(ConfigError) as error:
+        parse_config({**config(), "name": name}, kernel=NO_MODULES)
+    assert str(error.value).startswith("config: name: must be a name: letters, digits, '_', '-' and '.', starting "
+                                       "with a letter or digit, no '..', at most 64 characters (got ")
+    assert "\n" not in str(error.value)
+
+
+def test_a_sweep_named_dot_dot_is_refused_in_one_line_naming_name(tmp_path):
+    from ccemu.sweeps.plan import load_sweep
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: ..\nexperiment: incast\ngrid: {workload.rounds: [1]}\n")
+    with pytest.raises(ConfigError) as error:
+        load_sweep(sweep)
+    assert str(error.value) == (f"{sweep}: name: must be a name: letters, digits, '_', '-' and '.', starting with a "
+                                "letter or digit, no '..', at most 64 characters (got '..')")
+
+
+@pytest.mark.parametrize("data", [
+    {**config(), "name": ["x" * 8] * 2000},
+    config(topology={"kind": "y" * 5000}),
+    config(topology={"kind": "fattree", "k": "9" * 4000}),
+    config(workload={"kind": "incast", "flows": [0] * 3000}),
+    config(link={"rate_mbps": "x" * 5000}),
+    config(hosts={"kind": "docker", "per_host": {"h" * 5000: {}}}),
+    config(fabric={"ovs_instances": "z" * 5000}),
+    config(schemes=[{"scheme": "dctcp", "params": {"g" * 5000: float("nan")}}]),
+    {**config(), "k" * 5000: 1},
+    config(datacenter={"link_gbps": 10}, link={"rate_mbps": [1] * 5000}),
+])
+def test_an_error_quotes_at_most_a_short_excerpt_of_the_value(data):
+    with pytest.raises(ConfigError) as error:
+        parse_config(data, kernel=NO_MODULES)
+    assert len(str(error.value)) <= len("config: ") + 400 and "\n" not in str(error.value)
+    assert "..." in str(error.value)
+
+
+@pytest.mark.parametrize("path", [REPO / "ci" / "smoke.yaml"], ids=lambda p: p.name)
+def test_the_ci_smoke_config_is_valid(path):
+    assert load_config(path, kernel=NO_MODULES).name == "smoke"
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "workloads" / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_sweep_loads(path):
+    from ccemu.sweeps.plan import load_sweep
+    assert load_sweep(path).points

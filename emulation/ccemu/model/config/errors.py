@@ -4,9 +4,18 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import yaml
+
+from ..names import NAME_ERROR
+from .strict_yaml import ConfigLoader, Refused, cut, shown
+
+# What a config or sweep file may weigh: the largest shipped one is ~2 KB; a file far above is
+# not a config (or is a YAML bomb), and the pure-Python parser takes seconds per MiB.
+MAX_YAML_BYTES = 1 << 20
 
 
 class ConfigError(ValueError):
@@ -29,14 +38,79 @@ class KeyedError(ValueError):
         self.loc = loc
 
 
-def read_yaml(path: Path) -> object:
-    """The YAML file's data; ConfigError (one line) if it cannot be read or parsed."""
+def read_yaml(path: Path | str) -> object:
+    """The YAML file's data, read in strict_yaml's dialect; ConfigError (one line `PATH: ...`)
+    if it is not a regular file (after symlinks: never a device or FIFO, which are not even
+    opened), weighs more than MAX_YAML_BYTES, is not UTF-8, or is not YAML that dialect reads."""
+    path = Path(path)
+    text = _utf8(path, _read_bytes(path))
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(text, Loader=ConfigLoader)
+    except Refused as exc:
+        raise ConfigError(f"{path}: {_at(exc.problem_mark)}: {exc.problem}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        what = exc.problem or exc.context or "not YAML"
+        raise ConfigError(f"{path}: {_at(mark)}: not valid YAML: {cut(what, 200)}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(f"{path}: line {line}: not valid YAML: character #x{exc.character:04x} is not allowed "
+                          "(a control character)") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({cut(str(exc).splitlines()[0], 200)})") from None
+    except RecursionError:  # strict_yaml's MAX_DEPTH stops nesting long before; never a traceback
+        raise ConfigError(f"{path}: nested too deep") from None
+
+
+def _at(mark: yaml.Mark | None) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(somewhere)"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes; refused before opening unless it is a regular file of at most MAX_YAML_BYTES."""
+    try:
+        _regular_and_small(path, os.stat(path))  # follows symlinks: /dev/zero behind a link is a device
+        # O_NONBLOCK: a FIFO swapped in after the stat does not block the open; fstat refuses it then.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as file:
+            _regular_and_small(path, os.fstat(file.fileno()))
+            data = file.read(MAX_YAML_BYTES + 1)  # never more, whatever it grew to
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if len(data) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: more than {MAX_YAML_BYTES} bytes (1 MiB), the most a config may have: "
+                          "is it a config?")
+    return data
+
+
+_KINDS = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+
+
+def _regular_and_small(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
+        raise ConfigError(f"{path}: not a regular file ({kind}): a config is a YAML file")
+    if info.st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: {info.st_size} bytes, over the {MAX_YAML_BYTES} (1 MiB) a config may have: "
+                          "is it a config?")
+
+
+def _utf8(path: Path, data: bytes) -> str:
+    """The bytes as UTF-8 text; ConfigError saying where they are not (a NUL too: BOM-less UTF-16
+    of ASCII text is valid UTF-8 with a NUL every other byte)."""
+    try:
+        text = data.decode("utf-8")
+        bad = text.find("\0")
+        if bad < 0:
+            return text
+        start, what = len(text[:bad].encode()), "a NUL byte"
+    except UnicodeDecodeError as exc:
+        start, what = exc.start, f"byte 0x{data[exc.start]:02x}"
+    line_start = data.rfind(b"\n", 0, start) + 1
+    line, column = data.count(b"\n", 0, start) + 1, len(data[line_start:start].decode("utf-8", "replace")) + 1
+    utf16 = " (UTF-16?)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data.count(0) > len(data) // 4 else ""
+    raise ConfigError(f"{path}: not UTF-8: {what} at line {line}, column {column}{utf16}: save it as UTF-8")
 
 
 def as_number(value: object) -> float | None:
@@ -54,22 +128,34 @@ def as_number(value: object) -> float | None:
     return None
 
 
+# The longest line describe() gives (a rule quoting a whole value is cut here).
+MAX_LINE_CHARS = 400
+def _key(part: object) -> str:
+    """A part of a key path as a line shows it: a long one (a mapping's key is the file's) as an excerpt."""
+    return cut(str(part), 40)
+
+
 _UNION_FIELDS = {"topology", "workload", "port"}  # the tagged unions: the tag follows their name in a location
 
 
 def describe(error: dict, union_tags: set[str]) -> str:
     """One pydantic error as its line (without the source); `union_tags`: the tags of the
-    tagged unions' members (topology kinds, workload kinds, port profiles)."""
+    tagged unions' members (topology kinds, workload kinds, port profiles). A value is quoted
+    by an excerpt (shown()), and the line is cut at MAX_LINE_CHARS whatever a rule wrote."""
+    return cut(_line(error, union_tags), MAX_LINE_CHARS)
+
+
+def _line(error: dict, union_tags: set[str]) -> str:
     # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k), and
     # only there: a key elsewhere may be named like a tag (workload.per_scheme.dctcp); and the
     # "[key]" it adds where a mapping's key, not its value, is wrong.
-    parts = [str(part) for part in error["loc"]]
+    parts = [_key(part) for part in error["loc"]]
     loc = [part for i, part in enumerate(parts)
            if part != "[key]" and not (part in union_tags and i > 0 and parts[i - 1] in _UNION_FIELDS)]
     original = (error.get("ctx") or {}).get("error")
     if isinstance(original, KeyedError):  # its key path is relative to the model that raised it
         here = "".join(f"{part}." for part in loc)
-        return f"{'.'.join([*loc, *original.loc])}: {str(original).replace(KeyedError.HERE, here)}"
+        return f"{'.'.join([*loc, *map(_key, original.loc)])}: {str(original).replace(KeyedError.HERE, here)}"
     key = ".".join(loc) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
@@ -80,8 +166,8 @@ def describe(error: dict, union_tags: set[str]) -> str:
         tag = error["ctx"]["discriminator"].strip("'")
         if kind == "union_tag_not_found":
             return f"{key}.{tag}: required key is missing"
-        return f"{key}.{tag}: must be one of {error['ctx']['expected_tags']} (got {error['ctx']['tag']!r})"
+        return f"{key}.{tag}: must be one of {error['ctx']['expected_tags']} (got {shown(error['ctx']['tag'])})"
     message = error["msg"].removeprefix("Value error, ")
-    if kind != "value_error":
-        message = f"{message[0].lower()}{message[1:]} (got {error.get('input')!r})"
+    if kind not in ("value_error", NAME_ERROR):  # those rules' messages say what they got
+        message = f"{message[0].lower()}{message[1:]} (got {shown(error.get('input'))})"
     return f"{key}: {message}"

@@ -14,8 +14,10 @@ from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_
 
 from ...fabric.kernel import NO_KERNEL_MODULES, KernelFeatures
 from ..dilation import DEFAULT_FAITHFUL, Dilation, FaithfulRates, auto_dilation
+from ..names import Name
 from .base import Section
 from .errors import ConfigError, KeyedError, as_number, describe, read_yaml
+from .strict_yaml import shown
 from .fabric import FabricConfig
 from .hosts import HostsConfig
 from .ports import ETHERNET_HEADER_BYTES, MIN_CREDIT_RATE_BPS, PORT_PROFILES, DropTailPort, PortConfig
@@ -51,7 +53,7 @@ class DatacenterConfig(Section):
 
 
 class ExperimentConfig(Section):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: Name = Field(description="the experiment's name: its bundle's folder (model/names.py's rule)")
     seed: int = Field(1, ge=0)
     topology: TopologyConfig
     link: LinkConfig = LinkConfig()
@@ -68,10 +70,18 @@ class ExperimentConfig(Section):
     @model_validator(mode="after")
     def _links_ran_at_the_dilated_rate(self) -> "ExperimentConfig":
         """What the before-validator derived holds (it cannot be skipped by a value it did not read)."""
+        # An explicit check, not an assert: `python -O` drops asserts, and this one names the key.
         dc = self.datacenter
-        if dc is not None:
-            assert dc.dilation != "auto" and math.isclose(self.link.rate_mbps, dc.link_gbps * 1000 / dc.dilation), \
-                "datacenter link rate not derived"
+        if dc is None:
+            return self
+        if dc.dilation == "auto":
+            raise KeyedError(("datacenter", "dilation"), "'auto' was not resolved to a number: give a number from "
+                                                         "1 to 1e6")
+        rate = dc.link_gbps * 1000 / dc.dilation
+        if not math.isclose(self.link.rate_mbps, rate):
+            raise KeyedError(("datacenter", "link_gbps"),
+                             f"link.rate_mbps ({self.link.rate_mbps:g}) is not datacenter.link_gbps / "
+                             f"datacenter.dilation ({rate:g}): give both as plain numbers and no link.rate_mbps")
         return self
 
     @property
@@ -110,7 +120,7 @@ class ExperimentConfig(Section):
             if given is not None and not (isinstance(given, (int, float)) and math.isclose(given, rate)):
                 raise KeyedError(("link", "rate_mbps"), f"is set by datacenter.link_gbps / datacenter.dilation "
                                                          f"({rate:g}) when the experiment declares a datacenter: "
-                                                         f"remove it (got {given!r})")
+                                                         f"remove it (got {shown(given)})")
             link = {**link, "rate_mbps": rate} if isinstance(link, dict) else link
         return {**data, "datacenter": dc, "link": link}
 

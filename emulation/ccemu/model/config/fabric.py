@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from ...fabric.allocators import ALLOCATORS
 from ...fabric.kernel import KernelFeatures
 from .base import Section
+from .strict_yaml import shown
 
 SWITCHES_PER_INSTANCE = 5
 
@@ -45,7 +46,7 @@ class FabricConfig(Section):
     def _auto_or_count(cls, value: object) -> int | str:
         if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 64):
             return value
-        raise ValueError(f"must be 'auto' or a whole number from 1 to 64 (got {value!r})")
+        raise ValueError(f"must be 'auto' or a whole number from 1 to 64 (got {shown(value)})")
 
     def forwarder(self, kernel: KernelFeatures) -> Literal["ovs", "bpf"]:
         """The datapath this fabric runs on a machine with `kernel`'s features."""

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .base import HOST_NAME, Section
 from .errors import KeyedError
+from .strict_yaml import shown
 
 
 class HostLimits(Section):
@@ -37,7 +38,7 @@ class HostsConfig(HostLimits):
     def _host_names(cls, value: dict[str, HostLimits]) -> dict[str, HostLimits]:
         for name in value:
             if not re.fullmatch(HOST_NAME, name):
-                raise ValueError(f"keys are host names like h2 (got {name!r})")
+                raise ValueError(f"keys are host names like h2 (got {shown(name)})")
         return value
 
     @model_validator(mode="after")

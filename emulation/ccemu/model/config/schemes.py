@@ -12,6 +12,7 @@ from .. import schemes
 from .base import Section
 from .errors import KeyedError
 from .ports import PortConfig
+from .strict_yaml import cut
 
 
 # Every list of schemes comes from cchost's own table (model/schemes.py, schemes.json).
@@ -42,7 +43,7 @@ class SchemeConfig(Section):
     def _numbers(cls, params: dict[str, float]) -> dict[str, float]:
         for key, value in params.items():
             if not math.isfinite(value):
-                raise ValueError(f"{key}: must be a finite number (got {value!r})")
+                raise ValueError(f"{cut(key, 40)}: must be a finite number (got {value!r})")
         return params
 
     @model_validator(mode="after")

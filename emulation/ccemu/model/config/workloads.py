@@ -12,6 +12,7 @@ from ..topology import TopologyCounts
 from ..workloads import host_load_for_tor_uplinks
 from .base import HOST_NAME, Section
 from .errors import KeyedError
+from .strict_yaml import shown
 from .schemes import SchemeName
 
 
@@ -57,7 +58,7 @@ class IncastWorkload(Workload):
     @classmethod
     def _positive(cls, flows: list[int]) -> list[int]:
         if any(n < 1 for n in flows):
-            raise ValueError(f"every N must be >= 1 (got {flows})")
+            raise ValueError(f"every N must be >= 1 (got {shown(flows)})")
         return flows
 
     @model_validator(mode="after")

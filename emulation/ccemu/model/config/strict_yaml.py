@@ -1,0 +1,113 @@
+"""The YAML every config and sweep file is read in: YAML 1.2's core schema, minus what lets a
+small file stand for a huge value or mean something else than it reads.
+
+- `true`/`false` are the only booleans: `yes`, `no`, `on`, `off` stay strings (YAML 1.1 reads
+  `link_gbps: yes` as 1), and a number's rule then names the key.
+- Integers are decimal, 0o octal or 0x hex; a leading zero (`010`, octal 8 in YAML 1.1) and more
+  than MAX_INT_DIGITS digits (Python's own limit, 4300, raises ValueError) are refused.
+- No timestamps, sexagesimal numbers (`1:30` is 90 in YAML 1.1) or merge keys (`<<`).
+- No anchors or aliases: an alias bomb (`b: &b [*a, *a, ...]`) is a few lines that stand for
+  billions of values; nothing a config says needs them. No tags (`!!float x`) either: a value
+  is what it reads as.
+- A key twice in one mapping is refused (YAML keeps the last one silently).
+- Nesting deeper than MAX_DEPTH is refused while composing, before Python's recursion limit.
+
+Each refusal is a Refused (a yaml.MarkedYAMLError) with its line; errors.read_yaml says it in one
+line with the file.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+# No config comes near: the deepest shipped key is 4 levels down.
+MAX_DEPTH = 50
+# No config value has more digits (port buffers are u32, 10 digits; seeds fit 64 bits, 20).
+MAX_INT_DIGITS = 30
+NO_ALIASES = "aliases (&/*) are not allowed: write the values out"
+
+
+class Refused(yaml.MarkedYAMLError):
+    """YAML this dialect does not read, at `problem_mark`."""
+
+    def __init__(self, problem: str, mark: yaml.Mark):
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """repr(value), cut to `limit` characters: what a message quotes of a value."""
+    return cut(repr(value), limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, its end replaced by '...' if it is longer than `limit` characters."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+class ConfigLoader(yaml.SafeLoader):
+    """yaml.SafeLoader reading the dialect above (yaml.load(text, Loader=ConfigLoader))."""
+
+    yaml_implicit_resolvers: dict = {}  # our own table (YAML 1.2 core), not SafeLoader's YAML 1.1 one
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise Refused(NO_ALIASES, event.start_mark)
+        if getattr(event, "tag", None) is not None:
+            tag = event.tag.replace("tag:yaml.org,2002:", "!!")
+            raise Refused(f"tags ({shown(tag)}) are not allowed: write the value plainly", event.start_mark)
+        collection = isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent))
+        if collection:
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                raise Refused(f"nested deeper than {MAX_DEPTH} levels: a config is a few levels deep",
+                              event.start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if collection:
+                self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    lines = f"on line {line}" if first[key] == line else f"on lines {first[key]} and {line}"
+                    raise Refused(f"key {shown(key)} is given twice ({lines}): keep one", key_node.start_mark)
+                first[key] = line
+        return super().construct_mapping(node, deep)
+
+    def construct_int(self, node: yaml.ScalarNode) -> int:
+        text = str(self.construct_scalar(node))
+        body = text.lstrip("+-")
+        base, digits = {"0o": (8, body[2:]), "0x": (16, body[2:])}.get(body[:2], (10, body))
+        if len(digits) > MAX_INT_DIGITS:
+            raise Refused(f"an integer of {len(digits)} digits: at most {MAX_INT_DIGITS}", node.start_mark)
+        if base == 10 and len(digits) > 1 and digits.startswith("0"):
+            decimal = f"{text[:len(text) - len(body)]}{digits.lstrip('0') or '0'}"
+            octal = f", or 0o{digits.lstrip('0')} if octal is meant" if set(digits) <= set("01234567") else ""
+            raise Refused(f"{shown(text)} has a leading zero, which YAML 1.1 reads as octal: write {decimal}{octal}",
+                          node.start_mark)
+        return int(text, base) if base == 10 else int(digits, base)
+
+
+ConfigLoader.add_constructor("tag:yaml.org,2002:int", ConfigLoader.construct_int)
+# YAML 1.2 core schema; the int resolver comes before the float one, whose pattern also matches
+# plain digits (a resolver list is tried in order).
+for _tag, _pattern, _first in [
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
+]:
+    ConfigLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
