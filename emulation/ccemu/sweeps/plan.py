@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
 from ..model.names import Name
+from ..model.config.strict_yaml import shown
 from ..results.merge import cell_text
 
 PLAN_FILE = "plan.json"
@@ -72,6 +73,13 @@ class SweepFile(BaseModel):
     timeout_s: float | None = Field(None, gt=0)
 
 
+def _value_text(value: object) -> str:
+    """A grid value as a point's description shows it: as in the tables, or quoted and cut when it
+    is long or holds what a line cannot (a newline)."""
+    text = cell_text(value)
+    return text if len(text) <= 40 and text.isprintable() else shown(value, 40)
+
+
 @dataclass(frozen=True)
 class Point:
     id: str
@@ -79,7 +87,7 @@ class Point:
     config: dict               # the experiment file of the point (validated)
 
     def describe(self) -> str:
-        return ", ".join(f"{key}={cell_text(value)}" for key, value in self.params.items())
+        return ", ".join(f"{key}={_value_text(value)}" for key, value in self.params.items())
 
 
 @dataclass(frozen=True)
@@ -190,7 +198,8 @@ def _with_schemes(config: dict, value: object, where: str) -> dict:
     known = [s.get("scheme") for s in schemes if isinstance(s, dict)]
     unknown = [w for w in wanted if w not in known]
     if unknown:
-        raise SweepError(f"{where}: the experiment has no scheme {unknown[0]!r} (it has: {', '.join(known) or 'none'})")
+        raise SweepError(f"{where}: the experiment has no scheme {shown(unknown[0], 40)} "
+                         f"(it has: {', '.join(map(str, known)) or 'none'})")
     return {**config, "schemes": [s for s in schemes if s.get("scheme") in wanted]}
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -115,24 +116,26 @@ def _utf8(path: Path, data: bytes) -> str:
 
 def as_number(value: object) -> float | None:
     """A YAML number, also one YAML reads as a string (`1e3`: YAML 1.1 wants `1.0e+3`), as pydantic
-    will read it; None for anything else."""
-    if isinstance(value, bool):
+    will read it; None for anything else (an integer beyond a float's range too: the section's own
+    rule then says what is wrong with it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
-    if isinstance(value, (int, float)):
+    try:
         return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    except (ValueError, OverflowError):
+        return None
 
 
 # The longest line describe() gives (a rule quoting a whole value is cut here).
 MAX_LINE_CHARS = 400
+
+
 def _key(part: object) -> str:
-    """A part of a key path as a line shows it: a long one (a mapping's key is the file's) as an excerpt."""
-    return cut(str(part), 40)
+    """A part of a key path as a line shows it: a long one (a mapping's key is the file's) as an
+    excerpt, and one that is not a plain word (a newline, a space, a dot) quoted, so that the path
+    stays one readable line."""
+    text = str(part)
+    return cut(text, 40) if re.fullmatch(r"[\w+\-]+", text, re.ASCII) else shown(part, 40)
 
 
 _UNION_FIELDS = {"topology", "workload", "port"}  # the tagged unions: the tag follows their name in a location
@@ -149,8 +152,8 @@ def _line(error: dict, union_tags: set[str]) -> str:
     # Drop the tag pydantic adds for the chosen member of a tagged union (topology.fattree.k), and
     # only there: a key elsewhere may be named like a tag (workload.per_scheme.dctcp); and the
     # "[key]" it adds where a mapping's key, not its value, is wrong.
-    parts = [_key(part) for part in error["loc"]]
-    loc = [part for i, part in enumerate(parts)
+    parts = [str(part) for part in error["loc"]]
+    loc = [_key(part) for i, part in enumerate(parts)
            if part != "[key]" and not (part in union_tags and i > 0 and parts[i - 1] in _UNION_FIELDS)]
     original = (error.get("ctx") or {}).get("error")
     if isinstance(original, KeyedError):  # its key path is relative to the model that raised it

@@ -54,7 +54,9 @@ class DatacenterConfig(Section):
 
 class ExperimentConfig(Section):
     name: Name = Field(description="the experiment's name: its bundle's folder (model/names.py's rule)")
-    seed: int = Field(1, ge=0)
+    # cchost's seed is seed x 1000 + the host's number, a u64 (2^64 ~ 1.8e19): 1e15 leaves room
+    # for every host and every repeat (ccemu reproduce --repeats: seed + r - 1).
+    seed: int = Field(1, ge=0, le=10 ** 15)
     topology: TopologyConfig
     link: LinkConfig = LinkConfig()
     port: PortConfig = DropTailPort()
@@ -260,5 +262,5 @@ def _busy_links(data: dict) -> float:
         link = data.get("link") or {}
         share = LinkConfig.model_validate({"fabric_share": link.get("fabric_share", 1.0)}).fabric_share
         return workload.busy_links(topology.counts(), share) if workload is not None else 1.0
-    except (ValidationError, AttributeError, ValueError):
+    except (ValidationError, AttributeError, ValueError, ArithmeticError):
         return 1.0

@@ -18,8 +18,10 @@ class HostLimits(Section):
     cpus: Union[float, None] = Field(None, ge=0.01, allow_inf_nan=False,
                                      description="CPUs, e.g. 0.5 (Docker's --cpus: CFS quota per 100 ms period); "
                                                  "unset: no limit")
-    memory_mb: Union[int, None] = Field(None, ge=6, description="memory, MiB, swap included (Docker's minimum is 6); "
-                                                                "unset: no limit")
+    # At most 2^43 MiB: Docker takes the limit in bytes as an int64.
+    memory_mb: Union[int, None] = Field(None, ge=6, le=2 ** 43,
+                                        description="memory, MiB, swap included (Docker's minimum is 6); unset: no "
+                                                    "limit")
 
 
 class HostsConfig(HostLimits):

@@ -15,6 +15,8 @@ from .ports import PortConfig
 from .strict_yaml import cut
 
 
+YEAR_MS = 365 * 24 * 3600 * 1000  # the longest time cchost takes (args.rs)
+
 # Every list of schemes comes from cchost's own table (model/schemes.py, schemes.json).
 SchemeName = Literal[schemes.names()]
 # The port profile each scheme's hosts are written for.
@@ -70,7 +72,7 @@ class SchemeConfig(Section):
     @model_validator(mode="before")
     @classmethod
     def _profile_defaults_to_the_schemes(cls, data: object) -> object:
-        if isinstance(data, dict) and data.get("scheme") in SCHEME_PORT_PROFILES:
+        if isinstance(data, dict) and isinstance(data.get("scheme"), str) and data["scheme"] in SCHEME_PORT_PROFILES:
             port = data.get("port") or {}
             if isinstance(port, dict) and "profile" not in port:
                 data = {**data, "port": {"profile": SCHEME_PORT_PROFILES[data["scheme"]], **port}}
@@ -99,12 +101,15 @@ class TransportConfig(Section):
                                                    "alpha (paper: alpha = w_init = 1/16 for realistic workloads)")
     # Every time here is datacenter time when the experiment declares a datacenter (cchost
     # multiplies them, and its own built-in times, by the dilation: --dilation).
-    rto_min_ms: float = Field(10.0, gt=0, description="DCTCP retransmission timeout floor (DCTCP+ paper: 10 ms)")
-    control_timeout_ms: float = Field(100.0, gt=0, description="credit request / stop resent after (paper: 100 ms)")
+    # At most a year, as cchost takes them (its Durations); --check-args holds the two equal.
+    rto_min_ms: float = Field(10.0, gt=0, le=YEAR_MS, description="DCTCP retransmission timeout floor (DCTCP+ paper: "
+                                                                  "10 ms)")
+    control_timeout_ms: float = Field(100.0, gt=0, le=YEAR_MS, description="credit request / stop resent after (paper: "
+                                                                          "100 ms)")
     persistent_connections: bool = Field(
         True, description="a window scheme's flow to a host takes over the congestion state (window, alpha, "
                           "slow_time, RTT) the last one to it left, as on a kept connection (the DCTCP+ paper's "
                           "incast); false: every flow starts afresh (the ExpressPass paper's simulated workloads)")
-    slow_time_unit_us: Union[float, None] = Field(None, gt=0, allow_inf_nan=False,
+    slow_time_unit_us: Union[float, None] = Field(None, gt=0, le=YEAR_MS * 1000, allow_inf_nan=False,
                                                   description="DCTCP+ backoff_time_unit, microseconds; unset: the "
                                                               "flow's measured base RTT (paper: the base RTT, 100 us)")

@@ -21,10 +21,15 @@ from ..topology import (
 )
 from .base import HOST_NAME, Section
 
+# Every size parameter of a topology is at most this: far beyond what any machine holds (admission
+# refuses a k=400 fat-tree with its estimate), near enough that the arithmetic on counts (floats in
+# the footprint and `dilation: auto`) cannot overflow.
+MAX_SIZE = 10_000
+
 
 class FatTreeConfig(Section):
     kind: Literal["fattree"]
-    k: int = Field(4, description="switch radix: k pods, k^3/4 hosts")
+    k: int = Field(4, le=MAX_SIZE, description="switch radix: k pods, k^3/4 hosts")
 
     @field_validator("k")
     @classmethod
@@ -51,9 +56,9 @@ class FatTreeConfig(Section):
 
 class LeafSpineConfig(Section):
     kind: Literal["leafspine"]
-    leaves: int = Field(4, ge=1)
-    spines: int = Field(2, ge=1)
-    hosts_per_leaf: int = Field(4, ge=1)
+    leaves: int = Field(4, ge=1, le=MAX_SIZE)
+    spines: int = Field(2, ge=1, le=MAX_SIZE)
+    hosts_per_leaf: int = Field(4, ge=1, le=MAX_SIZE)
 
     def build(self) -> Topology:
         return leaf_spine(self.leaves, self.spines, self.hosts_per_leaf)
@@ -73,7 +78,7 @@ class LeafSpineConfig(Section):
 
 class DumbbellConfig(Section):
     kind: Literal["dumbbell"]
-    hosts_per_side: int = Field(2, ge=1)
+    hosts_per_side: int = Field(2, ge=1, le=MAX_SIZE)
 
     def build(self) -> Topology:
         return dumbbell(self.hosts_per_side)
@@ -91,7 +96,7 @@ class DumbbellConfig(Section):
 
 class StarConfig(Section):
     kind: Literal["star"]
-    hosts: int = Field(4, ge=2)
+    hosts: int = Field(4, ge=2, le=MAX_SIZE)
 
     def build(self) -> Topology:
         return star(self.hosts)

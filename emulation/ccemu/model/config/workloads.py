@@ -114,7 +114,7 @@ class RealisticWorkload(Workload):
     def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
         try:
             over = [(load, x) for load, x in zip(self.loads, self.host_link_loads(counts, fabric_share)) if x > 1]
-        except ValueError as e:
+        except (ValueError, ArithmeticError) as e:
             raise KeyedError(("load_on",), str(e)) from None
         if over:
             raise KeyedError(("loads",), f"{over[0][0]:g} on the ToR uplinks needs {over[0][1]:.3g} of every host "

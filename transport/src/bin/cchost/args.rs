@@ -150,14 +150,17 @@ pub fn invalid(args: &Args) -> Option<String> {
         (positive(args.link_mbps, 1e9), format!("--link-mbps must be > 0 (got {})", args.link_mbps)),
         (fraction(args.alpha), format!("--alpha must be in (0, 1] (got {})", args.alpha)),
         (args.w_init.is_none_or(fraction), format!("--w-init must be in (0, 1] (got {:?})", args.w_init)),
-        (positive(args.rto_min_ms, YEAR_S * 1e3), format!("--rto-min-ms must be > 0 (got {})", args.rto_min_ms)),
+        (
+            positive(args.rto_min_ms, YEAR_S * 1e3),
+            format!("--rto-min-ms must be > 0, at most a year (got {})", args.rto_min_ms),
+        ),
         (
             positive(args.control_timeout_ms, YEAR_S * 1e3),
-            format!("--control-timeout-ms must be > 0 (got {})", args.control_timeout_ms),
+            format!("--control-timeout-ms must be > 0, at most a year (got {})", args.control_timeout_ms),
         ),
         (
             args.slow_time_unit_us.is_none_or(|us| positive(us, YEAR_S * 1e6)),
-            format!("--slow-time-unit-us must be > 0 (got {:?})", args.slow_time_unit_us),
+            format!("--slow-time-unit-us must be > 0, at most a year (got {:?})", args.slow_time_unit_us),
         ),
         ((1.0..=1e6).contains(&args.dilation), format!("--dilation must be in [1, 1e6] (got {})", args.dilation)),
         (
@@ -167,7 +170,7 @@ pub fn invalid(args: &Args) -> Option<String> {
         ),
         (
             args.linger.is_finite() && (0.0..=YEAR_S).contains(&args.linger),
-            format!("--linger must be >= 0 (got {})", args.linger),
+            format!("--linger must be from 0 to a year (got {})", args.linger),
         ),
         (
             args.duration.is_none_or(|s| positive(s, YEAR_S)),
@@ -281,10 +284,10 @@ mod tests {
             (&["--link-mbps=inf"], "--link-mbps must be > 0 (got inf)"),
             (&["--alpha=0"], "--alpha must be in (0, 1] (got 0)"),
             (&["--w-init=1.5"], "--w-init must be in (0, 1] (got Some(1.5))"),
-            (&["--rto-min-ms=-1"], "--rto-min-ms must be > 0 (got -1)"),
-            (&["--control-timeout-ms=0"], "--control-timeout-ms must be > 0 (got 0)"),
-            (&["--slow-time-unit-us=NaN"], "--slow-time-unit-us must be > 0 (got Some(NaN))"),
-            (&["--linger=-0.5"], "--linger must be >= 0 (got -0.5)"),
+            (&["--rto-min-ms=-1"], "--rto-min-ms must be > 0, at most a year (got -1)"),
+            (&["--control-timeout-ms=0"], "--control-timeout-ms must be > 0, at most a year (got 0)"),
+            (&["--slow-time-unit-us=NaN"], "--slow-time-unit-us must be > 0, at most a year (got Some(NaN))"),
+            (&["--linger=-0.5"], "--linger must be from 0 to a year (got -0.5)"),
             (&["--param=dcqcn.timer_us=0"], "--param dcqcn.timer_us=0: dcqcn.timer_us must be microseconds > 0, at most a year (got \"0\")"),
             (&["--param=dcqcn.cnp_interval_us=-50"], "--param dcqcn.cnp_interval_us=-50: dcqcn.cnp_interval_us must be microseconds > 0, at most a year (got \"-50\")"),
             (&["--duration=1e30"], "--duration must be > 0 (got Some(1e30))"),
