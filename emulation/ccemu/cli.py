@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mininet.log import setLogLevel
 
@@ -35,6 +36,9 @@ from .fabric.admission import admit
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .fabric.kernel import KernelFeatures
 from .experiments.kinds import KINDS as EXPERIMENT_KINDS
+
+if TYPE_CHECKING:
+    from .sweeps.plan import Sweep
 
 # The statuses of the module docstring, which `ccemu --help` shows.
 EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_UNFINISHED = 1, 2, 4
@@ -288,19 +292,33 @@ def validated_experiment(path: Path, results: Path, hosts: str | None = None
     workload against the topology, a kind and schemes to run, this machine's admission, and the
     built cchost's own argument rules for what every scheme gives its hosts (--check-args).
     ConfigError / DoesNotFit (one line) at the first that fails."""
-    from .experiments import WorkloadNotRunnable
-    from .experiments.kinds import kind
+    from .experiments import runnable_kind
     from .programs.cchost import check_args
 
     config, dilation_from = load_experiment(path, results)
     config = admit(with_hosts(config, hosts), str(path))
-    if config.workload is None:
-        raise WorkloadNotRunnable(f"{path}: no workload to run (add a `workload:` section)")
-    if not config.schemes:
-        raise WorkloadNotRunnable(f"{path}: no schemes to compare (add a `schemes:` list)")
-    alphas = list(dict.fromkeys(spec.alpha for spec in kind(config.workload.kind).blocks(config)))
+    alphas = list(dict.fromkeys(spec.alpha for spec in runnable_kind(config, str(path)).blocks(config)))
     check_args(config, alphas, str(path))
     return config, dilation_from
+
+
+def judged_sweep(sweep: "Sweep", inventory: Path | None) -> str:
+    """A sweep's points (load_sweep validated each) judged where they will run: across
+    `inventory` (its machines read and checked, sweeps/machines.py; each admits the points it is
+    given when it runs them), or here (each point admitted on this machine, probed once). Where
+    they run, said for a line; ConfigError / DoesNotFit (one line) otherwise."""
+    from .fabric.footprint import MachineLimits
+    from .sweeps.machines import machines_of
+
+    path = sweep.source
+    if inventory is not None:
+        machines = machines_of(inventory)
+        return f"{len(sweep.points)} points of {sweep.base.name} across {len(machines)} machines of {inventory}"
+    kernel, machine = KernelFeatures.probe(), MachineLimits.probe()
+    for point in sweep.points:
+        admit(parse_config(point.config, source=f"{path}: point {point.id}", kernel=kernel),
+              f"{path}: point {point.id} ({point.describe()})", machine)
+    return f"{len(sweep.points)} points of {sweep.base.name}, here"
 
 
 def cmd_validate(args) -> int:
@@ -310,17 +328,7 @@ def cmd_validate(args) -> int:
     for path in args.files:
         data = read_yaml(path)
         if isinstance(data, dict) and "grid" in data:  # a sweep file
-            sweep = load_sweep(path)
-            if args.inventory is not None:
-                from .sweeps.machines import machines_of
-                machines = machines_of(args.inventory)
-                where = f"across {len(machines)} machines of {args.inventory} (each admits its own points)"
-            else:
-                for point in sweep.points:
-                    admit(parse_config(point.config, source=f"{path}: point {point.id}", kernel=KernelFeatures.probe()),
-                          f"{path}: point {point.id} ({point.describe()})")
-                where = "here (each point admitted on this machine)"
-            print(f"{path}: valid: a sweep of {len(sweep.points)} points of {sweep.base.name}, {where}")
+            print(f"{path}: valid: a sweep of {judged_sweep(load_sweep(path), args.inventory)}")
         else:
             config, _ = validated_experiment(path, RESULTS, args.hosts)
             print(f"{path}: valid: {config.workload.kind} on {config.topology.describe()}, "
@@ -623,17 +631,9 @@ def cmd_sweep(args) -> int:
     if args.inventory is not None and not args.inventory.is_file():
         print(f"ccemu sweep: --inventory {args.inventory}: no such file", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    if args.inventory is not None:
-        from .sweeps.machines import machines_of
-        machines_of(args.inventory)  # before a plan is written: readable, machines named, each once
-    if args.inventory is None:
-        # The points run here: this machine judges them now (an inventory's machines each judge
-        # the points they are given, when they run them).
-        for point in sweep.points:
-            admit(parse_config(point.config, source=f"{args.sweep}: point {point.id}", kernel=KernelFeatures.probe()),
-                  f"{args.sweep}: point {point.id} ({point.describe()})")
-        if not args.plan_only:
-            _require_root("sweep")  # an inventory's machines run them as root there
+    judged_sweep(sweep, args.inventory)  # before a plan is written
+    if args.inventory is None and not args.plan_only:
+        _require_root("sweep")  # an inventory's machines run them as root there
     directory = write_plan(sweep, args.results)
     if args.plan_only:
         print(directory)

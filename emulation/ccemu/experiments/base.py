@@ -138,9 +138,7 @@ class ExperimentRunner:
                  monitoring: bool = True, keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None):
         """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
         said in the summary; None: the file gives its dilation."""
-        if not config.schemes:
-            raise WorkloadNotRunnable(f"{config.name}: no schemes to compare (add a `schemes:` list)")
-        if not isinstance(config.workload, kind.workload):
+        if not isinstance(config.workload, kind.workload):  # runner_for (runnable_kind) chose it
             raise WorkloadNotRunnable(f"{config.name}: a {kind.name} runner was given a "
                                       f"{type(config.workload).__name__}")
         self.kind = kind

@@ -11,6 +11,8 @@ from typing import Annotated
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
+from .excerpt import shown
+
 MAX_NAME_CHARS = 64
 # The rule as a regular expression (also what pydantic and Ansible check against): ASCII only.
 NAME_PATTERN = r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -21,9 +23,8 @@ def name_problem(value: object) -> str | None:
     """Why `value` is not a name (one line, quoting at most a short excerpt of it), or None."""
     if isinstance(value, str) and _NAME.fullmatch(value):
         return None
-    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
     return (f"must be a name: letters, digits, '_', '-' and '.', starting with a letter or digit, no '..', "
-            f"at most {MAX_NAME_CHARS} characters (got {shown})")
+            f"at most {MAX_NAME_CHARS} characters (got {shown(value, 40)})")
 
 
 def check_name(value: object) -> str:

@@ -177,8 +177,12 @@ def check_args(config: "ExperimentConfig", alphas: list[float | None], source: s
     Opens nothing: the records and counters paths are never created."""
     from ..model.config import ConfigError
 
-    hosts = [f"h{i}" for i in range(1, config.topology.counts().hosts + 1)]
-    by_rate = {config.link.host_rate_mbps(h): h for h in reversed(hosts)}  # one host per rate: the first
+    # One host per link rate, the first: the hosts link.host_shares names, and the first of the
+    # others (hosts differ only in rate and seed; their number is the topology's, not a loop's).
+    shared = sorted(config.link.host_shares, key=host_number)
+    others = next(f"h{i}" for i in range(1, len(shared) + 2) if f"h{i}" not in config.link.host_shares)
+    hosts = [*shared, *([others] if host_number(others) <= config.topology.counts().hosts else [])]
+    by_rate = {config.link.host_rate_mbps(h): h for h in reversed(sorted(hosts, key=host_number))}
     for scheme in config.schemes:
         for alpha in alphas:
             for host in sorted(by_rate.values(), key=host_number):

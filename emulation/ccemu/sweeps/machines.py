@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.excerpt import shown
 from ..model.names import name_problem
 from .plan import SweepError
 
@@ -57,8 +58,7 @@ def _judged(inventory: Path, listed: dict, warnings: list[str]) -> list[Machine]
     for name in names:
         problem = name_problem(name)
         if problem:
-            raise SweepError(f"{inventory}: machine {name!r}: {problem} (give its address as ansible_host)"
-                             if len(name) <= 80 else f"{inventory}: a machine's name {problem}")
+            raise SweepError(f"{inventory}: machine {shown(name, 40)}: {problem} (give its address as ansible_host)")
         own = hostvars.get(name, {})
         local = own.get("ansible_connection") == "local"
         address = "local" if local else f"{own.get('ansible_host', name)}:{own.get('ansible_port', 22)}"

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
 from ..model.names import Name
-from ..model.config.strict_yaml import shown
+from ..model.excerpt import shown
 from ..results.merge import cell_text
 
 PLAN_FILE = "plan.json"

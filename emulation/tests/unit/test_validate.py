@@ -47,3 +47,20 @@ def test_what_cchost_would_refuse_after_bring_up_is_refused_before_in_one_line(t
     done = validate(str(path))
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"ccemu: {path}: ") and message in done.stderr
+
+
+def test_cchost_is_asked_once_per_scheme_alpha_and_link_rate_whatever_the_fabrics_size(tmp_path):
+    from ccemu.model.config import parse_config
+    from ccemu.programs.cchost import check_args
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "cchost"
+    fake.write_text(f'#!/bin/sh\necho "$2" >> {calls}\n')  # the host number, then success
+    fake.chmod(0o755)
+    # 250 million hosts: asked of h1 (its own share) and h2 (every other host's rate), not of each.
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 1000}, "link": {"host_shares": {"h1": 0.5}},
+                           "schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass"}], "workload": {"kind": "shuffle"}})
+    started = time.monotonic()
+    check_args(config, [None, 0.5], binary=fake)
+    assert calls.read_text().split() == ["1", "2"] * 4
+    assert time.monotonic() - started < 5

@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 
 from ..names import NAME_ERROR
-from .strict_yaml import ConfigLoader, Refused, cut, shown
+from ..excerpt import cut, shown
+from .strict_yaml import ConfigLoader, Refused
 
 # What a config or sweep file may weigh: the largest shipped one is ~2 KB; a file far above is
 # not a config (or is a YAML bomb), and the pure-Python parser takes seconds per MiB.

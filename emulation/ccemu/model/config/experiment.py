@@ -17,7 +17,7 @@ from ..dilation import DEFAULT_FAITHFUL, Dilation, FaithfulRates, auto_dilation
 from ..names import Name
 from .base import Section
 from .errors import ConfigError, KeyedError, as_number, describe, read_yaml
-from .strict_yaml import shown
+from ..excerpt import shown
 from .fabric import FabricConfig
 from .hosts import HostsConfig
 from .ports import ETHERNET_HEADER_BYTES, MIN_CREDIT_RATE_BPS, PORT_PROFILES, DropTailPort, PortConfig

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 from ...fabric.allocators import ALLOCATORS
 from ...fabric.kernel import KernelFeatures
 from .base import Section
-from .strict_yaml import shown
+from ..excerpt import shown
 
 SWITCHES_PER_INSTANCE = 5
 

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .base import HOST_NAME, Section
 from .errors import KeyedError
-from .strict_yaml import shown
+from ..excerpt import shown
 
 
 class HostLimits(Section):

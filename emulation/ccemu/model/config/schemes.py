@@ -12,7 +12,7 @@ from .. import schemes
 from .base import Section
 from .errors import KeyedError
 from .ports import PortConfig
-from .strict_yaml import cut
+from ..excerpt import cut
 
 
 YEAR_MS = 365 * 24 * 3600 * 1000  # the longest time cchost takes (args.rs)

@@ -22,6 +22,8 @@ import re
 
 import yaml
 
+from ..excerpt import shown
+
 # No config comes near: the deepest shipped key is 4 levels down.
 MAX_DEPTH = 50
 # No config value has more digits (port buffers are u32, 10 digits; seeds fit 64 bits, 20).
@@ -34,16 +36,6 @@ class Refused(yaml.MarkedYAMLError):
 
     def __init__(self, problem: str, mark: yaml.Mark):
         super().__init__(problem=problem, problem_mark=mark)
-
-
-def shown(value: object, limit: int = 80) -> str:
-    """repr(value), cut to `limit` characters: what a message quotes of a value."""
-    return cut(repr(value), limit)
-
-
-def cut(text: str, limit: int) -> str:
-    """`text`, its end replaced by '...' if it is longer than `limit` characters."""
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 class ConfigLoader(yaml.SafeLoader):

@@ -12,7 +12,7 @@ from ..topology import TopologyCounts
 from ..workloads import host_load_for_tor_uplinks
 from .base import HOST_NAME, Section
 from .errors import KeyedError
-from .strict_yaml import shown
+from ..excerpt import shown
 from .schemes import SchemeName
 
 
