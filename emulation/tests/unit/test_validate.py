@@ -58,8 +58,9 @@ def test_cchost_is_asked_once_per_scheme_alpha_and_link_rate_whatever_the_fabric
     fake.write_text(f'#!/bin/sh\necho "$2" >> {calls}\n')  # the host number, then success
     fake.chmod(0o755)
     # 250 million hosts: asked of h1 (its own share) and h2 (every other host's rate), not of each.
-    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 1000}, "link": {"host_shares": {"h1": 0.5}},
-                           "schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass"}], "workload": {"kind": "shuffle"}})
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 1000},
+                           "link": {"host_shares": {"h1": 0.5}}, "workload": {"kind": "shuffle"},
+                           "schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass"}]})
     started = time.monotonic()
     check_args(config, [None, 0.5], binary=fake)
     assert calls.read_text().split() == ["1", "2"] * 4
