@@ -262,12 +262,13 @@ def _check_config(args) -> ExperimentConfig:
     return admit(parse_config(data, source="command line", kernel=KernelFeatures.probe()), "command line")
 
 
-def load_experiment(path: Path, results: Path) -> tuple[ExperimentConfig, FaithfulRates | None]:
+def load_experiment(path: Path, results: Path, data: object = None) -> tuple[ExperimentConfig, FaithfulRates | None]:
     """An experiment file, its `dilation: auto` resolved from this machine's measured capacity for
     its placement where `ccemu bench capacity --results RESULTS` measured one (DESIGN.md's figures
     otherwise); and what auto was resolved from (None: the file gives its dilation), for the summary.
-    Not yet admitted: the caller admits the config it will run (fabric/admission.py)."""
-    data = read_yaml(Path(path))
+    Not yet admitted: the caller admits the config it will run (fabric/admission.py). `data`: the
+    file's, where the caller read it already."""
+    data = read_yaml(Path(path)) if data is None else data
     faithful, kernel = None, KernelFeatures.probe()
     if dilation_is_auto(data):
         fabric = fabric_section(data)
@@ -285,7 +286,7 @@ def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
     return parse_config({**config.model_dump(), "hosts": hosts}, source=f"--hosts {kind}")
 
 
-def validated_experiment(path: Path, results: Path, hosts: str | None = None
+def validated_experiment(path: Path, results: Path, hosts: str | None = None, data: object = None
                          ) -> tuple[ExperimentConfig, FaithfulRates | None]:
     """Everything that can be judged of an experiment file without root and without starting
     anything, in the order `ccemu experiment` meets it: the schema and its cross-checks, the
@@ -295,7 +296,7 @@ def validated_experiment(path: Path, results: Path, hosts: str | None = None
     from .experiments import runnable_kind
     from .programs.cchost import check_args
 
-    config, dilation_from = load_experiment(path, results)
+    config, dilation_from = load_experiment(path, results, data)
     config = admit(with_hosts(config, hosts), str(path))
     alphas = list(dict.fromkeys(spec.alpha for spec in runnable_kind(config, str(path)).blocks(config)))
     check_args(config, alphas, str(path))
@@ -328,9 +329,9 @@ def cmd_validate(args) -> int:
     for path in args.files:
         data = read_yaml(path)
         if isinstance(data, dict) and "grid" in data:  # a sweep file
-            print(f"{path}: valid: a sweep of {judged_sweep(load_sweep(path), args.inventory)}")
-        else:
-            config, _ = validated_experiment(path, RESULTS, args.hosts)
+            print(f"{path}: valid: a sweep of {judged_sweep(load_sweep(path, data), args.inventory)}")
+        else:  # read once: the strict reader is pure Python (~7 s for a file near its 1 MiB cap)
+            config, _ = validated_experiment(path, RESULTS, args.hosts, data)
             print(f"{path}: valid: {config.workload.kind} on {config.topology.describe()}, "
                   f"{len(config.schemes)} scheme{'s' if len(config.schemes) != 1 else ''}, dilation "
                   f"{config.dilation.factor:g}, admitted here, cchost accepts every scheme's arguments")

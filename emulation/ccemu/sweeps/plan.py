@@ -113,9 +113,10 @@ class Sweep:
                 *([] if self.check else ["--skip-check"])]
 
 
-def load_sweep(path: Path) -> Sweep:
-    """The validated sweep; SweepError (one line) otherwise."""
-    raw = read_yaml(path)
+def load_sweep(path: Path, raw: object = None) -> Sweep:
+    """The validated sweep; SweepError (one line) otherwise. `raw`: the file's data, where the
+    caller read it already."""
+    raw = read_yaml(path) if raw is None else raw
     if not isinstance(raw, dict):
         raise SweepError(f"{path}: expected a mapping of keys at the top level")
     try:
