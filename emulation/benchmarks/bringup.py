@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
+from ccemu import interrupts
 from ccemu.bench.capacity import idle_rtt_ms
 from ccemu.containers import image
 from ccemu.containers.engine import DockerEngine
@@ -47,11 +48,19 @@ def ccemu_fabric(k: int, instances: int | str, hosts: str = "namespace") -> dict
 
 
 def plain_mininet(k: int) -> dict:
-    result = subprocess.run(["unshare", "--net", sys.executable, str(PLAIN_MININET), str(k)],
-                            capture_output=True, text=True, timeout=900)
-    if result.returncode:
-        raise RuntimeError(f"plain Mininet k={k} failed: {result.stderr.strip()[-500:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    with subprocess.Popen(["unshare", "--net", sys.executable, str(PLAIN_MININET), str(k)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as baseline:
+        try:
+            out, err = baseline.communicate(timeout=900)
+        except BaseException:
+            # Stopped (or too slow): SIGTERM, so that it tears its OVS down as we do ours
+            # (subprocess.run would SIGKILL it, leaving its daemons to `ccemu clean`).
+            baseline.terminate()
+            baseline.wait()
+            raise
+    if baseline.returncode:
+        raise RuntimeError(f"plain Mininet k={k} failed: {err.strip()[-500:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -80,4 +89,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    interrupts.run_script(main, "benchmarks/bringup.py")

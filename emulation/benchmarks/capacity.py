@@ -10,6 +10,7 @@ import argparse
 
 from mininet.log import setLogLevel
 
+from ccemu import interrupts
 from ccemu.bench import capacity
 
 
@@ -21,4 +22,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    interrupts.run_script(main, "benchmarks/capacity.py")

@@ -23,6 +23,7 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch
 from mininet.topo import Topo
 
+from ccemu import interrupts
 from ccemu.fabric.inventory import Inventory
 from ccemu.model.topology import fat_tree
 
@@ -82,4 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    interrupts.run_script(main, "benchmarks/plain_mininet.py")

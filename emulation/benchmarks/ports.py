@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
+from ccemu import interrupts
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
 from ccemu.ports.maps import PortMaps, queue_minus_backlog
@@ -87,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    interrupts.run_script(main, "benchmarks/ports.py")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ccemu import interrupts
 from ccemu.model.routing import Routing, asymmetric_paths, prove_symmetric
 from ccemu.model.topology import fat_tree
 
@@ -48,4 +49,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    interrupts.run_script(main, "benchmarks/routing.py")

@@ -23,6 +23,7 @@ from pathlib import Path
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 
+from ccemu import interrupts
 from ccemu.programs.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
@@ -128,4 +129,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    interrupts.run_script(main, "benchmarks/transport.py")

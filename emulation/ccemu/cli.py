@@ -9,15 +9,21 @@ with --debug), nothing of the run is left behind, and the exit status names the 
     3  (no longer used: what was 'not implemented' is a config error, 2)
     4  the experiment ran and wrote its bundle, but some flows never finished
     5  a part of ccemu is not built or a tool is missing: `make setup`
-    6  the fabric could not be brought up (OVS, namespaces, port programs)
-    7  Prometheus or the collector could not start
+    6  the fabric could not be brought up (OVS, namespaces, port programs), or failed under a
+       block (an OVS daemon or the PFC pause agent died): that block ended, the others ran
+    7  Prometheus or the collector could not start, or Prometheus died during the run (the
+       bundle is whole; its live metrics end there)
     8  the config needs more than this machine has: nothing was started
-  130  interrupted (what was up is torn down)
+    9  the results folder's disk is full: before the run (nothing was started), or during it
+       (the run stopped; the bundle keeps what finished)
+  130  interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM: what was up is torn down, and an
+       experiment's bundle keeps what finished
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from mininet.log import setLogLevel
 
+from . import interrupts
 from .bench import capacity as bench_capacity
 from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, default_faithful, dilation_is_auto,
                            fabric_section, parse_config, read_yaml)
@@ -42,8 +49,7 @@ if TYPE_CHECKING:
 
 # The statuses of the module docstring, which `ccemu --help` shows.
 EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_UNFINISHED = 1, 2, 4
-EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING, EXIT_DOES_NOT_FIT = 5, 6, 7, 8
-EXIT_INTERRUPTED = 130
+EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING, EXIT_DOES_NOT_FIT, EXIT_DISK_FULL = 5, 6, 7, 8, 9
 
 
 def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
@@ -59,6 +65,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     from .metrics.monitoring import MonitoringError
     from .fabric.ovs import OvsError, OvsMissing
     from .ports.program import PortProgramMissing
+    from .results.space import ResultsDiskFull
     from .sweeps.fanout import FanoutError
 
     nothing_left = "nothing of the run is left"
@@ -76,6 +83,7 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         (InventoryError, EXIT_FABRIC, ""),
         (MonitoringError, EXIT_MONITORING, f"{nothing_left}; --no-monitoring runs without"),
         (FanoutError, EXIT_FAILED, ""),
+        (ResultsDiskFull, EXIT_DISK_FULL, ""),
     ]
 
 
@@ -186,19 +194,16 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     setLogLevel("warning")
-    # SIGINT and SIGTERM unwind through the teardown in `finally`, even when we were started
-    # in the background of a shell (which starts us with SIGINT ignored).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    interrupts.unwind_on_signals()  # SIGINT and SIGTERM unwind through the teardown in `finally`
     try:
         handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "validate": cmd_validate, "report": cmd_report,
                     "monitor": cmd_monitor, "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep,
                     "bench": cmd_bench}
         return handlers[args.command](args)
-    except KeyboardInterrupt:
-        print("ccemu: interrupted (what was up is torn down)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        print(f"ccemu: {interrupts.said(stop)} (what was up is torn down)", file=sys.stderr)
+        return interrupts.exit_status(stop)
     except Exception as exc:
         if args.debug:
             raise
@@ -207,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _one_line(exc: Exception) -> int:
     """Print `exc` as the one line a user sees; return its exit status."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # wherever it was writing
+        print(f"ccemu: no space left to write {exc.filename or 'a file'} ({exc.strerror}): free some space; what "
+              "was up is torn down", file=sys.stderr)
+        return EXIT_DISK_FULL
     for kind, status, advice in _failures():
         if isinstance(exc, kind):
             message = " ".join(str(exc).split())
@@ -215,10 +224,6 @@ def _one_line(exc: Exception) -> int:
     print(f"ccemu: unexpected {type(exc).__name__}: {' '.join(str(exc).split())} "
           "(run `ccemu --debug ...` for the traceback)", file=sys.stderr)
     return EXIT_FAILED
-
-
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 RESULTS = Path("results")  # where bundles go, and where `dilation: auto` finds this machine's capacity
@@ -513,6 +518,14 @@ def cmd_experiment(args) -> int:
             if not check_fabric(config.for_scheme(config.schemes[0])):
                 return EXIT_FAILED
         runner.run()
+    if runner.faults:
+        first = runner.faults[0]
+        print(f"ccemu: the emulation failed under {len(runner.faults)} block(s), which ended early (first, "
+              f"{first.block.describe()}: {first.what}); the bundle keeps what finished", file=sys.stderr)
+        return EXIT_FABRIC
+    if runner.monitoring.lost is not None:
+        print(f"ccemu: live metrics: {runner.monitoring.lost}", file=sys.stderr)
+        return EXIT_MONITORING
     if runner.unfinished_flows:
         print(f"ccemu: {runner.unfinished_flows} flows never finished (see summary.md)", file=sys.stderr)
         return EXIT_UNFINISHED
@@ -589,8 +602,8 @@ def cmd_reproduce(args) -> int:
                                     monitoring=not args.no_monitoring)
         report = write_report(args.results / "reproduce" / started, runs, started, profile)
         print(f"reproduction: {sum(r.seconds for r in runs) / 60:.1f} minutes; report: {report}", flush=True)
-        if interrupted:
-            raise KeyboardInterrupt
+        if interrupted is not None:
+            raise interrupted
         return EXIT_FAILED if any(r.error for r in runs) else 0
 
 
@@ -653,12 +666,12 @@ def cmd_sweep(args) -> int:
         else:
             from .sweeps.fanout import run_across
             unreachable = run_across(directory, args.inventory, say).unreachable
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         if args.inventory is None:
             raise  # here, the running point was torn down
-        print("ccemu sweep: interrupted (what finished is merged; points running on machines go on there)",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"ccemu sweep: {interrupts.said(stop)} (what finished is merged; points running on machines go on "
+              "there)", file=sys.stderr)
+        return interrupts.exit_status(stop)
     finally:  # also after Ctrl-C: what finished is merged
         summary, entries = outcome.report(directory)
     done = [e for e in entries if e.status == "done"]

@@ -1,7 +1,9 @@
-"""What a process we started wrote to its log: the last line is what a one-line failure quotes."""
+"""What a process we started wrote to its log (the last line is what a one-line failure quotes),
+and how it ended."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 MAX_QUOTED = 200  # characters of a log line that go into a one-line message
@@ -14,3 +16,13 @@ def last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1][:MAX_QUOTED] if lines else ""
+
+
+def ended(returncode: int) -> str:
+    """How a process ended, from its Popen returncode (negative: the signal that killed it)."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"

@@ -112,7 +112,7 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
         if not port_programs:
             detach_port_programs(net)
         rtt = idle_rtt_ms(net, "h1", "h16")
-        daemons = [d.pid for inst in net.instances for d in inst.daemons]
+        daemons = [d.pid for inst in net.instances for d in inst.daemons.values()]
         vswitchds = {inst.vswitchd_pid for inst in net.instances}
         recording = profile.Recording(profile_to, seconds) if profile_to else None
         before = {}

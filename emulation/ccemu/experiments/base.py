@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import signal
 import statistics
 import subprocess
 import time
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import interrupts
 from ..bench import capacity as bench_capacity
 from ..containers.cgroups import read_figures
 from ..containers.engine import engine_session
@@ -30,12 +30,12 @@ from ..fabric.kernel import KernelFeatures
 from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
 from ..programs.cchost import counters_under, experiment_command, host_number
-from ..logs import last_line
+from ..logs import ended, last_line
 from ..metrics.monitoring import MonitoringSession
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
 from ..ports.maps import PortMaps
-from ..results import fidelity
+from ..results import fidelity, space
 from ..results.bundle import BlockKey, Bundle, provenance
 from ..results.rows import FlowRow, HostRow, PortRow, RttRow, TransportRow
 from .blocks import BlockSpec, WorkloadNotRunnable
@@ -88,12 +88,7 @@ class HostFailure:
 
     @property
     def status(self) -> str:
-        if self.returncode < 0:
-            try:
-                return f"killed by {signal.Signals(-self.returncode).name}"
-            except ValueError:
-                return f"killed by signal {-self.returncode}"
-        return f"exited with status {self.returncode}"
+        return ended(self.returncode)
 
     def __str__(self) -> str:
         detail = f" ({self.last_error})" if self.last_error else ""
@@ -109,6 +104,26 @@ class HostFailure:
         return f"{when}: {self}: {cost}"
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A part of the emulation itself (not the scheme under test) that failed during a block: an
+    OVS daemon, the PFC pause agent, the results folder's disk. The block ends there, its verdict
+    is FAIL; after a full disk the run stops too (nothing more could be written)."""
+
+    block: BlockKey
+    what: str
+    disk_full: bool = False
+
+    @property
+    def reason(self) -> str:
+        return f"{self.what}: the block ended there, its results are partial"
+
+    def as_json(self) -> dict:
+        columns = self.block.columns()
+        return {"scheme": columns["scheme"], "n": columns["n"], "point": columns["point"], "what": self.what,
+                "disk_full": self.disk_full}
+
+
 @dataclass
 class LiveBlock:
     """A block while its fabric is up: what the kind's traffic needs."""
@@ -121,6 +136,7 @@ class LiveBlock:
     hosts: list[str]
     delays: dict[str, Path] = field(default_factory=dict)  # host -> its cchost's --delays table
     base_rtts: dict[tuple[str, str], float] = field(default_factory=dict)  # (src, dst) -> idle RTT, wall s
+    fault: Fault | None = None  # what of the emulation failed under the block (ExperimentRunner.check)
 
     def base_rtt_s(self, src: str, dst: str) -> float:
         return self.base_rtts.get((src, dst)) or self.base_rtts.get((dst, src)) or 0.0
@@ -149,6 +165,7 @@ class ExperimentRunner:
         self.dilation_from = dilation_from
         self.blocks_seen: list[tuple[BlockKey, fidelity.Observation]] = []  # for the verdict
         self.failures: list[HostFailure] = []
+        self.faults: list[Fault] = []
         self.credit_queues = 0  # on the longest credit path of the last block (the port profiles' manifest entries)
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
         self.monitoring = MonitoringSession(self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring)
@@ -194,7 +211,7 @@ class ExperimentRunner:
     def _run(self) -> Path:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.started_at = time.monotonic()
-        interrupted = False
+        stop: KeyboardInterrupt | None = None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         blocks = self.blocks()
         try:
@@ -207,23 +224,26 @@ class ExperimentRunner:
                         tasks[name] = progress.add_task(f"{name:12}", total=total)
                 for spec in blocks:
                     self._run_block(spec, progress, tasks[spec.scheme.scheme])
-        except KeyboardInterrupt:
-            interrupted = True
-            self.console.print("[yellow]interrupted: writing the bundle with what finished[/yellow]")
+        except KeyboardInterrupt as interrupt:
+            stop = interrupt
+            self.console.print(f"[yellow]{interrupts.said(stop)}: writing the bundle with what finished[/yellow]")
         except Exception as exc:
             if self.bundle.rounds:
                 self.console.print("[red]stopped by an error: writing the bundle with what finished[/red]")
-                self._write(started, interrupted, failed=str(exc))
+                self._write(started, False, failed=str(exc))
             raise
-        self._write(started, interrupted)
-        if interrupted:
-            raise KeyboardInterrupt
+        self._write(started, stop is not None)
+        if stop is not None:
+            raise stop
         return self.bundle.dir
 
     def block_config(self, spec: BlockSpec) -> ExperimentConfig:
         return self.config.for_scheme(spec.scheme)
 
     def _run_block(self, spec: BlockSpec, progress: Progress, task) -> None:
+        if (full := space.full(self.bundle.dir)) is not None:  # filled up between blocks
+            raise space.ResultsDiskFull(f"{full}, before {spec.key.describe()}: the run stopped there; the bundle "
+                                        f"keeps what finished: {self.bundle.dir}")
         config = self.block_config(spec)
         # Absolute: Docker hosts see the work directory at the same path, but not our working directory.
         workdir = (self.bundle.work / spec.slug).resolve()
@@ -240,6 +260,8 @@ class ExperimentRunner:
             with self.monitoring.watching(spec.key, net.inventory.state_dir, workdir,
                                           lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
+            if live.fault is not None:
+                self.faults.append(live.fault)
             bottleneck_port = None
             if bottleneck_host:
                 link = net[bottleneck_host].defaultIntf().link
@@ -269,9 +291,13 @@ class ExperimentRunner:
                                                    else workdir.glob("*.counters"))
         seen = fidelity.Observation.of_block(cpu, net.port_shape.frame_wire_bytes, ports, frame_ns, bottleneck_port,
                                              lateness, gap, host_failures=[f.reason for f in failures],
-                                             delay_shortfalls=shortfalls)
+                                             delay_shortfalls=shortfalls,
+                                             faults=[live.fault.reason] if live.fault else [])
         self.blocks_seen.append((spec.key, seen))
         self.failures += failures
+        if live.fault is not None and live.fault.disk_full:
+            raise space.ResultsDiskFull(f"{live.fault.what}, during {spec.key.describe()}: the run stopped there; "
+                                        f"the bundle keeps what finished: {self.bundle.dir}")
 
     def _add_missing_delay(self, live: LiveBlock) -> list[str]:
         """Measures every host pair's idle RTT; with a datacenter of non-zero delays, writes each
@@ -291,6 +317,21 @@ class ExperimentRunner:
                 f"{worst.target_rtt_s * 1e3:.2f} ms, {live.config.dilation.datacenter_s(worst.floor_rtt_s) * 1e6:.1f} "
                 "us in datacenter time): their base RTT is the fabric's, larger than the paper's; a larger dilation "
                 "fixes it"]
+
+    def check(self, live: LiveBlock) -> Fault | None:
+        """Whether the emulation still stands under the block: None, or what of it failed (an OVS
+        daemon, the PFC pause agent, the results folder's disk), said the moment it is first seen.
+        The traffic runners call this as they watch their cchosts, and end the block on an answer.
+        Prometheus dying is said here too, but ends nothing (monitoring.check)."""
+        self.monitoring.check()
+        if live.fault is None:
+            if (full := space.full(self.bundle.dir)) is not None:
+                live.fault = Fault(live.spec.key, full, disk_full=True)
+            elif (died := live.net.fault()) is not None:
+                live.fault = Fault(live.spec.key, died)
+            if live.fault is not None:
+                self.console.print(f"[red]{live.spec.label}: {live.fault.what}: the block ends here[/red]")
+        return live.fault
 
     def start_cchost(self, live: LiveBlock, host: str, workdir: Path | None = None,
                      stdin=subprocess.DEVNULL, **kwargs) -> subprocess.Popen:
@@ -341,6 +382,9 @@ class ExperimentRunner:
             blocks.append({**key.columns(), "status": verdict.status, **verdict.figures})
             overall.reasons += [f"{key.describe()}: {reason}" for reason in verdict.reasons]
             overall.status = fidelity.worst(overall.status, verdict.status)
+        if self.monitoring.lost is not None:  # the run's, not a block's: the bundle's tables are whole
+            overall.reasons.append(f"the run: {fidelity.WARN}: live metrics: {self.monitoring.lost}")
+            overall.status = fidelity.worst(overall.status, fidelity.WARN)
         return {"status": overall.status, "reasons": overall.reasons, "blocks": blocks}
 
     @property
@@ -374,7 +418,8 @@ class ExperimentRunner:
             "failed": failed, "datacenter": self._datacenter(),
             "datapath": self.config.fabric.forwarder(KernelFeatures.probe()),  # what `auto` became here
             "fidelity": verdict, "unfinished_flows": self.unfinished_flows,
-            "host_failures": [f.as_json() for f in self.failures], **provenance(),
+            "host_failures": [f.as_json() for f in self.failures], "faults": [f.as_json() for f in self.faults],
+            **provenance(),
             **self.kind.manifest_extra(self.config),
         }
         if self.pause_agents:

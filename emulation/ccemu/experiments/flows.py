@@ -51,6 +51,7 @@ class FlowsRunner(ExperimentRunner):
                 procs[host] = self.start_cchost(live, host, **kwargs)
             while time.monotonic() < deadline:
                 time.sleep(WATCH_S)
+                fault = self.check(live)  # first: a full disk or a dead switch daemon also fails cchosts
                 for host, proc in procs.items():
                     if proc.poll() is not None and host not in {f.host for f in failures}:
                         failures.append(self.failed(spec, 1, host, "host", proc, live.workdir / f"{host}.log"))
@@ -61,7 +62,7 @@ class FlowsRunner(ExperimentRunner):
                 wall = live.now_s() - first
                 progress.update(task, description=f"{spec.label:24} {wall:5.1f} s wall, "
                                                   f"{live.config.dilation.datacenter_s(wall) * 1e3:.2f} ms dc")
-                if done >= len(flows):
+                if done >= len(flows) or fault is not None:
                     break
         finally:
             stop_all(procs.values())

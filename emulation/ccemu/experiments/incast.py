@@ -82,6 +82,10 @@ class IncastRunner(ExperimentRunner):
                 progress.update(task, description=f"{spec.label:24} warm-up")
                 failures += self._warm_up(live, procs)
             for round_number in range(1, rounds + 1):
+                if live.fault is not None:  # the emulation failed under the block: no round can run on it
+                    self._not_run(spec, range(round_number, rounds + 1), live.fault.what)
+                    progress.advance(task, rounds - round_number + 1)
+                    break
                 progress.update(task, description=f"{spec.label:24} round {round_number}")
                 self.monitoring.set_round(round_number)
                 failures += self._run_round(live, round_number, procs, failures)
@@ -91,7 +95,7 @@ class IncastRunner(ExperimentRunner):
                     if aggregator not in {f.host for f in failures}:
                         failures.append(self.failed(spec, round_number, aggregator, "aggregator", receiver,
                                                     live.workdir / f"{aggregator}.log"))
-                    self._not_run(spec, range(round_number + 1, rounds + 1))
+                    self._not_run(spec, range(round_number + 1, rounds + 1), "no aggregator")
                     progress.advance(task, rounds - round_number)
                     break
         finally:
@@ -156,7 +160,8 @@ class IncastRunner(ExperimentRunner):
         duration = max((r["end"] for r in records), default=0) - start if not unfinished else 0.0
         self.bundle.add(RoundRow.of(spec.key, round_number, len(flows), records, duration, unfinished, failures))
         if unfinished:
-            why = (f"the round ended {AFTER_FAILURE_GRACE_S:g} s after a cchost failed" if failures or dead
+            why = ("the block ended" if live.fault is not None
+                   else f"the round ended {AFTER_FAILURE_GRACE_S:g} s after a cchost failed" if failures or dead
                    else f"within {self.workload.round_timeout_s} s")
             self.console.print(f"[red]{spec.label} round {round_number}: {len(unfinished)} flows never "
                                f"finished ({why}): {' '.join(unfinished[:10])}"
@@ -178,17 +183,20 @@ class IncastRunner(ExperimentRunner):
                        for r in read_records(live.workdir / f"{src}.records") if (src, r["id"]) in ids]
             if len(records) >= len(ids) or time.monotonic() >= deadline:
                 break
+            # The emulation first: a full disk or a dead switch daemon also fails cchosts, and is the
+            # cause to name.
+            fault = self.check(live)
             for host, proc in procs.items():
                 if proc.poll() is not None and host not in dead | {f.host for f in failures}:
                     role = "aggregator" if host == aggregator else "sender"
                     failures.append(self.failed(spec, round_number, host, role, proc, live.workdir / f"{host}.log"))
                     deadline = min(deadline, time.monotonic() + AFTER_FAILURE_GRACE_S)
-            if procs[aggregator].poll() is not None:
-                break  # nothing can finish without it
+            if procs[aggregator].poll() is not None or fault is not None:
+                break  # nothing can finish without it, or without the fabric
             time.sleep(POLL_S)
         return failures, records
 
-    def _not_run(self, spec: BlockSpec, rounds: range) -> None:
+    def _not_run(self, spec: BlockSpec, rounds: range, why: str) -> None:
         """Rounds a failure left no way to run: their flows count as unfinished."""
         for round_number in rounds:
-            self.bundle.add(RoundRow.not_run(spec.key, round_number, spec.key.n, "no aggregator"))
+            self.bundle.add(RoundRow.not_run(spec.key, round_number, spec.key.n, why))

@@ -34,6 +34,7 @@ from ..containers import CONTAINERS_FILE
 from ..containers import image as host_image
 from ..containers.engine import DockerEngine, remove_containers
 from ..containers.host import Container, DockerHost, create_containers
+from ..logs import ended
 from ..model.config import ExperimentConfig
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 from .nodes import FabricHost, FabricNamespace, start_shells
@@ -410,6 +411,21 @@ class FabricNet(Mininet):
         if self.pause_agent is not None and self.pause_agent.poll() is not None:
             figures["died"] = f"exit status {self.pause_agent.returncode}: {self.pause_agent_log()}"
         return figures
+
+    def fault(self) -> str | None:
+        """What of the fabric's own machinery (an OVS daemon, the PFC pause agent) is no longer
+        running, in one line; None while all of it runs. (A host's cchost is the experiment's,
+        not the fabric's: the runner watches those itself.)"""
+        for instance in self.instances:
+            if (died := instance.died()) is not None:
+                switches = [s.name for s in self.switches_in(instance.namespace)]
+                shown = ", ".join(switches[:4]) + (f" and {len(switches) - 4} more" if len(switches) > 4 else "")
+                return f"{died} (the switches {shown} stopped forwarding)"
+        if self.pause_agent is not None and self.pause_agent.poll() is not None:
+            said = self.pause_agent_log()
+            return (f"the PFC pause agent {ended(self.pause_agent.returncode)}{': ' + said[-200:] if said else ''} "
+                    "(its lossless ports stopped pausing and resuming)")
+        return None
 
     def _namespace_named(self, name: str) -> Node:
         for namespace in self.switch_namespaces:

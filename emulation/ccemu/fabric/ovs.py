@@ -19,7 +19,7 @@ from pathlib import Path
 from mininet.node import Node
 
 from .inventory import Inventory
-from ..logs import last_line
+from ..logs import ended, last_line
 from ..polling import wait_until
 from ..model.routing import PATH_IDS
 
@@ -45,7 +45,7 @@ class OvsInstance:
         self.datapath = datapath  # "netdev" (userspace) or "system" (kernel module)
         self.namespace = namespace
         self.db_socket = self.rundir / "db.sock"
-        self.daemons: list[subprocess.Popen] = []
+        self.daemons: dict[str, subprocess.Popen] = {}  # "ovsdb-server", then "ovs-vswitchd"
 
     def _server_argv(self) -> list[str]:
         return ["ovsdb-server", str(self.rundir / "conf.db"), f"--remote=punix:{self.db_socket}",
@@ -61,13 +61,13 @@ class OvsInstance:
         if preload:
             env["LD_PRELOAD"] = preload
         with open(self.rundir / f"{what}.stderr", "wb") as log:
-            self.daemons.append(inventory.spawn(f"{what} #{self.index}", argv, start=self.namespace.popen, env=env,
-                                                stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+            self.daemons[what] = inventory.spawn(f"{what} #{self.index}", argv, start=self.namespace.popen, env=env,
+                                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
     def _wait_ready(self, what: str, control_socket: Path) -> None:
         """Until the daemon just started opens `control_socket`; one line naming why if it exits
         first or takes too long."""
-        daemon = self.daemons[-1]
+        daemon = self.daemons[what]
         if wait_until(lambda: control_socket.exists() or daemon.poll() is not None, START_TIMEOUT_S) \
                 and daemon.poll() is None:
             return
@@ -80,7 +80,7 @@ class OvsInstance:
     @property
     def vswitchd_pid(self) -> int:
         """ovs-vswitchd's pid (each instance starts ovsdb-server first)."""
-        return self.daemons[-1].pid
+        return self.daemons["ovs-vswitchd"].pid
 
     def _check_allocator(self) -> None:
         """The dynamic loader only warns when a preload is missing, and ovs-vswitchd would forward
@@ -178,7 +178,7 @@ class OvsInstance:
         """Run every thread of both daemons on `cpu` (threads they start later inherit it from
         the thread that starts them); returns how many threads were pinned."""
         count = 0
-        for daemon in self.daemons:
+        for daemon in self.daemons.values():
             for task in Path(f"/proc/{daemon.pid}/task").iterdir():
                 try:
                     os.sched_setaffinity(int(task.name), {cpu})
@@ -187,11 +187,22 @@ class OvsInstance:
                 count += 1
         return count
 
+    def died(self) -> str | None:
+        """Its first daemon that is no longer running, how it ended and the last it said; None
+        while both run."""
+        for what, proc in self.daemons.items():
+            if proc.poll() is not None:
+                # What it said as it ended, when it ended on its own; killed by a signal from outside,
+                # its last line is whatever it happened to log before.
+                said = last_line(self.rundir / f"{what}.stderr") if proc.returncode >= 0 else ""
+                return f"{what} #{self.index} {ended(proc.returncode)}{': ' + said if said else ''}"
+        return None
+
     def kill(self) -> None:
         """Kill the daemons without waiting (see wait()). No graceful exit: ovs-vswitchd
         would remove its ports one by one, which the namespace's removal does in one batch,
         tap devices included."""
-        for proc in self.daemons:
+        for proc in self.daemons.values():
             if proc.poll() is None:
                 proc.kill()
 
@@ -199,7 +210,7 @@ class OvsInstance:
         """Wait for the daemons to be gone. Exit is slow: the kernel waits an RCU grace
         period for every packet socket ovs-vswitchd closes (one per port, ~12 ms each
         here), so instances are killed together and waited for together."""
-        for proc in self.daemons:
+        for proc in self.daemons.values():
             proc.wait()
 
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..fabric.inventory import DEFAULT_STATE_ROOT, Inventory
-from ..logs import last_line
+from ..logs import ended, last_line
 from ..results.bundle import BlockKey
 from .collector import Block, ExperimentCollector, MetricsServer
 
@@ -115,10 +115,22 @@ class Prometheus:
         self.stop()
         raise MonitoringError(f"prometheus not ready on {self.url} within {timeout:.0f} s")
 
-    def cpu_seconds(self) -> float:
-        """CPU time Prometheus has used so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    def cpu_seconds(self) -> float | None:
+        """CPU time Prometheus has used so far; None once it is gone."""
+        if self.process.poll() is not None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def died(self) -> str | None:
+        """How Prometheus ended and the last it logged, once it is no longer running; else None."""
+        if self.process.poll() is None:
+            return None
+        said = last_line(self.dir / "prometheus.log")
+        return f"prometheus {ended(self.process.returncode)}{': ' + said if said else ''}"
 
     def stop(self) -> None:
         """SIGTERM (Prometheus then writes its data out), and what the inventory does."""
@@ -148,6 +160,10 @@ class MonitoringSession:
         self.collector: ExperimentCollector | None = None
         self.server: MetricsServer | None = None
         self.prometheus: Prometheus | None = None
+        self.started_at = time.monotonic()  # again once Prometheus is up
+        # Prometheus died during the run (check()): why, and when. The run goes on without live
+        # metrics; the bundle (records and port maps, not Prometheus) is whole.
+        self.lost: str | None = None
 
     def __enter__(self) -> "MonitoringSession":
         if not self.on:
@@ -165,13 +181,23 @@ class MonitoringSession:
         while collector.scrapes == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         self.collector, self.server, self.prometheus = collector, server, prometheus
+        self.started_at = time.monotonic()
         return self
+
+    def check(self) -> None:
+        """Says, the moment it is first seen, that Prometheus died (the blocks watch this as they
+        run). Not a reason to stop a block: what the bundle measures does not come from it."""
+        if self.prometheus is None or self.lost is not None or (died := self.prometheus.died()) is None:
+            return
+        self.lost = (f"{died}, {time.monotonic() - self.started_at:.0f} s into the run: the live metrics (and the "
+                     f"bundle's Prometheus data) end there; the bundle's tables are whole")
+        self.console.print(f"[red]live metrics: {self.lost}[/red]")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.prometheus is None or self.server is None:
             return
         try:
-            if exc_type is None and self.keep:
+            if exc_type is None and self.keep and self.lost is None:
                 self.console.print(f"Prometheus stays at {self.prometheus.url} until Ctrl-C")
                 try:
                     while True:
@@ -214,5 +240,6 @@ class MonitoringSession:
             return None
         return {"seconds": round(seconds, 1), "scrapes": self.collector.scrapes,
                 "collector_cpu_seconds": round(self.collector.scrape_cpu_seconds, 3),
-                "prometheus_cpu_seconds": round(self.prometheus.cpu_seconds(), 3),
-                "prometheus_url": self.prometheus.url, "collector_port": self.server.port}
+                "prometheus_cpu_seconds": None if (cpu := self.prometheus.cpu_seconds()) is None else round(cpu, 3),
+                "prometheus_url": self.prometheus.url, "collector_port": self.server.port,
+                **({"lost": self.lost} if self.lost else {})}

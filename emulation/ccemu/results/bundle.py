@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..programs.cchost import cchost_binary
 from .rows import ROWS, FlowRow, HostRow, PortRow, Row, RoundRow, RttRow, TimelineRow, TransportRow
+from .space import Reserve
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COPIED_COMMIT = REPO_ROOT / "build" / "commit"
@@ -106,6 +107,11 @@ class Bundle:
         self.dir = results_root / name / stamp
         (self.dir / "work").mkdir(parents=True)
         (self.dir / "plots").mkdir()
+        try:
+            self.reserve = Reserve(self.dir, results_root)  # results/space.py: for a disk that fills mid-run
+        except BaseException:
+            self.remove()
+            raise
         self.flows: list[dict] = []
         self.rounds: list[dict] = []
         self.ports: list[dict] = []
@@ -124,6 +130,7 @@ class Bundle:
             getattr(self, row.table).append(row.as_dict())
 
     def write_tables(self) -> None:
+        self.reserve.release()  # the room kept for this
         for row_type in ROWS:
             rows = getattr(self, row_type.table)
             if row_type is HostRow and not rows:

@@ -158,11 +158,15 @@ class Observation:
     # Host pairs whose idle RTT through the fabric alone exceeded the RTT the experiment stands
     # for (no delay could be added; their base RTT is the fabric's): each a whole reason.
     delay_shortfalls: list[str] = field(default_factory=list)
+    # The emulation itself failed under the block (an OVS daemon, the PFC pause agent, the disk):
+    # each a whole reason. Its figures measure a broken fabric: FAIL.
+    faults: list[str] = field(default_factory=list)
 
     @classmethod
     def of_block(cls, cpu: tuple[float, float], frame_bytes: int, ports: list[PortStats], frame_ns: float,
                  bottleneck_port: str | None, lateness_us: float | None = None, credit_gap_us: float | None = None,
-                 host_failures: Iterable[str] = (), delay_shortfalls: Iterable[str] = ()) -> "Observation":
+                 host_failures: Iterable[str] = (), delay_shortfalls: Iterable[str] = (),
+                 faults: Iterable[str] = ()) -> "Observation":
         """An experiment block's: `cpu` (steal, busy) over it, its ports as read once drained, the
         lag judged at `bottleneck_port` (None: at the port that lagged most), its credit pacing
         (both None without a credit class or a figure)."""
@@ -174,7 +178,7 @@ class Observation:
         return cls(steal=cpu[0], busy=cpu[1], frame_bytes=frame_bytes, switches=SwitchFigures.of(ports, frame_ns),
                    bottleneck_lag_bytes=judged.data.mean_lag_bytes, credit_lag_bytes=busiest_credit_lag_bytes(ports),
                    residues=queue_residues(ports), lateness_us=lateness_us, credit_gap_us=credit_gap_us,
-                   host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls))
+                   host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls), faults=list(faults))
 
 
 @dataclass
@@ -240,4 +244,6 @@ def judge(seen: Observation) -> Verdict:
         verdict.flag(WARN, failure)
     for shortfall in seen.delay_shortfalls:
         verdict.flag(WARN, shortfall)
+    for fault in seen.faults:
+        verdict.flag(FAIL, fault)
     return verdict

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..interrupts import Stopped
 from .outcome import MACHINES_FILE
 from .plan import read_plan
 
@@ -132,7 +133,7 @@ def run_across(directory: Path, inventory: Path, say: Callable[[str], None]) -> 
         still = ", ".join(f"{point} on {machine}" for machine, point in progress.running.items())
         say("interrupted" + (f": still running on their machines, where they finish and tear their fabrics down "
                              f"(output in ccemu_sweep_remote_root there): {still}" if still else ""))
-        raise KeyboardInterrupt
+        raise Stopped(cancelled[0])
     if not progress.ran_points and not progress.unreachable and not progress.failed:
         # The line that says why, most telling first (a broken inventory is only warned about, and
         # then matches no machine).

@@ -55,10 +55,16 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("cchost h{}: {message}", args.host);
+            say(&format!("cchost h{}: {message}", args.host));
             ExitCode::FAILURE
         }
     }
+}
+
+/// One line on stderr, or nothing when stderr cannot take it: its log may be on the disk that just
+/// filled up (eprintln! would panic, and the exit status would say "panicked" instead of failed).
+fn say(line: &str) {
+    let _ = writeln!(io::stderr(), "{line}");
 }
 
 struct Outputs {
@@ -372,12 +378,12 @@ fn run(args: &Args) -> Result<(), String> {
     shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
     outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
     if endpoint.active_flows() > 0 || !schedule.is_empty() {
-        eprintln!(
+        say(&format!(
             "cchost h{}: stopped with {} flows unfinished and {} not started",
             args.host,
             endpoint.active_flows(),
             schedule.len()
-        );
+        ));
     }
     Ok(())
 }
