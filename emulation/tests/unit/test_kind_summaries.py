@@ -219,14 +219,23 @@ def test_the_convergence_section_reads_when_the_joining_flow_reached_and_when_ev
     # and both stay within the band to the end: settled 5.5. A joiner at a tenth of P never reaches 0.8:
     # "> 19", the RTTs from its join to the last window's middle (20 - 1). Base RTT 5 ms / 100 = 50 us.
     alpha, slow = BlockKey("expresspass", (("alpha", 0.5),)), BlockKey("expresspass", (("alpha", 1.0),))
-    dctcp = BlockKey("dctcp")
-    untimed = [r for r in converging(dctcp) if not isinstance(r, TimelineRow)]  # a bundle without --progress
-    directory = stored(tmp_path, "convergence", *converging(alpha), *converging(slow, joined_share=0.1), *untimed,
-                       dilation=100)
+    directory = stored(tmp_path, "convergence", *converging(alpha), *converging(slow, joined_share=0.1), dilation=100)
     lines = section(summary_markdown(directory), CONVERGENCE_HEADING)
     assert table_rows(lines) == ["| expresspass | 0.5 | 50.0 | 3.5 | 3.5 | 5.5 | 5.5 |",
-                                 "| expresspass | 1 | 50.0 | > 19 | - | > 19 | - |",
-                                 "| dctcp | - | - | no timeline | - | - | - |"]
+                                 "| expresspass | 1 | 50.0 | > 19 | - | > 19 | - |"]
+
+
+def test_the_convergence_section_names_what_a_block_lacks_the_timeline_the_base_rtt_or_a_second_flow(tmp_path):
+    untimed, unmeasured, alone = BlockKey("dctcp"), BlockKey("expresspass", (("alpha", 0.5),)), BlockKey("dcqcn")
+    directory = stored(tmp_path, "convergence",
+                       *(r for r in converging(untimed) if not isinstance(r, TimelineRow)),  # cchost without --progress
+                       *(r for r in converging(unmeasured) if not isinstance(r, RttRow)),
+                       *(r for r in converging(alone) if not isinstance(r, FlowRow) or r.src == "h2"))
+    lines = section(summary_markdown(directory), CONVERGENCE_HEADING)
+    assert table_rows(lines) == [
+        "| dctcp | - | - | timeline.csv has no throughput samples of dctcp | - | - | - |",
+        "| expresspass | 0.5 | - | rtts.csv has no base RTT of expresspass alpha=0.5 | - | - | - |",
+        "| dcqcn | - | - | fewer than two flows of dcqcn finished | - | - | - |"]
 
 
 # Victim -------------------------------------------------------------------------------------------
@@ -278,7 +287,7 @@ NOT_RUN = {
     "permutation": (BlockKey("dctcp"), PERMUTATION_HEADING, "| dctcp | 0 | - | - | - | - | - | 4 |"),
     "shuffle": (BlockKey("dctcp"), SHUFFLE_HEADING, "| dctcp | 0 | - | - | - | 4 |"),
     "convergence": (BlockKey("expresspass", (("alpha", 0.5),)), CONVERGENCE_HEADING,
-                    "| expresspass | 0.5 | - | no timeline | - | - | - |"),
+                    "| expresspass | 0.5 | - | fewer than two flows of expresspass alpha=0.5 finished | - | - | - |"),
     "victim": (BlockKey("dctcp"), VICTIM_HEADING, "| dctcp | 0 | 4 | - | - | - | - | - | 0 | 0.000 | 0 |"),
 }
 
