@@ -297,6 +297,7 @@ def test_every_kind_of_the_registry_is_held_by_the_block_that_never_ran():
 
 
 @pytest.mark.parametrize("kind", sorted(NOT_RUN))
+@pytest.mark.filterwarnings("ignore:No artists with labels:UserWarning")  # matplotlib: a legend of no line
 def test_each_kinds_report_shows_a_block_that_never_ran_as_dashes_with_its_flows_unfinished_and_still_plots(
         tmp_path, kind):
     key, heading, expected = NOT_RUN[kind]
