@@ -96,9 +96,10 @@ def _convergence_lines(tables: Tables) -> list[str]:
         for point in tables.points(scheme):
             alpha = dict(point_values(point)).get("alpha")
             alpha = "-" if alpha is None else f"{alpha:g}"
-            seen = figures.optional(lambda: figures.convergence(tables, scheme, point))
-            if seen is None:
-                lines.append(f"| {scheme} | {alpha} | - | no timeline | - | - | - |")
+            try:
+                seen = figures.convergence(tables, scheme, point)
+            except figures.NoData as missing:  # what is missing: the timeline, the base RTT, a second flow
+                lines.append(f"| {scheme} | {alpha} | - | {missing} | - | - | - |")
                 continue
             reached, settled = seen.median(seen.reached), seen.median(seen.settled)
             lines.append(f"| {scheme} | {alpha} | {seen.rtt_s / tables.dilation * 1e6:.1f} | "

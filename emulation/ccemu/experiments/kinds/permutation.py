@@ -55,7 +55,8 @@ def _plot_permutation(tables: Tables, out: Path, plt) -> list[Path]:
     schemes = tables.schemes()
     width = 0.8 / max(1, len(schemes))
     for i, scheme in enumerate(schemes):
-        tput = sorted(figures.flow_throughputs_bps(tables, scheme), reverse=True)
+        # A block with no finished flow (never ran, or every flow cut): no bars, as its summary row has none.
+        tput = sorted(figures.optional(lambda: figures.flow_throughputs_bps(tables, scheme)) or [], reverse=True)
         ax.bar([x + i * width for x in range(len(tput))], [t / 1e9 for t in tput], width=width, label=scheme)
     ax.set(xlabel="flows, fastest first", ylabel="throughput (Gbit/s, datacenter)", title="Permutation")
     ax.grid(alpha=0.3, axis="y")
