@@ -37,10 +37,12 @@ def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
                rate: float | None = None) -> dict[str, Counter]:
     """Send every host's probes of `plan` (from inside the hosts: programs/probe.py), in rounds of
     one probe per sending host, at most `rate` probes per second (default: PROBES_PER_S_PER_CPU
-    per CPU), listen `linger` seconds more, and return what each host of `plan` (hosts with no
-    sends only listen) heard: Counter of "<src ip> <path-id>"."""
+    per CPU), listen up to `linger` seconds more (less once every probe sent has been heard), and
+    return what each host of `plan` (hosts with no sends only listen) heard: Counter of
+    "<src ip> <path-id>"."""
     rate = rate or PROBES_PER_S_PER_CPU * len(usable_cpus())
     queues = {name: [s for send in sends for s in [send] * send.count] for name, sends in plan.items()}
+    planned = sum(len(queue) for queue in queues.values())
     heard: Counter = Counter()
     with Probes(hosts_of(net, plan)) as probes:
         started, sent = time.monotonic(), 0
@@ -52,7 +54,7 @@ def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
             ahead = sent / rate - (time.monotonic() - started)
             probes.drain(heard, max(0.0, ahead))
         deadline = time.monotonic() + linger
-        while (left := deadline - time.monotonic()) > 0:
+        while sum(heard.values()) < planned and (left := deadline - time.monotonic()) > 0:
             probes.drain(heard, left)
     by_host: dict[str, Counter] = {name: Counter() for name in plan}
     for (host, src, pid), count in heard.items():
@@ -184,7 +186,9 @@ def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | No
         seen = []
         for src, dst in ((a, b), (b, a)):
             before = port_counters(net)
-            heard = run_probes(net, {src: [Send(ip[dst], pid, count)], dst: []}, linger=0.2)
+            # Up to 10 s for the last to arrive (a loaded machine's OVS takes new flows through its
+            # slow path late): the counters are read once all are through, not after a guess.
+            heard = run_probes(net, {src: [Send(ip[dst], pid, count)], dst: []}, linger=10)
             after = port_counters(net)
             got = heard[dst][f"{ip[src]} {pid}"]
             if got < count:

@@ -5,6 +5,7 @@ Both print one JSON object when done.
 
     python -m ccemu.programs.udpgen send --dst 10.0.0.2 --rate-pps 3000 --seconds 3 --credit
     python -m ccemu.programs.udpgen recv --bind 10.0.0.2 --seconds 5
+    python -m ccemu.programs.udpgen recv --bind 10.0.0.2 --seconds 60 --idle-s 2
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def recv(args) -> dict:
     packets = ce = ue = 0
     first = last = None
     while time.monotonic() < deadline:
+        if args.idle_s is not None and last is not None and time.monotonic() - last > args.idle_s:
+            break  # the senders are done
         try:
             _, ancillary, _, _ = sock.recvmsg(65535, socket.CMSG_SPACE(4))
         except socket.timeout:
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     r = commands.add_parser("recv")
     r.add_argument("--bind", required=True)
     r.add_argument("--port", type=int, default=DEFAULT_PORT)
-    r.add_argument("--seconds", type=float, required=True)
+    r.add_argument("--seconds", type=float, required=True, help="at most this long")
+    r.add_argument("--idle-s", type=float, help="stop once nothing came for this long after the first datagram")
     args = parser.parse_args(argv)
     print(json.dumps(send(args) if args.command == "send" else recv(args)), flush=True)
     return 0

@@ -39,12 +39,24 @@ class Machines:
     def ccemu_root(self, name: str) -> Path:
         return self.root / name / "ccemu"
 
+    # Ports held bound and not listening, so that nobody can listen on them: closed_port's.
+    held: list[socket.socket] = field(default_factory=list)
+
     @staticmethod
     def free_port() -> int:
-        """A port of 127.0.0.1 nobody listens on (now)."""
+        """A port of 127.0.0.1 nobody listens on now (another process may take it before it is
+        used: start() checks that its sshd got it)."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             return probe.getsockname()[1]
+
+    def closed_port(self) -> int:
+        """A port of 127.0.0.1 nobody listens on until stop(): held bound here, never listening, so
+        connecting to it is refused (a port that was merely free could be anyone's by then)."""
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.held.append(sock)
+        return sock.getsockname()[1]
 
     def start(self) -> "Machines":
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key)], check=True)
@@ -56,28 +68,37 @@ class Machines:
         for name in self.names:
             host_key = self.root / f"{name}_host_key"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
-            port = self.ports[name] = self.free_port()
-            known.append(f"[127.0.0.1]:{port} {(self.root / f'{name}_host_key.pub').read_text().strip()}")
-            config = self.root / f"{name}_sshd_config"
-            config.write_text("\n".join([
-                f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
-                f"AuthorizedKeysFile {self.root / 'authorized_keys'}", f"PidFile {self.root / name}.pid",
-                "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-                "UsePAM no", "StrictModes no", "Subsystem sftp internal-sftp", ""]))
-            proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stderr=open(self.root / f"{name}.log",
-                                                                                           "w"))
-            self.sshd[name] = psutil.Process(proc.pid)
+            # A free port can be taken by another process before sshd binds it: then sshd exits,
+            # and it is started again on another.
+            for _ in range(5):
+                if self._start_sshd(name, host_key, self.free_port()):
+                    break
+            else:
+                raise RuntimeError(f"sshd of {name} could not listen: {(self.root / f'{name}.log').read_text()}")
+            known.append(f"[127.0.0.1]:{self.ports[name]} {(self.root / f'{name}_host_key.pub').read_text().strip()}")
         (self.root / "known_hosts").write_text("\n".join(known) + "\n")
-        for name, port in self.ports.items():
-            self._wait_listening(name, port)
         return self
 
-    def _wait_listening(self, name: str, port: int) -> None:
-        deadline = time.monotonic() + 10
+    def _start_sshd(self, name: str, host_key: Path, port: int) -> bool:
+        """sshd for `name` on `port`; True once it listens there itself, False if it exited."""
+        config = self.root / f"{name}_sshd_config"
+        config.write_text("\n".join([
+            f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
+            f"AuthorizedKeysFile {self.root / 'authorized_keys'}", f"PidFile {self.root / name}.pid",
+            "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "UsePAM no", "StrictModes no", "Subsystem sftp internal-sftp", ""]))
+        proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)],
+                                stderr=open(self.root / f"{name}.log", "w"))
+        self.sshd[name], self.ports[name] = psutil.Process(proc.pid), port
+        deadline = time.monotonic() + 60  # generous: only a hang gets this far
         while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    return
+            if proc.poll() is not None:
+                del self.sshd[name], self.ports[name]
+                return False
+            # Listening itself: a connection to the port could reach whoever else took it.
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in self.sshd[name].net_connections(kind="tcp4")):
+                return True
             time.sleep(0.05)
         raise RuntimeError(f"sshd of {name} did not listen on {port}: {(self.root / f'{name}.log').read_text()}")
 
@@ -108,6 +129,9 @@ class Machines:
         return alive
 
     def stop(self) -> None:
+        for sock in self.held:
+            sock.close()
+        self.held.clear()
         procs = self.processes()
         for proc in procs:
             try:

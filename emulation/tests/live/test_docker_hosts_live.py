@@ -21,7 +21,7 @@ from ccemu.containers.engine import ENGINE_ROOT, DockerEngine, docker_sdk
 from ccemu.containers import CONTAINERS_FILE
 from ccemu.containers.image import CCHOST_IN_IMAGE, CCHOST_LABEL, default_tag, file_sha256
 from ccemu.fabric.checks import check_path_symmetry, check_reachability
-from ccemu.fabric.inventory import STATE_FILE
+from ccemu.fabric.inventory import STATE_FILE, process_start_time
 from ccemu.fabric.net import FabricNet
 from ccemu.programs.cchost import cchost_binary
 from ccemu.polling import wait_until
@@ -112,7 +112,9 @@ def test_incast_in_docker_hosts_gives_the_namespace_hosts_results(tmp_path):
         rounds = table(bundle, "rounds")
         assert all(r["finished"] == r["flows"] for r in rounds), rounds
         for scheme in ("expresspass", "dctcp"):
-            goodput[kind, scheme] = statistics.mean(float(r["goodput_bps"]) for r in rounds if r["scheme"] == scheme)
+            # The median round: one round slowed by what else ran on the machine (a CPU stall of a
+            # few hundred ms in a ~1 s round) moves a mean by several percent, not the median.
+            goodput[kind, scheme] = statistics.median(float(r["goodput_bps"]) for r in rounds if r["scheme"] == scheme)
         drops[kind] = sum(int(p["data_dropped"]) for p in table(bundle, "ports") if p["scheme"] == "expresspass")
         assert (bundle / "hosts.csv").exists() == (kind == "docker")
     print({f"{kind} {scheme}": round(value / 1e6, 3) for (kind, scheme), value in goodput.items()}, drops)
@@ -184,7 +186,8 @@ def test_sigkill_of_the_orchestrator_then_ccemu_clean_leaves_no_container_veth_n
                                env=env, timeout=120)
         assert clean.returncode == 0, clean.stdout + clean.stderr
         assert leftovers(state) == []
-        assert all(not Path(f"/proc/{c['pid']}").exists() for c in containers.values())
+        # Each container's first process is gone (by start time: the kernel may give its pid out again).
+        assert all(process_start_time(c["pid"]) != c["start_time"] for c in containers.values())
         assert root_interfaces() == interfaces
         assert not state_file.parent.exists()
         if dockerd:  # the dockerd ccemu started for the run is gone too

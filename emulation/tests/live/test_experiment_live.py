@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from runs import start_experiment as start_incast
 
+from ccemu.polling import wait_until
+
 
 def start_experiment(tmp_path, total_bytes, flows, rounds, **options):
     run, _ = start_incast(tmp_path, "tiny-incast", 3, total_bytes, flows, rounds, **options)
@@ -90,6 +92,17 @@ def cchost_of(records: Path) -> int | None:
     return None
 
 
+def udp_datagrams_sent(pid: int) -> int | None:
+    """UDP datagrams sent in the network namespace of `pid` (a host's: its cchost's), or None."""
+    try:
+        lines = [line.split() for line in Path(f"/proc/{pid}/net/snmp").read_text().splitlines()
+                 if line.startswith("Udp:")]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    names, values = lines[0], lines[1]
+    return int(values[names.index("OutDatagrams")])
+
+
 @pytest.mark.root
 def test_a_sender_killed_mid_round_is_named_at_once_its_round_ends_and_the_run_exits_non_zero(tmp_path):
     interfaces_before = set(os.listdir("/sys/class/net"))
@@ -103,14 +116,22 @@ def test_a_sender_killed_mid_round_is_named_at_once_its_round_ends_and_the_run_e
         records = [s.with_name(s.stem.removeprefix("round1-") + ".records") for s in schedules]
         victim = next((pid for pid in map(cchost_of, records) if pid), None)
         time.sleep(0.05)
+    # Signalled through a pidfd: the cchost found, not whatever the kernel gives its pid to if it ended.
+    pidfd = os.pidfd_open(victim)
     (victim_records,) = [r for r in records if cchost_of(r) == victim]
     host = victim_records.stem
     said = f"expresspass N=4 round 1: {host}'s cchost (sender) killed by SIGKILL"
     lines: list[tuple[float, str]] = []  # (when, line) of the run's output
     reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), line) for line in run.stdout))
     reader.start()
-    time.sleep(0.3)  # mid-round: the flows are under way
-    os.kill(victim, signal.SIGKILL)
+    # Mid-round: the victim's flow under way (it sent 100 datagrams of its ~700), waited for rather
+    # than slept for (its cchost may start late on a loaded machine). None: it is gone already, which
+    # the signal below reports (ProcessLookupError).
+    assert wait_until(lambda: (udp_datagrams_sent(victim) or 10**9) >= 100, 60, 0.02), "the victim sent nothing"
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
     killed_at = time.monotonic()
 
     run.wait(timeout=180)

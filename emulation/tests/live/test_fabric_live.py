@@ -2,10 +2,12 @@
 
 import json
 import os
+import queue
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -94,10 +96,12 @@ def test_a_flow_without_a_path_id_crosses_the_ports_of_the_path_id_the_fabric_gi
     net = fat_tree_k4
     send = ("import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
             "s.bind(('', int(sys.argv[2]))); [s.sendto(b'x', (sys.argv[1], int(sys.argv[3]))) for _ in range(50)]")
+    last_hop = net.fabric_topo.attachment("h16")  # on every path: when it has sent them, every port has
     for sport, dport in ((5201, 33333), (40001, 5201), (50123, 33000)):
         before = port_counters(net)
         net["h1"].cmd(f"{sys.executable} -c {shlex.quote(send)} {net['h16'].IP()} {sport} {dport}")
-        time.sleep(0.3)
+        # Read once all 50 are through (the first takes OVS's slow path: late on a loaded machine).
+        assert wait_until(lambda: port_counters(net)[last_hop][1] - before[last_hop][1] >= 50, 10, 0.1), (sport, dport)
         after = port_counters(net)
         sent = {key for key, (_, tx) in after.items() if tx - before[key][1] >= 50}
         pid = flow_path_id(net, "h1", "h16", "udp", sport, dport)
@@ -128,7 +132,10 @@ def udp_goodputs(net, pairs, offered_mbps):
     unlike TCP, whose timeouts at a 0.1 ms RTT (the bpf datapath) left a 5 Mbit/s link 24 % idle in
     one fresh-clone CI run, what arrives is what the shaping lets through."""
     servers = [net[dst].popen(["iperf3", "-s", "-1"]) for _, dst in pairs]
-    time.sleep(0.3)
+    # Each server listening before its client connects (a client that comes first is refused).
+    for (_, dst), server in zip(pairs, servers):
+        assert wait_until(lambda: server.poll() is not None or net[dst].cmd("ss -Hltn 'sport = :5201'").strip(), 30)
+        assert server.poll() is None, f"iperf3 -s on {dst} exited with status {server.returncode}"
     clients = [net[src].popen(["iperf3", "-c", net[dst].IP(), "-u", "-b", f"{offered_mbps}M", "-l", "1448", "-t", "5",
                                "-J"]) for src, dst in pairs]
     goodputs = [json.loads(c.communicate()[0])["end"]["sum_received"]["bits_per_second"] for c in clients]
@@ -216,11 +223,21 @@ def start_ccemu_up(tmp_path, config_yaml: str):
     env = {**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")}
     up = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "up", "--no-cli", str(config)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # Its lines read by a thread (which goes on draining them), so that the deadline holds even
+    # while ccemu up says nothing.
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=lambda: ([lines.put(line) for line in up.stdout], lines.put(None)), daemon=True).start()
     deadline = time.monotonic() + 60
-    while "is up" not in up.stdout.readline():
-        if up.poll() is not None or time.monotonic() > deadline:
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
             up.kill()
-            pytest.fail(f"ccemu up did not come up: {up.stderr.read()}")
+            pytest.fail(f"ccemu up did not come up within 60 s: {up.stderr.read()}")
+        if "is up" in line:
+            break
     (state_dir,) = (tmp_path / "state").iterdir()
     return up, env, state_dir, json.loads((state_dir / "state.json").read_text())
 
@@ -347,7 +364,9 @@ def test_ccemu_exec_and_ports_work_on_a_live_fabric_and_ctrl_c_tears_everything_
     interfaces_before = root_interfaces()
     up, env, state_dir, state = start_ccemu_up(tmp_path, "name: interrupted\ntopology: {kind: star, hosts: 3}\n")
     try:
-        ping = ccemu(env, "exec", "h1", "ping", "-c", "1", "-W", "5", "10.0.0.3")
+        # One reply within 30 s (-w: ping sends again each second until one comes): the first packet of
+        # a flow takes OVS's slow path, whose upcall can be dropped on a loaded machine.
+        ping = ccemu(env, "exec", "h1", "ping", "-c", "1", "-w", "30", "10.0.0.3")
         assert ping.returncode == 0, ping.stdout + ping.stderr
         ports = ccemu(env, "ports")
         assert ports.returncode == 0, ports.stderr

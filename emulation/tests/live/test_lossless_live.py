@@ -11,6 +11,7 @@ import pytest
 
 from ccemu.fabric.net import FabricNet
 from ccemu.model.config import parse_config
+from ccemu.polling import wait_until
 from ccemu.ports import pfc
 from ccemu.ports.maps import PortMaps
 from test_ports_live import result, start_receiver, start_sender
@@ -49,14 +50,23 @@ def test_a_2_to_1_overload_into_a_lossless_port_pauses_its_senders_drops_nothing
     with fabric(tmp_path, {"kind": "star", "hosts": 3}, port) as net:
         receiver = start_receiver(net, "h3", 12)
         senders = [start_sender(net, h, "h3", LINE_PPS, 3, "--size", str(PAYLOAD)) for h in ("h1", "h2")]
-        time.sleep(2)
-        with PortMaps(net.inventory.state_dir) as maps:
-            during = {p.port: p for p in maps.read()}
+        # Congestion spread upstream while the overload lasts: looked for until the senders end (one
+        # reading after a fixed sleep could come before they started, on a machine other work holds).
+        spread = False
+        while not spread and any(s.poll() is None for s in senders):
+            with PortMaps(net.inventory.state_dir) as maps:
+                during = {p.port: p for p in maps.read()}
+            spread = any(during[n].pfc.paused or during[n].queue_bytes[0] > 0 for n in ("h1-eth1", "h2-eth1"))
+            time.sleep(0.02)
         sent = [result(s) for s in senders]
         got = result(receiver)
         after = ports_by_name(net)
         shown = subprocess.run([sys.executable, "-m", "ccemu.cli", "ports", "--run", net.run_id], capture_output=True,
                                text=True, env={**os.environ, "CCEMU_STATE_ROOT": str(tmp_path)})
+        # The agent writes its figures every pfc.STATS_EVERY_S: wait for those that count every pause
+        # the programs decided (its figures of a second ago may miss the last), then judge them.
+        pauses = sum(p.pfc.pause_events for p in after.values())
+        wait_until(lambda: (a := agent_stats(net))["pauses"] + a["superseded"] == pauses, 10, 0.1)
         agent = agent_stats(net)
         host_qdisc_drops = {h: qdisc_drops(net, h, f"{h}-eth1") for h in ("h1", "h2")}
 
@@ -76,7 +86,7 @@ def test_a_2_to_1_overload_into_a_lossless_port_pauses_its_senders_drops_nothing
     # The senders' NICs were paused, and their queues grew: congestion spread upstream.
     assert all(p.pfc.pause_events > 0 for p in nics)
     assert all(p.data.max_queue_bytes > 10 * WIRE for p in nics)
-    assert any(during[n].pfc.paused or during[n].queue_bytes[0] > 0 for n in ("h1-eth1", "h2-eth1"))
+    assert spread
     # An ingress held at most xoff plus what came while its pause took effect.
     assert all(0 < after[f"s1-eth{i}"].pfc.max_held_bytes <= XOFF + HEADROOM for i in (1, 2))
     # The congested port's queue held both ingresses' share, more than one xoff.
@@ -85,10 +95,16 @@ def test_a_2_to_1_overload_into_a_lossless_port_pauses_its_senders_drops_nothing
     assert all(p.queue_bytes == (0, 0) and p.pfc.held_bytes == 0 and not p.pfc.paused for p in after.values())
     # Every pause the programs decided was carried out (or undone before the agent came to it),
     # and every gate closed was opened again.
-    pauses = sum(p.pfc.pause_events for p in after.values())
     assert agent["pauses"] == agent["resumes"] and agent["pauses"] + agent["superseded"] == pauses
     assert agent["failures"] == [] and agent["unknown_ports"] == 0
     assert sum(sum(p.pfc.pause_histogram) for p in after.values()) == pauses
+
+
+def flow_packets(net) -> int:
+    """Data packets admitted so far at s2 -> h3."""
+    with PortMaps(net.inventory.state_dir) as maps:
+        (port,) = [p for p in maps.read() if p.port == "s2-eth1"]
+    return port.data.enqueued_packets
 
 
 @pytest.mark.root
@@ -105,7 +121,9 @@ def test_tcd_marks_the_congested_port_ce_the_paused_port_upstream_ue_and_an_unco
         flow = start_sender(net, "h1", "h3", 0.7 * LINE_PPS, 6, "--size", str(PAYLOAD), "--ecn", "2")
         victim = start_sender(net, "h2", "h4", LINE_PPS / 10, 6, "--size", str(PAYLOAD), "--ecn", "2",
                               "--sport", str(0xB001))
-        time.sleep(1)
+        # The burst comes once h1's flow holds the congested port (half a second of it through
+        # s2 -> h3), however long the senders took to start.
+        assert wait_until(lambda: flow_packets(net) >= 0.7 * LINE_PPS / 2, 30, 0.02)
         burst = start_sender(net, "h4", "h3", LINE_PPS, 3, "--size", str(PAYLOAD), "--ecn", "2", "--sport", str(0xB002))
         sent = {"flow": result(flow), "victim": result(victim), "burst": result(burst)}
         got = {h: result(r) for h, r in receivers.items()}

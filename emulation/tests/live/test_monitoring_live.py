@@ -2,6 +2,7 @@
 every dashboard panel's query finds the run's series in its Prometheus, and nothing listens
 beyond loopback."""
 
+import calendar
 import json
 import os
 import re
@@ -137,8 +138,9 @@ def test_a_monitored_run_feeds_every_panel_of_its_kinds_dashboards_and_listens_o
     try:
         url = wait_for_line(monitor, r"(http://127\.0\.0\.1:\d+)").group(1)
         assert set(listening_sockets_of(monitoring_pids(tmp_path / "state"))) == {"127.0.0.1"}
-        start = time.mktime(time.strptime(manifest["started"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-        end = time.mktime(time.strptime(manifest["finished"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone + 2
+        # UTC stamps: timegm (mktime - timezone was an hour off wherever summer time was in force).
+        start = calendar.timegm(time.strptime(manifest["started"], "%Y-%m-%dT%H:%M:%SZ"))
+        end = calendar.timegm(time.strptime(manifest["finished"], "%Y-%m-%dT%H:%M:%SZ")) + 2
         empty = []
         boards = {uid: board for uid, board in dashboards().items() if kind in KINDS[uid]}
         assert len(boards) >= 4

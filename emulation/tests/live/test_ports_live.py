@@ -3,12 +3,13 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
+from ccemu.polling import wait_until
+from ccemu.programs import udpgen
 from ccemu.ports.program import PortProgram
 from ccemu.ports.maps import LAYOUTS, PortMaps, queue_minus_backlog
 
@@ -34,11 +35,24 @@ def star(tmp_path, hosts, rate_mbps, port):
     return FabricNet(config, state_root=tmp_path)
 
 
+# A receiver stops this long after the last datagram it got: after its senders, however late they
+# started (a fixed listening time, counted from its own start, left ~1 s for the senders' Python to
+# start and finish on a machine other work may hold). Longer than any pause a sender sees here.
+RECEIVER_IDLE_S = 2.0
+
+
 def start_receiver(net, host, seconds, *flags):
+    """udpgen recv on `host`, returned once its socket is bound: a datagram sent before would be
+    lost (port unreachable), and the tests count every one. It stops RECEIVER_IDLE_S after its
+    senders (at the latest `seconds` + 60 s after it started)."""
+    port = int(flags[flags.index("--port") + 1]) if "--port" in flags else udpgen.DEFAULT_PORT
     proc = net[host].popen([sys.executable, "-m", "ccemu.programs.udpgen", "recv", "--bind", net[host].IP(),
-                            "--seconds", str(seconds), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
-    time.sleep(0.3)
+                            "--seconds", str(seconds + 60), "--idle-s", str(RECEIVER_IDLE_S), *flags],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bound = f"sport = :{port}"
+    assert wait_until(lambda: proc.poll() is not None or net[host].cmd(f"ss -Hlun '{bound}'").strip(), 30), \
+        f"udpgen recv on {host} did not bind port {port} within 30 s"
+    assert proc.poll() is None, proc.communicate()[1]
     return proc
 
 
@@ -49,7 +63,7 @@ def start_sender(net, src, dst, rate_pps, seconds, *flags):
 
 
 def result(proc):
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     return json.loads(out)
 
@@ -168,14 +182,17 @@ def test_the_programs_queue_tracks_the_fifo_backlog_tc_shows_under_overload(tmp_
         namespace = net.switch_namespaces[0]
         receiver = start_receiver(net, "h3", 7)
         senders = [start_sender(net, h, "h3", 0.6 * line_pps, 5) for h in ("h1", "h2")]
-        time.sleep(1.0)
+        # Sampled under overload: once the queue holds half the buffer (not after a guess at how
+        # long the senders take to start).
+        assert wait_until(lambda: port(net, namespace.name, egress).queue_bytes[0] > 30_000, 10, 0.02)
         with PortMaps(net.inventory.state_dir) as maps:
             differences = queue_minus_backlog(maps, namespace.name, egress, namespace.pid, 150, 0.02)
         for s in senders:
             result(s)
         result(receiver)
         loaded = port(net, net.switch_namespaces[0].name, egress)
-        time.sleep(0.5)
+        # Drained: every queue back to zero (a phantom queue never is: the deadline fails it).
+        wait_until(lambda: all(p.queue_bytes == (0, 0) for p in all_ports(net)), 10, 0.05)
         drained = all_ports(net)
 
     mean_abs = sum(abs(d) for d in differences) / len(differences)

@@ -75,13 +75,17 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     path = tmp_path / "ovs.yaml"  # what follows: userspace OVS, whose experiments keep what the benchmark measures
     config, used = load_experiment(path, tmp_path)
     variant = capacity.variant_of(config.fabric, len(usable_cpus()))
-    capacity.write(tmp_path, [run(variant, 20, 0.97, 150), run(variant, 25, 0.96, 180), run(variant, 50, 0.5),
-                              run("another placement", 50, 0.99)], [variant, "another placement"], 10)
+    written = capacity.write(tmp_path, [run(variant, 20, 0.97, 150), run(variant, 25, 0.96, 180),
+                                        run(variant, 50, 0.5), run("another placement", 50, 0.99)],
+                             [variant, "another placement"], 10)
+    # The day it was written on, as it says (today's date read again here differs across midnight UTC).
+    when = json.loads((written / "capacity.json").read_text())["when"]
+    assert when in {time.strftime('%Y-%m-%d', time.gmtime(t)) for t in (time.time() - 60, time.time())}
     config, used = load_experiment(path, tmp_path)
     # 25 Mbit/s per link and 100 in all (4 x, as DESIGN.md's 10 and 40): realistic keeps about 5 links busy,
     # so 20 Mbit/s each, d = 500 (at 10 and 40: 8 each, 1250, rounded up to 2000).
     assert (used.link_mbps, used.aggregate_mbps) == (25, 100) and config.datacenter.dilation == 500
-    assert f"`ccemu bench capacity` of {time.strftime('%Y-%m-%d', time.gmtime())}, {variant}: every pair >= 0.95 " \
+    assert f"`ccemu bench capacity` of {when}, {variant}: every pair >= 0.95 " \
            f"up to 25 Mbit/s per link" == used.source
     assert config.link.rate_mbps == 20
     # Measured with another CPU count (a results folder from another machine): not this machine's.

@@ -21,7 +21,9 @@ from ccemu.sweeps.plan import load_sweep
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = [yaml.safe_load(p.read_text()) for p in sorted((REPO / "workloads" / "experiments").glob("*.yaml"))]
 MAX_LINE = 600  # characters: a line, not a dump of the input
-MAX_SECONDS = 2.0  # per config; ~2 ms is usual
+# Per config, in CPU time (~2 ms is usual): wall time would count what else the machine runs (a
+# hypothesis run is hundreds of examples: one wait for a CPU on a shared machine would fail it).
+MAX_SECONDS = 2.0
 
 # Values a mistyped or hostile file could hold where any value is expected.
 JUNK = st.one_of(
@@ -67,7 +69,7 @@ def mutated_configs(draw):
 
 def judged(data) -> ExperimentConfig | None:
     """The config, or None after checking that the refusal is one short line; in bounded time."""
-    started = time.monotonic()
+    started = time.process_time()
     try:
         return parse_config(data)
     except ConfigError as exc:
@@ -76,7 +78,7 @@ def judged(data) -> ExperimentConfig | None:
         assert line.startswith("config: ")
         return None
     finally:
-        assert time.monotonic() - started < MAX_SECONDS
+        assert time.process_time() - started < MAX_SECONDS
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -103,13 +105,13 @@ def test_a_random_sweep_grid_plans_or_is_one_line(tmp_path_factory, grid):
     (directory / "base.yaml").write_text(yaml.safe_dump(SHIPPED[0]))
     path = directory / "sweep.yaml"
     path.write_text(yaml.safe_dump({"experiment": "base.yaml", "grid": grid}))
-    started = time.monotonic()
+    started = time.process_time()  # CPU time, as MAX_SECONDS
     try:
         sweep = load_sweep(path)
         assert len(sweep.points) == math.prod(len(v) for v in grid.values())
     except ConfigError as exc:
         assert "\n" not in str(exc) and len(str(exc)) <= MAX_LINE, str(exc)[:2000]
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
 
 
 # Inputs the fuzzing (and issue 29's hand-made list) found, each once a traceback or a misleading line.

@@ -2,6 +2,7 @@
 anything, without root; cchost's own argument rules asked of the built cchost (--check-args), so
 the two can never disagree."""
 
+import resource
 import subprocess
 import sys
 import time
@@ -22,13 +23,25 @@ def validate(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def cpu_seconds(who: int = resource.RUSAGE_CHILDREN) -> float:
+    """User and system CPU time of `who` so far (children: those waited for, with theirs)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+# The time bounds below are on CPU time, not wall time: on a shared 2-CPU machine the wall clock
+# counts whatever else runs (a CI run once waited seconds for a CPU), while the CPU time is what
+# validating costs. Wall time only has to show that nothing hung.
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_file_is_valid_here_in_under_two_seconds(path):
-    started = time.monotonic()
+    started, cpu = time.monotonic(), cpu_seconds()
     done = validate(str(path))
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout.startswith(f"{path}: valid: ")
-    assert time.monotonic() - started < 2  # the issue's bound; ~0.5 s here
+    assert cpu_seconds() - cpu < 2  # the issue's bound (`ccemu validate` and its cchost); ~0.5 s here
+    assert time.monotonic() - started < 60
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -61,7 +74,7 @@ def test_cchost_is_asked_once_per_scheme_alpha_and_link_rate_whatever_the_fabric
     config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 1000},
                            "link": {"host_shares": {"h1": 0.5}}, "workload": {"kind": "shuffle"},
                            "schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass"}]})
-    started = time.monotonic()
+    started = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds()
     check_args(config, [None, 0.5], binary=fake)
     assert calls.read_text().split() == ["1", "2"] * 4
-    assert time.monotonic() - started < 5
+    assert cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds() - started < 5  # not 250 million names

@@ -187,7 +187,10 @@ mod tests {
                 poller.wait(&clock, until).expect("waits");
                 let now = Instant::now();
                 assert!(now >= until, "woke {:?} early (timerfd: {})", until - now, poller.uses_timerfd());
-                assert!(now - until < Duration::from_millis(500), "woke {:?} late", now - until);
+                // How late a woken thread gets a CPU is the scheduler's (a shared 2-CPU machine can
+                // keep it waiting for hundreds of ms): this bound only tells "woke at its deadline"
+                // from "slept on" (no timer armed: the 10 s of a test's other waits, or forever).
+                assert!(now - until < Duration::from_secs(5), "woke {:?} late", now - until);
                 assert_eq!(poller.tokens().count(), 0, "nothing ready, and the timer is no token");
             }
         }
