@@ -181,6 +181,7 @@ class FabricNet(Mininet):
         self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
         self.port_ids: dict[str, PortIds] = {}  # port name -> its id and its peer's (ports/program.py)
         self.pause_agent: subprocess.Popen | None = None  # lossless ports: ports/pfc.py
+        self.port_shapes: dict[str, PortShape] = {}  # every port's, as configured
         self.timings = Timings()
         self.stop_timings = Timings()
         _raise_open_files_limit()
@@ -335,6 +336,7 @@ class FabricNet(Mininet):
         def script(node: str, ports: dict[str, PortShape], switch_ports: bool,
                    ip_after: tuple[str, ...] = ()) -> str:
             """The namespace's one batch of each tool: what its ports say (ports/interface.py), in order."""
+            self.port_shapes.update(ports)
             commands = [configure(port, port_ids[port], port_shape, switch_ports) for port, port_shape in ports.items()]
             program_config = config_dir / f"{node}.ports"
             _write(program_config, [c.program for c in commands])
@@ -384,8 +386,11 @@ class FabricNet(Mininet):
         where = {}
         for node, ports in self.port_index.items():
             pid = (self[node] if node in self.nameToNode else self._namespace_named(node)).pid
-            where.update({self.port_ids[port].port_id: [node, pid, port] for port in ports})
-        (state / pfc.PORTS_FILE).write_text(json.dumps(where))  # the ports' shape: SHAPE_FILE, written above
+            # Each port with its own shape: a host's NIC has its own rate (link.host_shares) and
+            # buffer (port.host_buffer_bytes), a port between switches its own rate.
+            where.update({self.port_ids[port].port_id: [node, pid, port, self.port_shapes[port].as_json()]
+                          for port in ports})
+        (state / pfc.PORTS_FILE).write_text(json.dumps(where))
         with open(state / pfc.LOG_FILE, "w") as log:  # a file: a pipe nobody reads could fill and stop it
             self.pause_agent = self.inventory.spawn(
                 "pfc pause agent", [sys.executable, "-m", "ccemu.ports.pfc", str(state)], stdout=subprocess.PIPE,

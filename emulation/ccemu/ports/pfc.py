@@ -39,7 +39,7 @@ from .maps import PFC_EVENT, PORT_PFC, PinnedMap, open_pinned
 from .program import SHAPE_FILE
 from .tc import DATA_CLASSID, GateSettings, PortShape
 
-PORTS_FILE = "pfc-ports.json"  # port id -> [node, namespace pid, interface]
+PORTS_FILE = "pfc-ports.json"  # port id -> [node, namespace pid, interface, its PortShape as JSON]
 STATS_FILE = "pfc-agent.json"
 READY_LINE = "pfc agent ready"
 GATE_HANDLE = 0x200000  # 20:
@@ -49,9 +49,6 @@ STATS_EVERY_S = 1.0
 CHECK_EVERY_S = 0.1  # every gate against its port's flag
 LOG_FILE = "pfc-agent.log"  # its stderr
 EVENTS_BYTES = 256 * 1024  # bpf/port.h PFC_EVENTS_BYTES
-# The gates take their settings from the run's SHAPE_FILE (program.py), the ports facing hosts: those
-# between switches (link.fabric_share) differ only in rate, which the gates need not know: an open
-# gate's rate is above the host link's, so the port's HTB class, not the gate, sets its rate either way.
 _NLMSG_ERROR = 2
 
 
@@ -244,9 +241,12 @@ class Agent:
 
 
 def run(state_dir: Path) -> int:
-    shape = PortShape.from_json(json.loads((state_dir / SHAPE_FILE).read_text()))
+    # Each gate from its own port's shape: a gate is replaced whole by every change, and a NIC's (its
+    # own rate and buffer) resumed with a switch port's settings would lose both.
+    shape = PortShape.from_json(json.loads((state_dir / SHAPE_FILE).read_text()))  # the host links': frame times
     targets = {int(pid_key): value for pid_key, value in json.loads((state_dir / PORTS_FILE).read_text()).items()}
-    ports = {port_id: GatedPort.open(node, pid, ifname, shape) for port_id, (node, pid, ifname) in targets.items()}
+    ports = {port_id: GatedPort.open(node, pid, ifname, PortShape.from_json(port_shape))
+             for port_id, (node, pid, ifname, port_shape) in targets.items()}
     bpffs = state_dir.resolve() / "bpffs"
     ring = RingBuffer.pinned(bpffs / "pfc_events", EVENTS_BYTES)
     flags = PinnedMap(bpffs / "port_pfc", PORT_PFC.size)

@@ -23,8 +23,8 @@ LINE_PPS = RATE_MBPS * 1e6 / 8 / WIRE
 XOFF, XON, HEADROOM = 30_000, 20_000, 15_380
 
 
-def fabric(tmp_path, topology, port):
-    config = parse_config({"name": "lossless", "topology": topology, "link": {"rate_mbps": RATE_MBPS},
+def fabric(tmp_path, topology, port, **link):
+    config = parse_config({"name": "lossless", "topology": topology, "link": {"rate_mbps": RATE_MBPS, **link},
                            "port": port})
     return FabricNet(config, state_root=tmp_path)
 
@@ -121,9 +121,9 @@ def test_tcd_marks_the_congested_port_ce_the_paused_port_upstream_ue_and_an_unco
         flow = start_sender(net, "h1", "h3", 0.7 * LINE_PPS, 6, "--size", str(PAYLOAD), "--ecn", "2")
         victim = start_sender(net, "h2", "h4", LINE_PPS / 10, 6, "--size", str(PAYLOAD), "--ecn", "2",
                               "--sport", str(0xB001))
-        # The burst comes once h1's flow holds the congested port (half a second of it through
-        # s2 -> h3), however long the senders took to start.
-        assert wait_until(lambda: flow_packets(net) >= 0.7 * LINE_PPS / 2, 30, 0.02)
+        # The burst comes once h1's flow has held the congested port for a second (a second of it
+        # through s2 -> h3), however long the senders took to start.
+        assert wait_until(lambda: flow_packets(net) >= 0.7 * LINE_PPS, 30, 0.02)
         burst = start_sender(net, "h4", "h3", LINE_PPS, 3, "--size", str(PAYLOAD), "--ecn", "2", "--sport", str(0xB002))
         sent = {"flow": result(flow), "victim": result(victim), "burst": result(burst)}
         got = {h: result(r) for h, r in receivers.items()}
@@ -144,4 +144,37 @@ def test_tcd_marks_the_congested_port_ce_the_paused_port_upstream_ue_and_an_unco
     assert uncongested.data.marked_packets == uncongested.data.ue_marked_packets == 0
     # The victim is not taken for congested: UE marks, never CE.
     assert got["h4"]["ce"] == 0 and got["h4"]["ue"] > 0
+    assert all(p.data.dropped_packets == 0 for p in after.values())
+
+
+def gate_of(node, port) -> str:
+    """The TBF line of `port`'s gate, as the kernel shows it now (tc shows its FIFO limit as the
+    latency it makes at its rate: `lat`)."""
+    (line,) = [line for line in node.cmd(f"tc qdisc show dev {port}").splitlines() if " tbf " in line]
+    return line
+
+
+@pytest.mark.root
+def test_a_host_nic_with_its_own_buffer_and_rate_keeps_them_across_its_pauses_and_resumes(tmp_path):
+    """PFC with link.host_shares and port.host_buffer_bytes: the pause agent resumes each port with
+    its own gate (its FIFO limit is the NIC's buffer), not the switch ports' one."""
+    nic_buffer = 400_000
+    port = {"profile": "droptail", "buffer_bytes": 200_000, "host_buffer_bytes": nic_buffer,
+            "lossless": {"xoff_bytes": XOFF, "xon_bytes": XON, "headroom_bytes": HEADROOM}}
+    with fabric(tmp_path, {"kind": "star", "hosts": 3}, port, host_shares={"h1": 0.8}) as net:
+        before = gate_of(net["h1"], "h1-eth1")
+        switch_port = gate_of(net["s1"], "s1-eth3")
+        receiver = start_receiver(net, "h3", 12)
+        senders = [start_sender(net, h, "h3", LINE_PPS, 3, "--size", str(PAYLOAD)) for h in ("h1", "h2")]
+        sent = [result(s) for s in senders]
+        got = result(receiver)
+        after = ports_by_name(net)
+        assert after["h1-eth1"].pfc.pause_events > 0, {p: s.pfc.pause_events for p, s in after.items()}
+        assert wait_until(lambda: agent_stats(net)["resumes"] >= after["h1-eth1"].pfc.pause_events, 10, 0.1)
+        resumed = gate_of(net["h1"], "h1-eth1")
+
+    # The NIC's gate, as made from its own shape, holds twice the switch port's (400 KB, not 200 KB).
+    assert before.split(" lat ")[1] != switch_port.split(" lat ")[1], (before, switch_port)
+    assert resumed == before  # the same gate, open, after its pauses
+    assert got["packets"] == sum(s["sent"] for s in sent)
     assert all(p.data.dropped_packets == 0 for p in after.values())
