@@ -277,12 +277,9 @@ class ExperimentRunner:
             with PortMaps(net.inventory.state_dir) as maps:
                 ports = maps.read_drained()
                 frame_ns = maps.frame_ns
-            agent = net.pause_agent_figures()
-            if agent is not None:
-                self.pause_agents[spec.label] = agent
-                if "died" in agent:
-                    self.console.print(f"[red]{spec.label}: the PFC pause agent died ({agent['died']})[/red]")
         cpu = fidelity.CpuTimes.now().since(cpu_before)
+        if (agent := net.pause_agent_figures) is not None:  # written as the fabric stopped it
+            self.pause_agents[spec.label] = agent
         self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port) for p in ports))
         lateness = None
         if (gap := spec.scheme.port.credit_gap_us(config.link.rate_mbps)) is not None:

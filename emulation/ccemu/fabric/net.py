@@ -182,6 +182,11 @@ class FabricNet(Mininet):
         self.port_ids: dict[str, PortIds] = {}  # port name -> its id and its peer's (ports/program.py)
         self.pause_agent: subprocess.Popen | None = None  # lossless ports: ports/pfc.py
         self.port_shapes: dict[str, PortShape] = {}  # every port's, as configured
+        # The PFC pause agent's last figures (ports/pfc.py's stats file), as it wrote them when stop()
+        # stopped it (while it runs they are up to pfc.STATS_EVERY_S old: a pause of the last second
+        # would show without its resume); None: no agent ran. "died" says why where it had stopped
+        # before: its ports' gates then stayed as they were, so pauses went on, or never came.
+        self.pause_agent_figures: dict | None = None
         self.timings = Timings()
         self.stop_timings = Timings()
         _raise_open_files_limit()
@@ -405,15 +410,12 @@ class FabricNet(Mininet):
         path = self.inventory.state_dir / pfc.LOG_FILE
         return " ".join(path.read_text().split()[-60:]) if path.exists() else ""
 
-    def pause_agent_figures(self) -> dict | None:
-        """The PFC pause agent's figures (ports/pfc.py's stats file; None: no agent ran), with
-        "died" saying why where it is no longer running: its ports' gates then stayed as they
-        were, so pauses went on, or never came."""
+    def _read_pause_agent_figures(self, died: bool) -> dict | None:
         stats = self.inventory.state_dir / pfc.STATS_FILE
         if not stats.exists():
             return None
         figures = json.loads(stats.read_text())
-        if self.pause_agent is not None and self.pause_agent.poll() is not None:
+        if died:
             figures["died"] = f"exit status {self.pause_agent.returncode}: {self.pause_agent_log()}"
         return figures
 
@@ -481,11 +483,13 @@ class FabricNet(Mininet):
         """Stop OVS, end every shell, then make sure nothing of the run remains."""
         self.stop_timings = Timings()
         if self.pause_agent is not None:  # first, so that it writes its last figures (the inventory would kill it too)
+            died = self.pause_agent.poll() is not None
             self.pause_agent.terminate()
             try:
                 self.pause_agent.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+            self.pause_agent_figures = self._read_pause_agent_figures(died)
             self.pause_agent = None
         for instance in self.instances:
             instance.kill()

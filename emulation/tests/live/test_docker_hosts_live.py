@@ -204,3 +204,32 @@ def test_sigkill_of_the_orchestrator_then_ccemu_clean_leaves_no_container_veth_n
             remove_if_left(json.loads(state_file.read_text()), state_file.parent)
     if machine_engine is None:
         assert not (ENGINE_ROOT / "dockerd").exists()
+
+
+# Lossless ports with Docker hosts: the pause agent gates each host's NIC from a socket it opened in
+# that container's network namespace. Plain DCQCN (its own profile: RED-like marking, PFC), the host
+# NICs with room for what their hosts send while paused (an RDMA NIC holds data in host memory).
+LOSSLESS_DOCKER = """
+name: lossless-docker
+topology: {kind: star, hosts: 5}
+link: {rate_mbps: 10}
+hosts: {kind: docker}
+schemes:
+  - scheme: dcqcn
+    port: {profile: dcqcn, buffer_bytes: 400000, host_buffer_bytes: 4000000,
+           lossless: {xoff_bytes: 30000, xon_bytes: 20000}}
+workload: {kind: incast, aggregator: h1, total_bytes: 2000000, flows: [4], rounds: 1, round_timeout_s: 120}
+"""
+
+
+def test_lossless_ports_pause_the_nics_of_docker_hosts_and_plain_dcqcn_drops_nothing(tmp_path):
+    bundle = run_to_bundle(tmp_path, "lossless-docker", LOSSLESS_DOCKER)
+    (round_row,) = table(bundle, "rounds")
+    assert round_row["unfinished"] == "" and int(round_row["finished"]) == 4
+    ports = table(bundle, "ports")
+    assert sum(int(p["data_dropped"]) for p in ports) == 0
+    # The senders' NICs, inside their containers, were paused and resumed by the agent.
+    paused_nics = {p["port"] for p in ports if p["node"].startswith("h") and int(p["pause_events"]) > 0}
+    assert paused_nics and paused_nics <= {f"h{i}-eth1" for i in range(2, 6)}, paused_nics
+    agent = json.loads((bundle / "manifest.json").read_text())["pause_agent"]["dcqcn N=4"]
+    assert agent["pauses"] == agent["resumes"] > 0 and agent["failures"] == [] and "died" not in agent
