@@ -13,11 +13,10 @@ from pathlib import Path
 import typing
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..experiments.kinds import KINDS
-from ..model.config import ExperimentConfig
+from ..model.config import ExperimentConfig, read_yaml
 from . import readings, rule, stats
 from .figures import Tables
 from .readings import NotComparable
@@ -189,7 +188,9 @@ class Comparison:
 
 
 def _table(path: Path) -> ReferenceTable:
-    return ReferenceTable.model_validate(yaml.safe_load(path.read_text()))
+    # The strict reader of the experiment files: a claim written twice (a duplicate key) is an
+    # error here too, not the later one silently winning.
+    return ReferenceTable.model_validate(read_yaml(path))
 
 
 def load_claims(path: Path = REFERENCE) -> list[Claim]:

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
+from ..model.config.base import Section
+from ..model.config.errors import describe
 from ..model.names import Name
 from ..model.excerpt import shown
 from ..results.merge import cell_text
@@ -61,9 +63,7 @@ class SweepError(ConfigError):
     """A bad sweep file; str() is the one line to show."""
 
 
-class SweepFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class SweepFile(Section):  # a Section: unknown keys refused, no bool where a number is meant
     name: Name | None = None
     experiment: str
     set: dict[str, object] = {}
@@ -121,11 +121,8 @@ def load_sweep(path: Path, raw: object = None) -> Sweep:
         raise SweepError(f"{path}: expected a mapping of keys at the top level")
     try:
         sweep = SweepFile.model_validate(raw)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
-        raise SweepError(f"{path}: {key}: {message[0].lower()}{message[1:]}") from None
+    except ValidationError as exc:  # in the experiment files' words (model/config/errors.py)
+        raise SweepError(f"{path}: {describe(exc.errors()[0], union_tags=set())}") from None
     if not sweep.grid:
         raise SweepError(f"{path}: grid: needs at least one key (a point per combination of its values)")
     for key, values in sweep.grid.items():

@@ -60,6 +60,9 @@ grid: {scheme: [expresspass, dctcp], workload.flows: [2, 4, 8]}
     ("experiment: tiny.yaml\ngrid: {seed: [1]}\nrepeat: 3\n", "repeat: unknown key"),
     ("experiment: tiny.yaml\ngrid: {link.rate_mbps.x: [1]}\n", "rate_mbps is not a section of the experiment file"),
     ("experiment: tiny.yaml\ngrid: [1, 2]\n", "grid: input should be a valid dictionary"),
+    # A bool is no number (pydantic would read `true` as 1 s), and no bool is a number.
+    ("experiment: tiny.yaml\ngrid: {seed: [1]}\ntimeout_s: true\n", "timeout_s: must be a number (got true)"),
+    ("experiment: tiny.yaml\ngrid: {seed: [1]}\nmonitoring: 3\n", "monitoring: input should be a valid boolean"),
     # 10^8 combinations: refused by their count, before one is built.
     ("experiment: tiny.yaml\ngrid: {seed: [" + ", ".join(map(str, range(100))) + "], transport.alpha: ["
      + ", ".join(f"0.{i:02d}1" for i in range(100)) + "], workload.rounds: [" + ", ".join(map(str, range(1, 101)))
