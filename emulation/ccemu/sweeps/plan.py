@@ -42,6 +42,7 @@ from pydantic import Field, ValidationError
 from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
 from ..model.config.base import Section
 from ..model.config.errors import describe
+from ..model.config.workloads import MAX_WAIT_S
 from ..model.names import Name
 from ..model.excerpt import shown
 from ..results.merge import cell_text
@@ -70,7 +71,7 @@ class SweepFile(Section):  # a Section: unknown keys refused, no bool where a nu
     grid: dict[str, list[object]]
     monitoring: bool = True
     check: bool = True
-    timeout_s: float | None = Field(None, gt=0)
+    timeout_s: float | None = Field(None, gt=0, le=MAX_WAIT_S)
 
 
 def _value_text(value: object) -> str:
@@ -134,9 +135,12 @@ def load_sweep(path: Path, raw: object = None) -> Sweep:
         sizes = " x ".join(f"{len(values)} {key}" for key, values in sweep.grid.items())
         raise SweepError(f"{path}: grid: {sizes} is {count} points: at most {MAX_POINTS} (split the sweep)")
     base = _base_file(path, sweep.experiment)
-    base_config = read_yaml(base)
+    try:
+        base_config = read_yaml(base)
+    except ConfigError as exc:
+        raise SweepError(f"{path}: experiment: {exc}") from None
     if not isinstance(base_config, dict):
-        raise SweepError(f"{base}: expected a mapping of keys at the top level")
+        raise SweepError(f"{path}: experiment: {base} is not an experiment file (no mapping of keys at its top level)")
     name = sweep.name or path.stem
     fixed = dict(base_config)
     for key, value in sweep.set.items():
@@ -169,6 +173,8 @@ def _base_file(path: Path, experiment: str) -> Path:
 
 def _changed(config: dict, key: str, value: object, where: str) -> dict:
     """`config` with `value` at the dotted `key` (a copy: nothing shared is changed)."""
+    if key == "name":  # each point is named <sweep>-pNN, which would silently win
+        raise SweepError(f"{where}: the sweep names its points (<sweep name>-p01, ...): set the sweep's own `name:`")
     if key == SCHEME_KEY:
         return _with_schemes(config, value, where)
     parts = key.split(".")

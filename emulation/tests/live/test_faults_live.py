@@ -62,6 +62,12 @@ class Run:
         results = self.tmp_path / "results"
         return bool(list(results.glob(f"*/*/work/{scheme}-N{n}/round{round_number}-*.flows")))
 
+    def kill(self, what: str) -> float:
+        """SIGKILL to the process the run's inventory recorded as `what`; when it was sent."""
+        pid = self.wait_for(lambda: recorded_pid(self.tmp_path / "state", what), f"{what} recorded")
+        os.kill(pid, signal.SIGKILL)
+        return time.monotonic()
+
     def finish(self, timeout: float = 300) -> str:
         """The run's stderr, once it exited."""
         self.process.wait(timeout=timeout)
@@ -112,10 +118,7 @@ def test_an_ovs_vswitchd_killed_mid_block_is_named_at_once_its_block_fails_and_t
     # Open vSwitch forwards (the default here is the bpf datapath, which has no daemon to lose).
     run = Run(tmp_path, "ovs-dies", SMALL_INCAST.format(name="ovs-dies", **INCAST) + "fabric: {datapath: ovs}\n")
     run.wait_for(lambda: run.round_started("expresspass", 4), "expresspass's round 1")
-    pid = run.wait_for(lambda: recorded_pid(tmp_path / "state", "ovs-vswitchd #0"), "ovs-vswitchd recorded")
-    time.sleep(0.3)  # mid-round
-    os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
+    killed_at = run.kill("ovs-vswitchd #0")  # its flows start START_DELAY_S (0.2 s) after their schedule
     err = run.finish()
 
     said = "expresspass N=4: ovs-vswitchd #0 killed by SIGKILL"
@@ -143,9 +146,7 @@ def test_an_ovs_vswitchd_killed_mid_block_is_named_at_once_its_block_fails_and_t
 def test_prometheus_killed_mid_run_is_named_at_once_and_the_run_finishes_whole_with_a_warning(tmp_path):
     run = Run(tmp_path, "prometheus-dies", SMALL_INCAST.format(name="prometheus-dies", **INCAST))
     run.wait_for(lambda: run.round_started("expresspass", 4), "expresspass's round 1")
-    pid = run.wait_for(lambda: recorded_pid(tmp_path / "state", "prometheus"), "prometheus recorded")
-    os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
+    killed_at = run.kill("prometheus")
     err = run.finish()
 
     assert run.said_at("live metrics: prometheus killed by SIGKILL") - killed_at < NAMED_WITHIN_S
@@ -165,9 +166,7 @@ def test_prometheus_killed_mid_run_is_named_at_once_and_the_run_finishes_whole_w
 def test_the_pfc_pause_agent_killed_mid_block_fails_that_block_and_plain_dcqcn_runs_the_next_lossless(tmp_path):
     run = Run(tmp_path, "agent-dies", LOSSLESS_DCQCN.format(name="agent-dies"))
     run.wait_for(lambda: run.round_started("dcqcn", 4), "dcqcn's round 1")
-    pid = run.wait_for(lambda: recorded_pid(tmp_path / "state", "pfc pause agent"), "the pause agent recorded")
-    os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
+    killed_at = run.kill("pfc pause agent")
     err = run.finish()
 
     assert run.said_at("dcqcn N=4: the PFC pause agent killed by SIGKILL") - killed_at < NAMED_WITHIN_S

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from ccemu.fabric.kernel import KernelFeatures
-from ccemu.model.config import parse_config
+from ccemu.model.config import ConfigError, parse_config, read_yaml
 from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, FaithfulRates, PairDelay, auto_dilation, bdp_packets,
                                   delay_lines, ideal_fct_s, one_way_delay_us, wire_bytes)
 
@@ -107,9 +107,13 @@ def test_a_dilated_config_written_back_validates_to_the_same_config():
     assert again == config and again.link.rate_mbps == pytest.approx(2.5)
 
 
-def test_numbers_yaml_reads_as_strings_still_set_the_dilated_rate():
-    # YAML 1.1 reads 1e1 and 1e3 as strings; pydantic makes them numbers, and the rate follows.
-    sections = yaml.safe_load("datacenter: {link_gbps: 1e1, dilation: 1e3}")
-    assert sections["datacenter"]["dilation"] == "1e3"
-    config = experiment(**sections)
+def test_numbers_yaml_1_1_reads_as_strings_are_numbers_in_a_config_file_and_set_the_dilated_rate(tmp_path):
+    # YAML 1.1 (yaml.safe_load) reads 1e1 and 1e3 as strings; configs are read as YAML 1.2 (read_yaml),
+    # where they are numbers, and the rate follows. A string where a number is meant is refused.
+    assert yaml.safe_load("dilation: 1e3")["dilation"] == "1e3"
+    path = tmp_path / "dc.yaml"
+    path.write_text("datacenter: {link_gbps: 1e1, dilation: 1e3}\n")
+    config = experiment(**read_yaml(path))
     assert config.dilation.factor == 1000 and config.link.rate_mbps == pytest.approx(10.0)
+    with pytest.raises(ConfigError, match=r"datacenter.dilation: input should be a valid number \(got '1e3'\)"):
+        experiment(datacenter={"link_gbps": 10, "dilation": "1e3"})

@@ -41,10 +41,10 @@ def config(**sections):
      "config: link.host_shares.h9: the topology has h1..h4"),
     (config(workload={"kind": "victim", "victim_senders": ["h1"], "victim_receiver": "h3", "congesting_senders": ["h2"],
                       "hot_receiver": "h4", "bursters": ["h3"]}),
-     "config: workload.bursters: each host has one role (got h3 twice)"),
+     "config: workload.bursters: h3 is already one of victim_receiver: each host has one role"),
     (config(workload={"kind": "victim", "victim_senders": ["h1"], "victim_receiver": "h3", "congesting_senders": ["h2"],
                       "hot_receiver": "h4", "bursters": ["h5"]}),
-     "config: workload: the topology has h1..h4 (got h5)"),
+     "config: workload.bursters: the topology has h1..h4 (got h5)"),
 ])
 def test_a_bad_lossless_config_names_the_key_and_the_rule_in_one_line(data, message):
     with pytest.raises(ConfigError) as error:

@@ -63,6 +63,12 @@ grid: {scheme: [expresspass, dctcp], workload.flows: [2, 4, 8]}
     # A bool is no number (pydantic would read `true` as 1 s), and no bool is a number.
     ("experiment: tiny.yaml\ngrid: {seed: [1]}\ntimeout_s: true\n", "timeout_s: must be a number (got true)"),
     ("experiment: tiny.yaml\ngrid: {seed: [1]}\nmonitoring: 3\n", "monitoring: input should be a valid boolean"),
+    ("experiment: tiny.yaml\ngrid: {seed: [1]}\ntimeout_s: .inf\n", "timeout_s: input should be a finite number"),
+    ("experiment: tiny.yaml\ngrid: {seed: [1]}\nmonitoring: 'no'\n", "monitoring: input should be a valid boolean"),
+    # The points' names are the sweep's: a grid or a set: over name would silently lose to them.
+    ("experiment: tiny.yaml\ngrid: {name: [a, b]}\n", "grid.name: the sweep names its points"),
+    ("experiment: tiny.yaml\nset: {name: ../../x}\ngrid: {seed: [1]}\n", "set.name: the sweep names its points"),
+    ("experiment: ../../../../../../../../../etc/hostname\ngrid: {seed: [1]}\n", "experiment: "),
     # 10^8 combinations: refused by their count, before one is built.
     ("experiment: tiny.yaml\ngrid: {seed: [" + ", ".join(map(str, range(100))) + "], transport.alpha: ["
      + ", ".join(f"0.{i:02d}1" for i in range(100)) + "], workload.rounds: [" + ", ".join(map(str, range(1, 101)))

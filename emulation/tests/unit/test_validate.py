@@ -72,7 +72,7 @@ def test_cchost_is_asked_once_per_scheme_alpha_and_link_rate_whatever_the_fabric
     fake.chmod(0o755)
     # 250 million hosts: asked of h1 (its own share) and h2 (every other host's rate), not of each.
     config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 1000},
-                           "link": {"host_shares": {"h1": 0.5}}, "workload": {"kind": "shuffle"},
+                           "link": {"host_shares": {"h1": 0.5}}, "workload": {"kind": "permutation"},
                            "schemes": [{"scheme": "dctcp"}, {"scheme": "expresspass"}]})
     started = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds()
     check_args(config, [None, 0.5], binary=fake)

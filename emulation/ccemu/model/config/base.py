@@ -18,7 +18,7 @@ class Section(BaseModel):
     never a number (pydantic reads `true` as 1 where a number is meant), and a validated
     section never changes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

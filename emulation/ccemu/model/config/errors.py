@@ -140,6 +140,9 @@ def _key(part: object) -> str:
 
 
 _UNION_FIELDS = {"topology", "workload", "port"}  # the tagged unions: the tag follows their name in a location
+# The member of a plain union (`float | Literal['auto']`) pydantic adds to a location:
+# datacenter.dilation.float is the file's datacenter.dilation.
+_UNION_MEMBER = re.compile(r"float|int|str|bool|none|(?:literal|function-\w+|constrained-\w+)\[.*\]")
 
 
 def describe(error: dict, union_tags: set[str]) -> str:
@@ -155,7 +158,8 @@ def _line(error: dict, union_tags: set[str]) -> str:
     # "[key]" it adds where a mapping's key, not its value, is wrong.
     parts = [str(part) for part in error["loc"]]
     loc = [_key(part) for i, part in enumerate(parts)
-           if part != "[key]" and not (part in union_tags and i > 0 and parts[i - 1] in _UNION_FIELDS)]
+           if part != "[key]" and not (part in union_tags and i > 0 and parts[i - 1] in _UNION_FIELDS)
+           and not (i > 0 and _UNION_MEMBER.fullmatch(part))]
     original = (error.get("ctx") or {}).get("error")
     if isinstance(original, KeyedError):  # its key path is relative to the model that raised it
         here = "".join(f"{part}." for part in loc)

@@ -160,8 +160,13 @@ class ExperimentConfig(Section):
         # One egress port may hold, from each other port of its switch, xoff + headroom before PFC
         # stops that ingress: a smaller buffer drops (the qdisc's limit is the buffer).
         radix = self.topology.counts().max_switch_ports
+        frame = self.link.mtu + ETHERNET_HEADER_BYTES
         for loc, port in self.port_configs():
             pfc = port.lossless
+            if pfc and pfc.headroom_bytes < frame:
+                raise KeyedError((*loc, "lossless", "headroom_bytes"),
+                                  f"must hold at least the frame an ingress is receiving when its pause is decided, "
+                                  f"{frame} bytes at MTU {self.link.mtu} (got {pfc.headroom_bytes})")
             need = (radix - 1) * (pfc.xoff_bytes + pfc.headroom_bytes) if pfc else 0
             if port.buffer_bytes < need:
                 raise KeyedError((*loc, "buffer_bytes"),
@@ -223,7 +228,19 @@ def parse_config(data: object, source: str = "config", kernel: KernelFeatures | 
     try:
         return ExperimentConfig.model_validate(data, context={"kernel": kernel, "faithful": faithful})
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {describe(exc.errors()[0], _UNION_TAGS)}") from None
+        raise ConfigError(f"{source}: {_in_the_files_keys(describe(exc.errors()[0], _UNION_TAGS), data)}") from None
+
+
+def _in_the_files_keys(line: str, data: dict) -> str:
+    """`line` naming the keys the file wrote: with a datacenter, link.rate_mbps is derived (link_gbps
+    / dilation), and a rule about it is a rule about those two."""
+    link = data.get("link")
+    if not isinstance(data.get("datacenter"), dict) or isinstance(link, dict) and "rate_mbps" in link:
+        return line
+    derived = "link.rate_mbps (datacenter.link_gbps / datacenter.dilation)"
+    if line.startswith("link.rate_mbps: "):
+        return f"datacenter.dilation: makes {derived}, which {line.removeprefix('link.rate_mbps: ')}"
+    return line.replace("link.rate_mbps", derived)
 
 
 def load_config(path: Path | str, kernel: KernelFeatures | None = None,

@@ -241,6 +241,14 @@ class _LosslessPort(DropTailPort):
                               description=f"egress buffer of every port, in {_WIRE_BYTES}")
 
 
+def _below_buffers(port: DropTailPort, key: str, queue_bytes: int) -> None:
+    """KeyedError at `key` unless a queue of `queue_bytes` fits in the port's buffer and in a host
+    NIC's (a NIC runs the port's marking too)."""
+    for name, buffer in (("buffer_bytes", port.buffer_bytes), ("host_buffer_bytes", port.host_nic_buffer_bytes)):
+        if queue_bytes >= buffer:
+            raise KeyedError((key,), f"must be below port.{name} ({buffer}): no queue reaches it (got {queue_bytes})")
+
+
 # DCQCN's CP (SIGCOMM 2015, section 5 and Figure 4's marking curve): Kmin 5 KB, Kmax 200 KB, Pmax 1 %.
 class DcqcnPort(_LosslessPort):
     """DCQCN's CP on a lossless port: an ECN-capable packet that finds q queued is CE-marked with
@@ -261,6 +269,7 @@ class DcqcnPort(_LosslessPort):
     def _kmin_below_kmax(self) -> "DcqcnPort":
         if self.kmin_bytes >= self.kmax_bytes:
             raise KeyedError(("kmin_bytes",), f"must be below kmax_bytes ({self.kmax_bytes}) (got {self.kmin_bytes})")
+        _below_buffers(self, "kmax_bytes", self.kmax_bytes)  # the marking curve ends inside the queue
         return self
 
 
@@ -278,6 +287,11 @@ class TcdPort(_LosslessPort):
     max_on_frames: Union[float, None] = Field(
         None, gt=0, le=1e6, description="max(T_on) in frame times at the link rate; unset: from epsilon "
                                         "(tcd_max_on_s)")
+
+    @model_validator(mode="after")
+    def _threshold_below_buffer(self) -> "TcdPort":
+        _below_buffers(self, "threshold_bytes", self.threshold_bytes)  # a queue that can pass it
+        return self
 
     def max_on_s(self, link_bps: int, frame_wire_bytes: int) -> float:
         """max(T_on) at a port of `link_bps`, in wall seconds."""

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from typing import Literal, Union
 
-from pydantic import Field, field_validator, model_serializer, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from .. import schemes
 
 from .base import Section
 from .errors import KeyedError
 from .ports import PortConfig
-from ..excerpt import cut
 
 
 YEAR_MS = 365 * 24 * 3600 * 1000  # the longest time cchost takes (args.rs)
@@ -39,14 +37,6 @@ class SchemeConfig(Section):
         {}, description="the scheme's own parameters, by cchost's names (`cchost --schemes`, model/schemes.json), "
                         "e.g. {timer_us: 55} for dcqcn; times in datacenter microseconds (cchost dilates them); "
                         "unset: cchost's defaults (the papers')")
-
-    @field_validator("params")
-    @classmethod
-    def _numbers(cls, params: dict[str, float]) -> dict[str, float]:
-        for key, value in params.items():
-            if not math.isfinite(value):
-                raise ValueError(f"{cut(key, 40)}: must be a finite number (got {value!r})")
-        return params
 
     @model_validator(mode="after")
     def _params_of_the_scheme(self) -> "SchemeConfig":

@@ -16,6 +16,15 @@ from ..excerpt import shown
 from .schemes import SchemeName
 
 
+# What a block's traffic may ask for. Every flow is a schedule line, a cchost flow and a record, made
+# in memory before the block starts: a million is hours of any experiment here.
+MAX_FLOWS = 1_000_000
+# A flow's bytes: 1 PB is 9 days at 10 Gbit/s (cchost counts them in u64).
+MAX_FLOW_BYTES = 10**15
+# Wall seconds a block waits for its flows: a year, as cchost's longest time (args.rs).
+MAX_WAIT_S = 365 * 24 * 3600
+
+
 def _within(counts: TopologyCounts, loc: tuple[str, ...], names: list[str]) -> None:
     """KeyedError at `loc` naming the first of `names` the topology does not have."""
     beyond = next((name for name in names if int(name[1:]) > counts.hosts), None)
@@ -41,13 +50,14 @@ class IncastWorkload(Workload):
 
     kind: Literal["incast"]
     aggregator: str = Field("h1", pattern=HOST_NAME)
-    total_bytes: int = Field(1_000_000, ge=1, description="bytes per round, all responses together")
+    total_bytes: int = Field(1_000_000, ge=1, le=MAX_FLOW_BYTES, description="bytes per round, all responses together")
     flows: list[int] = Field([4, 8, 16, 32], min_length=1, description="N values swept")
-    rounds: int = Field(3, ge=1, description="rounds per N")
+    rounds: int = Field(3, ge=1, le=MAX_FLOWS, description="rounds per N")
     settle_rounds: int = Field(0, ge=0, description="the first rounds of each N, shown round by round but left out "
                                                     "of goodput, round time and timeouts (the paper averages 1000 "
                                                     "requests: its figures are the steady state's)")
-    round_timeout_s: float = Field(30.0, gt=0, description="a round not done by then is reported and ended")
+    round_timeout_s: float = Field(30.0, gt=0, le=MAX_WAIT_S, description="a round not done by then is reported and "
+                                                                         "ended")
     warm_up: bool = Field(True, description="before round 1, every sender opens the connections it carries in a "
                                             "round (a one-packet response each, the senders one after another), "
                                             "as the DCTCP+ testbed's persistent connections were open before its "
@@ -59,10 +69,18 @@ class IncastWorkload(Workload):
     def _positive(cls, flows: list[int]) -> list[int]:
         if any(n < 1 for n in flows):
             raise ValueError(f"every N must be >= 1 (got {shown(flows)})")
+        if max(flows) > MAX_FLOWS:
+            raise ValueError(f"every N must be at most {MAX_FLOWS} (got {max(flows)})")
         return flows
 
     @model_validator(mode="after")
     def _rounds_left_after_settling(self) -> "IncastWorkload":
+        if self.total_bytes < max(self.flows):
+            raise KeyedError(("total_bytes",), f"{self.total_bytes} bytes over N={max(self.flows)} senders leaves "
+                                               f"responses of 0 bytes: at least {max(self.flows)}")
+        if self.rounds * max(self.flows) > MAX_FLOWS:  # a block's flow ids are unique across its rounds
+            raise KeyedError(("rounds",), f"{self.rounds} rounds of N={max(self.flows)} are "
+                                          f"{self.rounds * max(self.flows)} flows in a block: at most {MAX_FLOWS}")
         if self.settle_rounds >= self.rounds:
             raise KeyedError(("settle_rounds",), f"must be below workload.rounds ({self.rounds}): the rounds after "
                                                   f"it are the ones counted (got {self.settle_rounds})")
@@ -88,8 +106,9 @@ class RealisticWorkload(Workload):
         "host_links", description="host_links: every host offers load x its link; tor_uplinks: what crosses a "
                                   "ToR's uplinks is load x their capacity (ExpressPass, seed 000: 'we set the "
                                   "target load for ToR up-links', with 3:1 oversubscription there)")
-    flows: int = Field(300, ge=1, description="flows per load (all hosts together)")
-    timeout_s: float = Field(120.0, gt=0, description="wall seconds a load's flows get after the last one starts")
+    flows: int = Field(300, ge=1, le=MAX_FLOWS, description="flows per load (all hosts together)")
+    timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S,
+                             description="wall seconds a load's flows get after the last one starts")
 
     @field_validator("loads")
     @classmethod
@@ -125,8 +144,8 @@ class PermutationWorkload(Workload):
     """Every host sends one long flow to another, no two to the same receiver (SprayPass)."""
 
     kind: Literal["permutation"]
-    size_bytes: int = Field(2_000_000, ge=1)
-    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get to finish")
+    size_bytes: int = Field(2_000_000, ge=1, le=MAX_FLOW_BYTES)
+    timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S, description="wall seconds the flows get to finish")
 
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return counts.hosts
@@ -137,12 +156,19 @@ class ShuffleWorkload(Workload):
     other host, all at once."""
 
     kind: Literal["shuffle"]
-    tasks_per_host: int = Field(2, ge=1)
-    size_bytes: int = Field(100_000, ge=1)
-    timeout_s: float = Field(300.0, gt=0, description="wall seconds the flows get to finish")
+    tasks_per_host: int = Field(2, ge=1, le=MAX_FLOWS)
+    size_bytes: int = Field(100_000, ge=1, le=MAX_FLOW_BYTES)
+    timeout_s: float = Field(300.0, gt=0, le=MAX_WAIT_S, description="wall seconds the flows get to finish")
 
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return counts.hosts
+
+    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+        flows = self.tasks_per_host * counts.hosts * (counts.hosts - 1)
+        if flows > MAX_FLOWS:
+            raise KeyedError(("tasks_per_host",), f"{self.tasks_per_host} tasks on each of {counts.hosts} hosts, each "
+                                                  f"sending to every other host, are {flows} flows: at most "
+                                                  f"{MAX_FLOWS}")
 
 
 class ConvergenceTiming(Section):
@@ -159,7 +185,7 @@ class ConvergenceWorkload(Workload):
 
     kind: Literal["convergence"]
     receiver: str = Field("h1", pattern=HOST_NAME)
-    senders: int = Field(4, ge=1)
+    senders: int = Field(4, ge=1, le=MAX_FLOWS)
     interval_rtts: float = Field(40, gt=0, description="between starts (and stops), in base RTTs of the "
                                                        "longest path")
     per_scheme: dict[SchemeName, ConvergenceTiming] = Field(
@@ -167,7 +193,8 @@ class ConvergenceWorkload(Workload):
                         "needs room for it to be measured, not read as never)")
     alphas: list[float] = Field([0.5, 0.0625], min_length=1,
                                 description="initial credit rate / max of the credit schemes (paper: 1/2 and 1/16)")
-    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
+    timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S,
+                             description="wall seconds the flows get after the last one starts")
 
     @field_validator("alphas")
     @classmethod
@@ -182,6 +209,14 @@ class ConvergenceWorkload(Workload):
 
     def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
         _within(counts, ("receiver",), [self.receiver])
+        # Each sender is a host of its own (the kind picks those farthest from the receiver, which
+        # it checks once the fabric's paths are known): at most every other host.
+        asked = [(("senders",), self.senders)] + [(("per_scheme", scheme, "senders"), own.senders)
+                                                  for scheme, own in self.per_scheme.items() if own.senders]
+        for loc, senders in asked:
+            if senders > counts.hosts - 1:
+                raise KeyedError(loc, f"{senders} senders to {self.receiver}, each a host of its own: the topology "
+                                      f"has {counts.hosts - 1} other hosts")
 
     def senders_of(self, scheme: str) -> int:
         own = self.per_scheme.get(scheme)
@@ -211,10 +246,11 @@ class VictimWorkload(Workload):
         description="victim and congesting flows' sizes (the paper's Hadoop CDF is not among ccemu's four)")
     load: float = Field(0.3, gt=0, le=1, description="offered load of each victim and congesting sender, of the "
                                                       "fabric's link rate")
-    flows: int = Field(100, ge=1, description="victim flows (the congesting senders send as many each)")
-    burst_bytes: int = Field(64_000, ge=1, description="each burster's flow per burst")
-    burst_interval_us: float = Field(2000.0, gt=0, description="datacenter time between bursts")
-    timeout_s: float = Field(120.0, gt=0, description="wall seconds the flows get after the last one starts")
+    flows: int = Field(100, ge=1, le=MAX_FLOWS, description="victim flows (the congesting senders send as many each)")
+    burst_bytes: int = Field(64_000, ge=1, le=MAX_FLOW_BYTES, description="each burster's flow per burst")
+    burst_interval_us: float = Field(2000.0, gt=0, le=MAX_WAIT_S * 1e6, description="datacenter time between bursts")
+    timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S,
+                             description="wall seconds the flows get after the last one starts")
 
     @field_validator("victim_senders", "congesting_senders", "bursters")
     @classmethod
@@ -226,22 +262,29 @@ class VictimWorkload(Workload):
 
     @model_validator(mode="after")
     def _roles_apart(self) -> "VictimWorkload":
-        roles = [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
-                 *self.bursters]
-        twice = sorted({h for h in roles if roles.count(h) > 1})
-        if twice:
-            raise KeyedError(("bursters",), f"each host has one role (got {', '.join(twice)} twice)")
+        seen: dict[str, str] = {}  # host -> the key that gave it its role
+        for key, hosts in self.roles():
+            for host in hosts:
+                if host in seen:
+                    raise KeyedError((key,), f"{host} is already one of {seen[host]}: each host has one role")
+                seen[host] = key
         return self
 
+    def roles(self) -> list[tuple[str, list[str]]]:
+        """(key, its hosts) in the file's order of keys."""
+        return [("victim_senders", self.victim_senders), ("victim_receiver", [self.victim_receiver]),
+                ("congesting_senders", self.congesting_senders), ("hot_receiver", [self.hot_receiver]),
+                ("bursters", self.bursters)]
+
     def hosts(self) -> list[str]:
-        return [*self.victim_senders, self.victim_receiver, *self.congesting_senders, self.hot_receiver,
-                *self.bursters]
+        return [host for _, hosts in self.roles() for host in hosts]
 
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return len(self.bursters) + 2
 
     def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
-        _within(counts, (), self.hosts())
+        for key, hosts in self.roles():
+            _within(counts, (key,), hosts)
 
 
 WorkloadConfig = Annotated[
