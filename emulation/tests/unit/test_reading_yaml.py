@@ -83,21 +83,22 @@ def test_a_utf8_file_with_a_byte_order_mark_is_read(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("x: &a 1\ny: *a\n", "line 1, column 4: aliases (&/*) are not allowed: write the values out"),
+    ("x: &a 1\ny: *a\n", "x (line 1, column 4): aliases (&/*) are not allowed: write the values out"),
     ("\n".join(alias_bomb()) + "\nname: *a8\n",
-     "line 1, column 5: aliases (&/*) are not allowed: write the values out"),
-    (BASE + "seed: 1\nseed: 2\n", "line 4, column 1: key 'seed' is given twice (on lines 3 and 4): keep one"),
-    ("topology: {kind: star, kind: fattree}\n", "line 1, column 24: key 'kind' is given twice (on line 1): keep one"),
-    (BASE + "seed: 010\n", "line 3, column 7: '010' has a leading zero, which YAML 1.1 reads as octal: write 10, or "
-                           "0o10 if octal is meant"),
-    (BASE + "seed: 09\n", "line 3, column 7: '09' has a leading zero, which YAML 1.1 reads as octal: write 9"),
-    (BASE + "seed: " + "9" * 5000 + "\n", "line 3, column 7: an integer of 5000 digits: at most 30"),
-    (BASE + "seed: " + "9" * 31 + "\n", "line 3, column 7: an integer of 31 digits: at most 30"),
+     "a0 (line 1, column 5): aliases (&/*) are not allowed: write the values out"),
+    (BASE + "seed: 1\nseed: 2\n", "seed (line 4, column 1): key 'seed' is given twice (on lines 3 and 4): keep one"),
+    ("topology: {kind: star, kind: fattree}\n",
+     "topology.kind (line 1, column 24): key 'kind' is given twice (on line 1): keep one"),
+    (BASE + "seed: 010\n", "seed (line 3, column 7): '010' has a leading zero, which YAML 1.1 reads as octal: "
+                           "write 10, or 0o10 if octal is meant"),
+    (BASE + "seed: 09\n", "seed (line 3, column 7): '09' has a leading zero, which YAML 1.1 reads as octal: write 9"),
+    (BASE + "seed: " + "9" * 5000 + "\n", "seed (line 3, column 7): an integer of 5000 digits: at most 30"),
+    (BASE + "seed: " + "9" * 31 + "\n", "seed (line 3, column 7): an integer of 31 digits: at most 30"),
     ("x: " + "[" * 20000 + "]" * 20000 + "\n",
-     f"line 1, column {MAX_DEPTH + 3}: nested deeper than {MAX_DEPTH} levels: a config is a few levels deep"),
+     f"x (line 1, column {MAX_DEPTH + 3}): nested deeper than {MAX_DEPTH} levels: a config is a few levels deep"),
     ("x: " + "{a: " * 20000 + "1" + "}" * 20000 + "\n",
-     f"line 1, column {4 * MAX_DEPTH}: nested deeper than {MAX_DEPTH} levels: a config is a few levels deep"),
-    (BASE + "seed: !!int 3\n", "line 3, column 7: tags ('!!int') are not allowed: write the value plainly"),
+     f"x (line 1, column {4 * MAX_DEPTH}): nested deeper than {MAX_DEPTH} levels: a config is a few levels deep"),
+    (BASE + "seed: !!int 3\n", "seed (line 3, column 7): tags ('!!int') are not allowed: write the value plainly"),
     ("name: t\x01\n", "line 1: not valid YAML: character #x0001 is not allowed (a control character)"),
     ("name: [t\n", "line 2, column 1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
 ])
@@ -132,12 +133,13 @@ def test_the_loader_reads_what_yaml_safe_dump_writes_as_it_was(tmp_path):
 
 
 @pytest.mark.parametrize("section, message", [
+    # (a dotted key is quoted in a key path: set.'x.a0' is the key x.a0 of set:)
     ("set:\n" + "\n".join(f"  x.{line}" for line in alias_bomb()) + "\n  name: *a8\ngrid: {workload.rounds: [1]}\n",
-     "line 3, column 9: aliases (&/*) are not allowed: write the values out"),
+     "set.'x.a0' (line 3, column 9): aliases (&/*) are not allowed: write the values out"),
     ("grid:\n" + "\n".join(f"  x.{line}" for line in alias_bomb()) + "\n  workload.flows: *a8\n",
-     "line 3, column 9: aliases (&/*) are not allowed: write the values out"),
+     "grid.'x.a0' (line 3, column 9): aliases (&/*) are not allowed: write the values out"),
     ("grid: {workload.flows: [8, 8]}\ngrid: {workload.flows: [16]}\n",
-     "line 3, column 1: key 'grid' is given twice (on lines 2 and 3): keep one"),
+     "grid (line 3, column 1): key 'grid' is given twice (on lines 2 and 3): keep one"),
 ])
 def test_a_sweep_file_is_read_the_same_safe_way(tmp_path, section, message):
     sweep = tmp_path / "sweep.yaml"
@@ -149,7 +151,8 @@ def test_a_config_in_an_alias_bomb_is_one_short_line_from_load_config(tmp_path):
     bad = tmp_path / "bomb.yaml"
     bad.write_text(BASE + "defs:\n" + "\n".join(f"  {line}" for line in alias_bomb()) + "\nworkload: {kind: incast, "
                    "flows: *a8}\n")
-    assert refused(bad, load_config) == "line 4, column 7: aliases (&/*) are not allowed: write the values out"
+    assert refused(bad, load_config) == ("defs.a0 (line 4, column 7): aliases (&/*) are not allowed: write the values "
+                                         "out")
 
 
 def test_a_python_without_asserts_reads_and_refuses_the_same(tmp_path):

@@ -48,8 +48,9 @@ def read_yaml(path: Path | str) -> object:
     text = _utf8(path, _read_bytes(path))
     try:
         return yaml.load(text, Loader=ConfigLoader)
-    except Refused as exc:
-        raise ConfigError(f"{path}: {_at(exc.problem_mark)}: {exc.problem}") from None
+    except Refused as exc:  # under the key it is at, where it is in one
+        where = f"{'.'.join(map(_key, exc.path))} ({_at(exc.problem_mark)})" if exc.path else _at(exc.problem_mark)
+        raise ConfigError(f"{path}: {where}: {exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = exc.problem or exc.context or "not YAML"

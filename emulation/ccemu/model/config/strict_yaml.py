@@ -12,8 +12,8 @@ small file stand for a huge value or mean something else than it reads.
 - A key twice in one mapping is refused (YAML keeps the last one silently).
 - Nesting deeper than MAX_DEPTH is refused while composing, before Python's recursion limit.
 
-Each refusal is a Refused (a yaml.MarkedYAMLError) with its line; errors.read_yaml says it in one
-line with the file.
+Each refusal is a Refused (a yaml.MarkedYAMLError) with its line and the key path it is under;
+errors.read_yaml says it in one line with the file.
 """
 
 from __future__ import annotations
@@ -32,10 +32,19 @@ NO_ALIASES = "aliases (&/*) are not allowed: write the values out"
 
 
 class Refused(yaml.MarkedYAMLError):
-    """YAML this dialect does not read, at `problem_mark`."""
+    """YAML this dialect does not read, at `problem_mark`, under the keys `path` (top level: ())."""
 
-    def __init__(self, problem: str, mark: yaml.Mark):
+    def __init__(self, problem: str, mark: yaml.Mark, path: tuple[str, ...] = ()):
         super().__init__(problem=problem, problem_mark=mark)
+        self.path = path
+
+
+def _label(index: object) -> str | None:
+    """What composing a node under `index` adds to its key path: a mapping value's key, a list
+    item's position; None for a mapping's key itself."""
+    if isinstance(index, yaml.ScalarNode):
+        return str(index.value)
+    return str(index) if isinstance(index, int) else None
 
 
 class ConfigLoader(yaml.SafeLoader):
@@ -46,23 +55,33 @@ class ConfigLoader(yaml.SafeLoader):
     def __init__(self, stream: str):
         super().__init__(stream)
         self._depth = 0
+        self._keys: list[str] = []  # the key path of the node being composed
+        self._paths: dict[int, tuple[str, ...]] = {}  # id(node) -> its key path, for refusals while constructing
 
     def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
         event = self.peek_event()
+        label = _label(index)
+        path = (*self._keys, label) if label is not None else tuple(self._keys)
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise Refused(NO_ALIASES, event.start_mark)
+            raise Refused(NO_ALIASES, event.start_mark, path)
         if getattr(event, "tag", None) is not None:
             tag = event.tag.replace("tag:yaml.org,2002:", "!!")
-            raise Refused(f"tags ({shown(tag)}) are not allowed: write the value plainly", event.start_mark)
+            raise Refused(f"tags ({shown(tag)}) are not allowed: write the value plainly", event.start_mark, path)
         collection = isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent))
         if collection:
             self._depth += 1
             if self._depth > MAX_DEPTH:
                 raise Refused(f"nested deeper than {MAX_DEPTH} levels: a config is a few levels deep",
-                              event.start_mark)
+                              event.start_mark, path[:1])  # the key it went deep under
+        if label is not None:
+            self._keys.append(label)
         try:
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            self._paths[id(node)] = path
+            return node
         finally:
+            if label is not None:
+                self._keys.pop()
             if collection:
                 self._depth -= 1
 
@@ -74,7 +93,8 @@ class ConfigLoader(yaml.SafeLoader):
                 line = key_node.start_mark.line + 1
                 if key in first:
                     lines = f"on line {line}" if first[key] == line else f"on lines {first[key]} and {line}"
-                    raise Refused(f"key {shown(key)} is given twice ({lines}): keep one", key_node.start_mark)
+                    raise Refused(f"key {shown(key)} is given twice ({lines}): keep one", key_node.start_mark,
+                                  (*self._paths.get(id(node), ()), str(key)))
                 first[key] = line
         return super().construct_mapping(node, deep)
 
@@ -82,13 +102,14 @@ class ConfigLoader(yaml.SafeLoader):
         text = str(self.construct_scalar(node))
         body = text.lstrip("+-")
         base, digits = {"0o": (8, body[2:]), "0x": (16, body[2:])}.get(body[:2], (10, body))
+        path = self._paths.get(id(node), ())
         if len(digits) > MAX_INT_DIGITS:
-            raise Refused(f"an integer of {len(digits)} digits: at most {MAX_INT_DIGITS}", node.start_mark)
+            raise Refused(f"an integer of {len(digits)} digits: at most {MAX_INT_DIGITS}", node.start_mark, path)
         if base == 10 and len(digits) > 1 and digits.startswith("0"):
             decimal = f"{text[:len(text) - len(body)]}{digits.lstrip('0') or '0'}"
             octal = f", or 0o{digits.lstrip('0')} if octal is meant" if set(digits) <= set("01234567") else ""
             raise Refused(f"{shown(text)} has a leading zero, which YAML 1.1 reads as octal: write {decimal}{octal}",
-                          node.start_mark)
+                          node.start_mark, path)
         return int(text, base) if base == 10 else int(digits, base)
 
 
