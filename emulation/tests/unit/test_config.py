@@ -140,6 +140,8 @@ def config(**sections):
      "config: workload.bursters: the topology has h1..h16 (got h99)"),
     (config(workload={"kind": "victim", "victim_receiver": "h1"}),
      "config: workload.victim_receiver: h1 is already one of victim_senders: each host has one role"),
+    (config(workload={"kind": "victim", "burst_interval_us": 1e-9}),
+     "config: workload.burst_interval_us: 6 bursters every 1e-09 us over the flows' "),
     (config(workload={"kind": "victim", "burst_interval_us": float("inf")}),
      "config: workload.burst_interval_us: input should be a finite number (got inf)"),
     (config(port={"profile": "dcqcn", "buffer_bytes": 3_000_000, "kmax_bytes": 5_000_000}),

@@ -101,6 +101,7 @@ def test_a_utf8_file_with_a_byte_order_mark_is_read(tmp_path):
     (BASE + "seed: !!int 3\n", "seed (line 3, column 7): tags ('!!int') are not allowed: write the value plainly"),
     ("name: t\x01\n", "line 1: not valid YAML: character #x0001 is not allowed (a control character)"),
     ("name: [t\n", "line 2, column 1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
+    ("a: {[x]: 1}\n", "a (line 1, column 5): not valid YAML: found unhashable key"),
 ])
 def test_yaml_that_could_blow_up_or_mislead_is_refused_in_one_line_naming_where(tmp_path, text, message):
     bad = tmp_path / "bad.yaml"

@@ -195,7 +195,7 @@ class ExperimentConfig(Section):
         hosts = self.topology.counts().hosts
         if self.workload is not None:
             try:
-                self.workload.fit(self.topology.counts(), self.link.fabric_share)
+                self.workload.fit(self.topology.counts(), self.link.fabric_share, self.datacenter_rate_bps)
             except KeyedError as e:
                 raise KeyedError(("workload", *e.loc), str(e)) from None
         for name in self.link.host_shares:

@@ -96,7 +96,10 @@ class ConfigLoader(yaml.SafeLoader):
                     raise Refused(f"key {shown(key)} is given twice ({lines}): keep one", key_node.start_mark,
                                   (*self._paths.get(id(node), ()), str(key)))
                 first[key] = line
-        return super().construct_mapping(node, deep)
+        try:
+            return super().construct_mapping(node, deep)
+        except yaml.constructor.ConstructorError as exc:  # e.g. a list as a key: said under its mapping's key
+            raise Refused(f"not valid YAML: {exc.problem}", exc.problem_mark, self._paths.get(id(node), ())) from None
 
     def construct_int(self, node: yaml.ScalarNode) -> int:
         text = str(self.construct_scalar(node))

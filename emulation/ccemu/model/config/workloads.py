@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from ..topology import TopologyCounts
-from ..workloads import host_load_for_tor_uplinks
+from ..workloads import FlowSizeCdf, host_load_for_tor_uplinks
 from .base import HOST_NAME, Section
 from .errors import KeyedError
 from ..excerpt import shown
@@ -39,9 +39,10 @@ class Workload(Section):
         """How many links the workload keeps busy at once (for `dilation: auto`)."""
         raise NotImplementedError
 
-    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
-        """KeyedError (its key relative to the workload) where the workload asks the topology for
-        more than it has; by default it asks nothing."""
+    def fit(self, counts: TopologyCounts, fabric_share: float, link_bps: float) -> None:
+        """KeyedError (its key relative to the workload) where the workload asks the topology (at
+        links of `link_bps`, the datacenter's) for more than it has, or more flows than a block may
+        have; by default it asks nothing."""
 
 
 class IncastWorkload(Workload):
@@ -90,7 +91,7 @@ class IncastWorkload(Workload):
         """Every response crosses the aggregator's link: the fabric carries one link's rate."""
         return 1
 
-    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+    def fit(self, counts: TopologyCounts, fabric_share: float, link_bps: float) -> None:
         _within(counts, ("aggregator",), [self.aggregator])
 
 
@@ -130,7 +131,7 @@ class RealisticWorkload(Workload):
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return counts.hosts * max(self.host_link_loads(counts, fabric_share))
 
-    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+    def fit(self, counts: TopologyCounts, fabric_share: float, link_bps: float) -> None:
         try:
             over = [(load, x) for load, x in zip(self.loads, self.host_link_loads(counts, fabric_share)) if x > 1]
         except (ValueError, ArithmeticError) as e:
@@ -163,7 +164,7 @@ class ShuffleWorkload(Workload):
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return counts.hosts
 
-    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+    def fit(self, counts: TopologyCounts, fabric_share: float, link_bps: float) -> None:
         flows = self.tasks_per_host * counts.hosts * (counts.hosts - 1)
         if flows > MAX_FLOWS:
             raise KeyedError(("tasks_per_host",), f"{self.tasks_per_host} tasks on each of {counts.hosts} hosts, each "
@@ -207,7 +208,7 @@ class ConvergenceWorkload(Workload):
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return 1
 
-    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+    def fit(self, counts: TopologyCounts, fabric_share: float, link_bps: float) -> None:
         _within(counts, ("receiver",), [self.receiver])
         # Each sender is a host of its own (the kind picks those farthest from the receiver, which
         # it checks once the fabric's paths are known): at most every other host.
@@ -282,9 +283,17 @@ class VictimWorkload(Workload):
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
         return len(self.bursters) + 2
 
-    def fit(self, counts: TopologyCounts, fabric_share: float) -> None:
+    def fit(self, counts: TopologyCounts, fabric_share: float, link_bps: float) -> None:
         for key, hosts in self.roles():
             _within(counts, (key,), hosts)
+        # The bursts last as long as the Poisson flows (model/workloads.py victim_flows): a congesting
+        # sender's `flows` flows at `load` of its link take about flows x mean size / (load x rate).
+        lasting_s = self.flows * FlowSizeCdf.named(self.cdf).mean() * 8 / (self.load * link_bps)
+        bursts = len(self.bursters) * (int(lasting_s / (self.burst_interval_us / 1e6)) + 1)
+        if bursts > MAX_FLOWS:
+            raise KeyedError(("burst_interval_us",), f"{len(self.bursters)} bursters every {self.burst_interval_us:g} "
+                                                     f"us over the flows' {lasting_s * 1e3:.3g} ms are {bursts} "
+                                                     f"flows: at most {MAX_FLOWS}")
 
 
 WorkloadConfig = Annotated[
