@@ -416,8 +416,14 @@ class FabricNet(Mininet):
             return None
         figures = json.loads(stats.read_text())
         if died:
-            figures["died"] = f"exit status {self.pause_agent.returncode}: {self.pause_agent_log()}"
+            figures["died"] = self._pause_agent_ended()
         return figures
+
+    def _pause_agent_ended(self) -> str:
+        """How the pause agent ended, with what it said when it ended on its own (killed by a signal
+        from outside, its log's last words are whatever it wrote before)."""
+        said = self.pause_agent_log() if self.pause_agent.returncode >= 0 else ""
+        return f"{ended(self.pause_agent.returncode)}{': ' + said[-200:] if said else ''}"
 
     def fault(self) -> str | None:
         """What of the fabric's own machinery (an OVS daemon, the PFC pause agent) is no longer
@@ -429,9 +435,7 @@ class FabricNet(Mininet):
                 shown = ", ".join(switches[:4]) + (f" and {len(switches) - 4} more" if len(switches) > 4 else "")
                 return f"{died} (the switches {shown} stopped forwarding)"
         if self.pause_agent is not None and self.pause_agent.poll() is not None:
-            said = self.pause_agent_log()
-            return (f"the PFC pause agent {ended(self.pause_agent.returncode)}{': ' + said[-200:] if said else ''} "
-                    "(its lossless ports stopped pausing and resuming)")
+            return f"the PFC pause agent {self._pause_agent_ended()} (its lossless ports stopped pausing and resuming)"
         return None
 
     def _namespace_named(self, name: str) -> Node:

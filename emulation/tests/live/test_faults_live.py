@@ -176,6 +176,7 @@ def test_the_pfc_pause_agent_killed_mid_block_fails_that_block_and_plain_dcqcn_r
     assert [(f["n"], f["what"].split(" (")[0]) for f in manifest["faults"]] == \
         [(4, "the PFC pause agent killed by SIGKILL")]
     assert {b["n"]: b["status"] for b in manifest["fidelity"]["blocks"]}[4] == "FAIL"
+    assert manifest["pause_agent"]["dcqcn N=4"]["died"] == "killed by SIGKILL"  # its figures up to then
     # N=2, on a fresh fabric with its own agent: plain DCQCN over lossless ports, every flow
     # finished, nothing dropped, every pause its agent carried out resumed.
     (second,) = [r for r in table(bundle, "rounds") if r["n"] == "2"]
