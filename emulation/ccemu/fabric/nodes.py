@@ -54,6 +54,16 @@ class RecordedShell:
         self.waiting = True  # until its prompt: see start_shells
         return None
 
+    def terminate(self) -> None:
+        """Mininet's (SIGHUP to the shell's process group), also for a shell that does not lead a
+        group yet: one stopped (Ctrl-C, SIGTERM) between its start and mnexec's setsid, still
+        waiting on its inventory gate. That shell alone is killed; the inventory removes the rest."""
+        try:
+            super().terminate()
+        except ProcessLookupError:
+            self.shell.kill()
+            self.cleanup()
+
     def wait_for_prompt(self) -> None:
         """The rest of Mininet's startShell, after the launch: the shell has printed its prompt."""
         while not self.read(1024).endswith(PROMPT):
