@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -48,8 +50,11 @@ def ccemu_fabric(k: int, instances: int | str, hosts: str = "namespace") -> dict
 
 
 def plain_mininet(k: int) -> dict:
+    # A session of its own: Mininet runs ovs-vsctl and friends as its children, unrecorded, and one
+    # caught by the stop (e.g. del-br while its ovsdb-server is being removed) would wait for ever.
     with subprocess.Popen(["unshare", "--net", sys.executable, str(PLAIN_MININET), str(k)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as baseline:
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as baseline:
         try:
             out, err = baseline.communicate(timeout=900)
         except BaseException:
@@ -58,6 +63,11 @@ def plain_mininet(k: int) -> dict:
             baseline.terminate()
             baseline.wait()
             raise
+        finally:
+            try:  # what is left of its session (its group: the shells of its hosts setsid away)
+                os.killpg(baseline.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     if baseline.returncode:
         raise RuntimeError(f"plain Mininet k={k} failed: {err.strip()[-500:]}")
     return json.loads(out.strip().splitlines()[-1])
