@@ -26,3 +26,9 @@ def ended(returncode: int) -> str:
         return f"killed by {signal.Signals(-returncode).name}"
     except ValueError:
         return f"killed by signal {-returncode}"
+
+
+def ended_saying(returncode: int, said: str) -> str:
+    """ended(), with what the process said (`said`: its log's last words) when it ended on its own;
+    killed by a signal from outside, its log ends with whatever it happened to write before."""
+    return f"{ended(returncode)}{': ' + said if said and returncode >= 0 else ''}"

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..fabric.inventory import Inventory
-from ..logs import last_line
+from ..logs import ended, last_line
 from ..polling import wait_until
 
 # Machine-wide, as the engine's socket is: not under a run's state root (CCEMU_STATE_ROOT).
@@ -177,7 +177,7 @@ def _start(root: Path):
             client = _connect()
         if client is None:
             said = last_line(log_path)
-            status = (f"exited with status {process.returncode}" if process.poll() is not None
+            status = (ended(process.returncode) if process.poll() is not None
                       else f"did not answer within {START_TIMEOUT_S:.0f} s")
             inventory.remove()
             raise EngineError(f"dockerd {status}{': ' + said if said else ''}")

@@ -34,7 +34,7 @@ from ..containers import CONTAINERS_FILE
 from ..containers import image as host_image
 from ..containers.engine import DockerEngine, remove_containers
 from ..containers.host import Container, DockerHost, create_containers
-from ..logs import ended
+from ..logs import ended_saying
 from ..model.config import ExperimentConfig
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 from .nodes import FabricHost, FabricNamespace, start_shells
@@ -420,10 +420,7 @@ class FabricNet(Mininet):
         return figures
 
     def _pause_agent_ended(self) -> str:
-        """How the pause agent ended, with what it said when it ended on its own (killed by a signal
-        from outside, its log's last words are whatever it wrote before)."""
-        said = self.pause_agent_log() if self.pause_agent.returncode >= 0 else ""
-        return f"{ended(self.pause_agent.returncode)}{': ' + said[-200:] if said else ''}"
+        return ended_saying(self.pause_agent.returncode, self.pause_agent_log()[-200:])
 
     def fault(self) -> str | None:
         """What of the fabric's own machinery (an OVS daemon, the PFC pause agent) is no longer

@@ -19,7 +19,7 @@ from pathlib import Path
 from mininet.node import Node
 
 from .inventory import Inventory
-from ..logs import ended, last_line
+from ..logs import ended, ended_saying, last_line
 from ..polling import wait_until
 from ..model.routing import PATH_IDS
 
@@ -71,7 +71,7 @@ class OvsInstance:
         if wait_until(lambda: control_socket.exists() or daemon.poll() is not None, START_TIMEOUT_S) \
                 and daemon.poll() is None:
             return
-        failed = (f"exited with status {daemon.returncode}" if daemon.poll() is not None
+        failed = (ended(daemon.returncode) if daemon.poll() is not None
                   else f"did not open {control_socket} within {START_TIMEOUT_S:g} s")
         said = last_line(self.rundir / f"{what}.stderr") or last_line(self.rundir / f"{what}.log")
         raise OvsError(f"{what} #{self.index} {failed} at start{': ' + said if said else ''} "
@@ -192,10 +192,8 @@ class OvsInstance:
         while both run."""
         for what, proc in self.daemons.items():
             if proc.poll() is not None:
-                # What it said as it ended, when it ended on its own; killed by a signal from outside,
-                # its last line is whatever it happened to log before.
-                said = last_line(self.rundir / f"{what}.stderr") if proc.returncode >= 0 else ""
-                return f"{what} #{self.index} {ended(proc.returncode)}{': ' + said if said else ''}"
+                said = last_line(self.rundir / f"{what}.stderr")
+                return f"{what} #{self.index} {ended_saying(proc.returncode, said)}"
         return None
 
     def kill(self) -> None:

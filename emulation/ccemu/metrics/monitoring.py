@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..fabric.inventory import DEFAULT_STATE_ROOT, Inventory
-from ..logs import ended, last_line
+from ..logs import ended, ended_saying, last_line
 from ..results.bundle import BlockKey
 from .collector import Block, ExperimentCollector, MetricsServer
 
@@ -104,7 +104,7 @@ class Prometheus:
             if self.process.poll() is not None:
                 self.stop()
                 said = last_line(self.dir / "prometheus.log")
-                raise MonitoringError(f"prometheus exited with status {self.process.returncode} at start"
+                raise MonitoringError(f"prometheus {ended(self.process.returncode)} at start"
                                       f"{': ' + said if said else ''} (log: {self.dir / 'prometheus.log'})")
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
@@ -129,8 +129,7 @@ class Prometheus:
         """How Prometheus ended and the last it logged, once it is no longer running; else None."""
         if self.process.poll() is None:
             return None
-        said = last_line(self.dir / "prometheus.log")
-        return f"prometheus {ended(self.process.returncode)}{': ' + said if said else ''}"
+        return f"prometheus {ended_saying(self.process.returncode, last_line(self.dir / 'prometheus.log'))}"
 
     def stop(self) -> None:
         """SIGTERM (Prometheus then writes its data out), and what the inventory does."""

@@ -40,8 +40,10 @@ def test_every_shipped_file_is_valid_here_in_under_two_seconds(path):
     done = validate(str(path))
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout.startswith(f"{path}: valid: ")
-    assert cpu_seconds() - cpu < 2  # the bound (`ccemu validate` and its cchost); ~0.5 s here
-    assert time.monotonic() - started < 60
+    # The bound is wall time (restored after the timing pass had widened it to 60 s): ~0.5 s
+    # here, also with a CI run beside it; and in CPU time (`ccemu validate` and its cchost).
+    assert cpu_seconds() - cpu < 2
+    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize("extra, message", [
