@@ -27,6 +27,7 @@ import errno
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,8 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     from .ports.program import PortProgramMissing
     from .results.space import ResultsDiskFull
     from .sweeps.fanout import FanoutError
+    from .fabric.tunnels import AcrossMachinesError
+    from .machines.session import MachineLost
 
     nothing_left = "nothing of the run is left"
     return [
@@ -78,6 +81,8 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         (AllocatorMissing, EXIT_NOT_BUILT, nothing_left),
         (ImageError, EXIT_NOT_BUILT, nothing_left),
         (EngineError, EXIT_FABRIC, nothing_left),
+        (MachineLost, EXIT_FABRIC, "the other machines tore their parts down"),
+        (AcrossMachinesError, EXIT_FABRIC, ""),
         (LeftoversError, EXIT_FAILED, ""),  # says itself to run `ccemu clean`
         ((OvsError, FabricError), EXIT_FABRIC, f"{nothing_left}; `ccemu check` tries a fabric on its own"),
         (InventoryError, EXIT_FABRIC, ""),
@@ -106,12 +111,33 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--rate-mbps", type=float, default=5.0)
     check.add_argument("--ovs-instances", type=int)
     check.add_argument("--datapath", choices=["ovs", "bpf"], help="fabric.datapath (default: the file's, else ovs)")
+    check.add_argument("--inventory", type=Path, metavar="INV",
+                       help="one fabric over the machines of this Ansible inventory (README: one fabric over several "
+                            "machines): its plan printed, each machine's part brought up over ssh")
+
+    plan = commands.add_parser("plan", help="how a fabric would split over machines: which switch where, the cut "
+                                            "links, each machine's forwarding load against its capacity")
+    plan.add_argument("config", type=Path)
+    where = plan.add_mutually_exclusive_group(required=True)
+    where.add_argument("--inventory", type=Path, metavar="INV", help="the machines of this Ansible inventory")
+    where.add_argument("--machines", type=int, metavar="N", help="N machines like this one (named m1..mN)")
+    plan.add_argument("--k", type=int, help="a fat-tree of this radix instead of the file's topology, at the file's "
+                                            "link rate (the dilation it resolves to)")
+
+    part = commands.add_parser("part", help="(run by the controller over ssh) serve this machine's part of a fabric "
+                                            "over several machines on stdin/stdout")
+    part.add_argument("--machine", required=True)
 
     up = commands.add_parser("up", help="bring up the fabric of an experiment file and keep it until Ctrl-C")
     up.add_argument("config", type=Path)
     up.add_argument("--no-cli", action="store_true", help="no Mininet prompt: wait for SIGINT/SIGTERM")
+    up.add_argument("--inventory", type=Path, metavar="INV",
+                    help="one fabric over the machines of this Ansible inventory, until Ctrl-C or a machine is lost "
+                         "(no prompt)")
 
-    commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
+    clean = commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
+    clean.add_argument("--inventory", type=Path, metavar="INV",
+                       help="on every machine of this Ansible inventory (after a fabric over them was killed)")
 
     image_cmd = commands.add_parser("image", help="build the Docker host image (static cchost and busybox, FROM "
                                                  "scratch) unless the one of this cchost build exists")
@@ -135,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     experiment.add_argument("config", type=Path)
     experiment.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     experiment.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
+    experiment.add_argument("--inventory", type=Path, metavar="INV",
+                            help="(not built yet: refused) an experiment's traffic over one fabric across machines")
     experiment.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     experiment.add_argument("--keep-monitoring", action="store_true",
                             help="keep Prometheus up after the run, until Ctrl-C")
@@ -196,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     setLogLevel("warning")
     interrupts.unwind_on_signals()  # SIGINT and SIGTERM unwind through the teardown in `finally`
     try:
-        handlers = {"check": cmd_check, "up": cmd_up, "clean": cmd_clean, "exec": cmd_exec, "ports": cmd_ports,
+        handlers = {"check": cmd_check, "plan": cmd_plan, "part": cmd_part, "up": cmd_up, "clean": cmd_clean,
+                    "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "validate": cmd_validate, "report": cmd_report,
                     "monitor": cmd_monitor, "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep,
                     "bench": cmd_bench}
@@ -351,10 +380,94 @@ def cmd_bench(args) -> int:
 
 def cmd_check(args) -> int:
     config = _check_config(args)
-    _require_root("check")
-    from .fabric.checks import check_fabric
+    if args.inventory is None:
+        _require_root("check")
+        from .fabric.checks import check_fabric
 
-    return 0 if check_fabric(config) else EXIT_FAILED
+        return 0 if check_fabric(config) else EXIT_FAILED
+    return _check_across(config, args.inventory)
+
+
+def _machines_plan(config: ExperimentConfig, inventory: Path | None, count: int | None):
+    """(machines, plan) of `config` over an inventory's machines or `count` like this one."""
+    from .machines.fabric import plan_of
+    from .sweeps.machines import Machine, machines_of
+
+    if inventory is not None:
+        machines = machines_of(inventory)
+    elif count is not None and count >= 1:
+        machines = [Machine(f"m{i + 1}", f"m{i + 1}:22") for i in range(count)]
+    else:
+        raise ConfigError(f"--machines must be at least 1 (got {count})")
+    here = bench_capacity.faithful_rates(config.fabric, RESULTS) or default_faithful(config.fabric,
+                                                                                      KernelFeatures.probe())
+    return machines, plan_of(config, machines, here)
+
+
+def _check_across(config: ExperimentConfig, inventory: Path) -> int:
+    """`ccemu check --inventory`: the plan, refused in one line when a machine cannot carry its
+    share; else every machine's part up, the checks over the whole fabric, every part down."""
+    from .fabric.checks import check_fabric
+    from .machines.fabric import SplitFabric
+    from .model.config import DoesNotFit
+
+    machines, plan = _machines_plan(config, inventory, None)
+    print("\n".join(plan.lines()))
+    if (refusal := plan.refusal()) is not None:
+        raise DoesNotFit(refusal)
+    return 0 if check_fabric(config, SplitFabric(config, machines, plan)) else EXIT_FAILED
+
+
+def _up_across(config: ExperimentConfig, inventory: Path) -> int:
+    """`ccemu up --inventory`: the fabric over the machines until Ctrl-C / SIGTERM, or until a
+    machine is lost (one line naming it, exit 6)."""
+    from .machines.fabric import SplitFabric
+    from .machines.session import MachineLost
+    from .model.config import DoesNotFit
+
+    machines, plan = _machines_plan(config, inventory, None)
+    print("\n".join(plan.lines()), flush=True)
+    if (refusal := plan.refusal()) is not None:
+        raise DoesNotFit(refusal)
+    try:
+        with SplitFabric(config, machines, plan) as net:
+            print(f"fabric of {config.name} is up over {len(machines)} machines ({net.describe_datapath()}); "
+                  "waiting for Ctrl-C / SIGTERM", flush=True)
+            while (fault := net.fault()) is None:
+                time.sleep(0.2)
+            raise MachineLost(fault)
+    except KeyboardInterrupt:
+        print("\ntorn down")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    """Prints how the file's fabric (or a fat-tree of --k) splits; exit 8 when a machine cannot
+    carry its share."""
+    from .model.config import DoesNotFit
+
+    config = admit(load_experiment(args.config, RESULTS)[0], str(args.config))
+    if args.k is not None:
+        data = config.model_dump()
+        data["topology"] = {"kind": "fattree", "k": args.k}
+        # The file's link rate as it resolved (dilation auto would resolve again for the larger fabric).
+        data["datacenter"] = {**data["datacenter"], "dilation": config.dilation.factor}
+        config = parse_config(data, source=f"{args.config} with --k {args.k}", kernel=KernelFeatures.probe())
+    machines, plan = _machines_plan(config, args.inventory, args.machines)
+    print(f"{config.name}: {config.topology.describe()}, links {config.link.rate_mbps:g} Mbit/s "
+          f"(datacenter {config.datacenter.link_gbps:g} Gbit/s / dilation {config.dilation.factor:g})")
+    print("\n".join(plan.lines()))
+    if (refusal := plan.refusal()) is not None:
+        raise DoesNotFit(refusal)
+    print("every machine can carry its share")
+    return 0
+
+
+def cmd_part(args) -> int:
+    _require_root("part")
+    from .machines.part import main as serve_part
+
+    return serve_part(args.machine)
 
 
 def cmd_up(args) -> int:
@@ -363,6 +476,8 @@ def cmd_up(args) -> int:
     from .fabric.net import FabricNet
 
     config = admit(load_experiment(args.config, RESULTS)[0], str(args.config))
+    if args.inventory is not None:
+        return _up_across(config, args.inventory)
     _require_root("up")
     net = FabricNet(config)
     try:
@@ -381,6 +496,8 @@ def cmd_up(args) -> int:
 
 
 def cmd_clean(args) -> int:
+    if args.inventory is not None:
+        return _clean_across(args.inventory)
     from .metrics.monitoring import MONITORING_STATE  # here: it loads the collector and prometheus_client
     from .containers.engine import EngineError, engine_session, remove_containers, stop_if_unused
 
@@ -412,6 +529,29 @@ def cmd_clean(args) -> int:
     except EngineError as exc:
         print(f"ccemu clean: {exc}", file=sys.stderr)
         status = EXIT_FAILED
+    return status
+
+
+def _clean_across(inventory: Path) -> int:
+    """`ccemu clean` on each machine of `inventory` (over ssh, one after another), each one's lines
+    prefixed with its name."""
+    from .machines.session import ccemu_on
+    from .sweeps.machines import machines_of
+
+    status = 0
+    for machine in machines_of(inventory):
+        try:
+            done = subprocess.run(ccemu_on(machine, "clean"), capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            print(f"{machine.name}: ccemu clean did not finish in 300 s")
+            status = EXIT_FAILED
+            continue
+        for line in (done.stdout + done.stderr).splitlines():
+            print(f"{machine.name}: {line}")
+        if done.returncode:
+            status = EXIT_FAILED
+            if not (done.stdout + done.stderr).strip():
+                print(f"{machine.name}: ccemu clean could not run there (status {done.returncode})")
     return status
 
 
@@ -489,6 +629,13 @@ def cmd_exec(args) -> int:
 
 
 def cmd_experiment(args) -> int:
+    if args.inventory is not None:
+        # The fabric runs across machines (`ccemu up/check --inventory`); the runners still start
+        # cchost through this machine's namespaces and read the records from its files.
+        raise ConfigError(f"--inventory {args.inventory}: running an experiment's traffic over a fabric across "
+                          "machines is not built yet (its fabric is: `ccemu check --inventory`, `ccemu up "
+                          "--inventory`); run the experiment on one machine, or a sweep's points across machines "
+                          "with `ccemu sweep --inventory`")
     from rich.console import Console
 
     from .fabric.checks import check_fabric

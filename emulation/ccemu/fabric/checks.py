@@ -44,7 +44,7 @@ def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
     queues = {name: [s for send in sends for s in [send] * send.count] for name, sends in plan.items()}
     planned = sum(len(queue) for queue in queues.values())
     heard: Counter = Counter()
-    with Probes(hosts_of(net, plan)) as probes:
+    with (Probes(hosts_of(net, plan)) if isinstance(net, FabricNet) else net.probes(plan)) as probes:
         started, sent = time.monotonic(), 0
         while any(queues.values()):
             for name, queue in queues.items():
@@ -124,7 +124,10 @@ def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dpo
 
 def port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
     """(switch, port) -> (rx packets, tx packets) of every switch port: OVS's own counters, or
-    with the bpf datapath the kernel's (OVS's do not count what it never saw)."""
+    with the bpf datapath the kernel's (OVS's do not count what it never saw). A fabric over
+    several machines (machines/fabric.py) asks each for its switches'."""
+    if not isinstance(net, FabricNet):
+        return net.port_counters()
     if net.forwards_in_bpf:
         return _kernel_port_counters(net)
     dumps = [(switch.name, switch.instance.dump_ports(switch.name)) for switch in net.switches]
@@ -163,14 +166,17 @@ def _ports_that_counted(before, after, count: int) -> tuple[set[PortKey], set[Po
     return rx, tx, stray
 
 
-def symmetry_pairs(routing: Routing) -> list[tuple[str, str]]:
+def symmetry_pairs(routing: Routing, machine_of: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """The first host with one partner per path length (fat-tree: same edge, same pod, across
     pods): together their paths cross every tier's uplink choices. Every pair and path-id is
-    checked on the routing tables (routing.symmetry_problems); these, live."""
+    checked on the routing tables (routing.symmetry_problems); these, live. Over several machines
+    (`machine_of`: node -> machine), also one partner per path length on each other machine, so
+    that the checked paths cross the cut links (tunnels) as well as the local ones."""
     first, *others = routing.topo.host_names
-    by_length: dict[int, str] = {}
+    by_length: dict[tuple[int, str], str] = {}
     for other in others:
-        by_length.setdefault(len(routing.path(first, other, 0)), other)
+        machine = machine_of[other] if machine_of and machine_of[other] != machine_of[first] else ""
+        by_length.setdefault((len(routing.path(first, other, 0)), machine), other)
     return [(first, other) for _, other in sorted(by_length.items())]
 
 
@@ -207,9 +213,11 @@ def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | No
     return problems
 
 
-def check_fabric(config: ExperimentConfig) -> bool:
-    """Bring up, verify, tear down, printing what was found; True if everything held."""
-    net = FabricNet(config)
+def check_fabric(config: ExperimentConfig, net=None) -> bool:
+    """Bring up, verify, tear down, printing what was found; True if everything held. `net`: the
+    fabric to check (a SplitFabric over several machines: machines/fabric.py), FabricNet(config)
+    unless given."""
+    net = net or FabricNet(config)
     topo = net.fabric_topo
     print(f"{topo.kind}: {len(topo.switches)} switches, {len(topo.hosts)} hosts, {len(topo.links)} links, "
           f"{net.describe_datapath()}")
@@ -227,7 +235,7 @@ def check_fabric(config: ExperimentConfig) -> bool:
         print(f"reachability of {pairs} ordered pairs checked in {time.monotonic() - started:.2f} s "
               f"({reachability.first_try_losses} first datagrams lost and resent)")
         started = time.monotonic()
-        pairs = symmetry_pairs(net.routing)
+        pairs = symmetry_pairs(net.routing, getattr(getattr(net, "partition", None), "machine_of", None))
         for a, b in pairs:
             problems += check_path_symmetry(net, a, b)
         print(f"path symmetry checked on port counters for {len(pairs)} pairs, one per path length "

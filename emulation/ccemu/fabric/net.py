@@ -36,11 +36,13 @@ from ..containers.engine import DockerEngine, remove_containers
 from ..containers.host import Container, DockerHost, create_containers
 from ..logs import ended_saying
 from ..model.config import ExperimentConfig
+from ..model.partition import MachinePart
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
 from .forwarding import host_route_count, route_lines
 from .openflow import switch_flows
+from .tunnels import refused_across_machines, tunnel_line
 from .placement import place, usable_cpus
 from .allocators import allocator_library
 from .ovs import OvsInstance, start_instances, wait_all
@@ -159,16 +161,24 @@ class FabricNet(Mininet):
 
     def __init__(self, config: ExperimentConfig, topo: Topology | None = None, run_id: str | None = None,
                  state_root: Path = DEFAULT_STATE_ROOT, kernel: KernelFeatures | None = None,
-                 shared_dirs: tuple[Path, ...] = ()):
+                 shared_dirs: tuple[Path, ...] = (), part: MachinePart | None = None):
         """`shared_dirs`: directories Docker hosts see at the same path (the run's work directory:
-        schedules in, records out); namespace hosts see the machine's files anyway."""
+        schedules in, records out); namespace hosts see the machine's files anyway. `part`: this
+        machine's share of a fabric split over several (machines/): only its switches and hosts
+        are made, and each of its cut links is a tunnel (fabric/tunnels.py)."""
         self.config = config
+        self.part = part
         self.shared_dirs = shared_dirs
         self.engine: DockerEngine | None = None  # Docker hosts: the session with Docker's engine
         self.containers: dict[str, Container] = {}  # Docker hosts: host -> its container
         self.image: str | None = None  # Docker hosts: the image they run
         self.fabric_topo = topo or config.topology.build()
         self.routing = Routing(self.fabric_topo)
+        if part is not None:
+            refused_across_machines(config)
+        # What this machine makes: everything, or its part's.
+        self.local_hosts = [h for h in self.fabric_topo.hosts if part is None or part.holds(h.name)]
+        self.local_switches = [s for s in self.fabric_topo.switches if part is None or part.holds(s.name)]
         self.kernel = kernel or KernelFeatures.probe()
         self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.state_root = state_root
@@ -177,7 +187,7 @@ class FabricNet(Mininet):
         self.instances: list[OvsInstance] = []  # OVS datapath: one per switch namespace; bpf: none
         self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
-        self.placement = place(config.fabric, len(self.fabric_topo.switches), usable_cpus())
+        self.placement = place(config.fabric, len(self.local_switches), usable_cpus())
         self.port_index: dict[str, dict[str, int]] = {}  # node -> port name -> ifindex
         self.port_ids: dict[str, PortIds] = {}  # port name -> its id and its peer's (ports/program.py)
         self.pause_agent: subprocess.Popen | None = None  # lossless ports: ports/pfc.py
@@ -271,7 +281,7 @@ class FabricNet(Mininet):
     def _add_hosts(self):
         if self.engine is not None:
             self.containers = create_containers(self.engine, self.inventory, self.image,
-                                                [spec.name for spec in self.fabric_topo.hosts], self.config.hosts,
+                                                [spec.name for spec in self.local_hosts], self.config.hosts,
                                                 self.shared_dirs)
             (self.inventory.state_dir / CONTAINERS_FILE).write_text(
                 json.dumps({host: c.as_json() for host, c in self.containers.items()}, indent=1))
@@ -279,7 +289,7 @@ class FabricNet(Mininet):
         # Every shell starts while the next host is made; then all are waited for at once.
         with self.inventory.batch():
             hosts = []
-            for spec in self.fabric_topo.hosts:
+            for spec in self.local_hosts:
                 container = self.containers.get(spec.name)
                 kind = {"cls": DockerHost, "container": container} if container else {}
                 hosts.append(self.addHost(spec.name, ip=f"{spec.ip}/{HOST_PREFIX_LEN}", mac=spec.mac,
@@ -289,14 +299,14 @@ class FabricNet(Mininet):
     def slot_of(self, switch: str) -> int:
         """Switches are dealt to namespaces (and OVS instances) in topology order, so each gets
         whole tiers' worth of neighbours rather than every other switch."""
-        names = self.fabric_topo.switch_names
+        names = [spec.name for spec in self.local_switches]
         return names.index(switch) * len(self.switch_namespaces) // len(names)
 
     def switches_in(self, namespace: Node) -> list[FabricSwitch]:
         return [switch for switch in self.switches if switch.namespace is namespace]
 
     def _add_switches_and_links(self):
-        for spec in self.fabric_topo.switches:
+        for spec in self.local_switches:
             slot = self.slot_of(spec.name)
             self.addSwitch(spec.name, namespace=self.switch_namespaces[slot],
                            instance=self.instances[slot] if self.instances else None, dpid=f"{spec.dpid:016x}")
@@ -305,6 +315,10 @@ class FabricNet(Mininet):
         FabricLink.batch = []
         try:
             for link in self.fabric_topo.links:
+                if self.part is not None and not (self.part.holds(link.a) and self.part.holds(link.b)):
+                    if self.part.holds(link.a) or self.part.holds(link.b):
+                        self._add_tunnel(link)
+                    continue
                 addrs = {}
                 for end, key in ((link.a, "addr1"), (link.b, "addr2")):
                     if self.fabric_topo.is_host(end):
@@ -318,6 +332,15 @@ class FabricNet(Mininet):
                 raise FabricError(f"creating the links failed: {made.stderr.strip()}")
         finally:
             FabricLink.batch = None
+
+    def _add_tunnel(self, link) -> None:
+        """A cut link's local end: its switch's port, a VXLAN device (fabric/tunnels.py)."""
+        local, port = (link.a, link.a_port) if self.part.holds(link.a) else (link.b, link.b_port)
+        name = f"{local}-eth{port}"
+        switch = self[local]
+        FabricIntf(name, node=switch, port=port, moveIntfFn=lambda *_: None)
+        FabricLink.batch.append(tunnel_line(name, FabricLink.ifindexes[name], self.config.link.mtu, switch.pid,
+                                            self.part, link))
 
     def _configure_namespaces(self):
         """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
@@ -361,7 +384,7 @@ class FabricNet(Mininet):
         fabric_shape = PortShape.of_fabric(self.config)
 
         scripts: dict[Node, str] = {}
-        for spec in self.fabric_topo.hosts:
+        for spec in self.local_hosts:
             host = self[spec.name]
             intf = host.defaultIntf()
             intf.ip, intf.prefixLen = spec.ip, HOST_PREFIX_LEN

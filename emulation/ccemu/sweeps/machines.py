@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model.excerpt import shown
@@ -23,6 +23,9 @@ ANSIBLE_INVENTORY = Path(sys.executable).parent / "ansible-inventory"
 class Machine:
     name: str
     address: str  # where Ansible reaches it: "local", or host:port
+    # Its variables as Ansible resolved them (connection, key, ccemu_* settings): how ccemu reaches it
+    # itself when it runs a fabric across machines (machines/session.py).
+    vars: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 def machines_of(inventory: Path) -> list[Machine]:
@@ -62,7 +65,7 @@ def _judged(inventory: Path, listed: dict, warnings: list[str]) -> list[Machine]
         own = hostvars.get(name, {})
         local = own.get("ansible_connection") == "local"
         address = "local" if local else f"{own.get('ansible_host', name)}:{own.get('ansible_port', 22)}"
-        machines.append(Machine(name, address))
+        machines.append(Machine(name, address, own))
     seen: dict[str, str] = {}
     for machine in machines:
         if machine.address in seen:

@@ -39,6 +39,14 @@ class Machines:
     def ccemu_root(self, name: str) -> Path:
         return self.root / name / "ccemu"
 
+    def address(self, name: str) -> str:
+        """Where machine `name`'s sshd listens (and Ansible reaches it)."""
+        return "127.0.0.1"
+
+    def in_machine(self, name: str) -> list[str]:
+        """The prefix that runs a command on machine `name` (here: this machine itself)."""
+        return []
+
     # Ports held bound and not listening, so that nobody can listen on them: closed_port's.
     held: list[socket.socket] = field(default_factory=list)
 
@@ -75,7 +83,9 @@ class Machines:
                     break
             else:
                 raise RuntimeError(f"sshd of {name} could not listen: {(self.root / f'{name}.log').read_text()}")
-            known.append(f"[127.0.0.1]:{self.ports[name]} {(self.root / f'{name}_host_key.pub').read_text().strip()}")
+            port = self.ports[name]  # known_hosts names port 22 plainly, any other as [host]:port
+            where = self.address(name) if port == 22 else f"[{self.address(name)}]:{port}"
+            known.append(f"{where} {(self.root / f'{name}_host_key.pub').read_text().strip()}")
         (self.root / "known_hosts").write_text("\n".join(known) + "\n")
         return self
 
@@ -83,11 +93,13 @@ class Machines:
         """sshd for `name` on `port`; True once it listens there itself, False if it exited."""
         config = self.root / f"{name}_sshd_config"
         config.write_text("\n".join([
-            f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
+            f"Port {port}", f"ListenAddress {self.address(name)}", f"HostKey {host_key}",
+            # A session whose client is gone ends within 3 s (its command then sees its input end).
+            "ClientAliveInterval 1", "ClientAliveCountMax 3",
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}", f"PidFile {self.root / name}.pid",
             "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "UsePAM no", "StrictModes no", "Subsystem sftp internal-sftp", ""]))
-        proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)],
+        proc = subprocess.Popen([*self.in_machine(name), str(SSHD), "-D", "-e", "-f", str(config)],
                                 stderr=open(self.root / f"{name}.log", "w"))
         self.sshd[name], self.ports[name] = psutil.Process(proc.pid), port
         deadline = time.monotonic() + 60  # generous: only a hang gets this far
@@ -96,11 +108,15 @@ class Machines:
                 del self.sshd[name], self.ports[name]
                 return False
             # Listening itself: a connection to the port could reach whoever else took it.
-            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
-                   for c in self.sshd[name].net_connections(kind="tcp4")):
+            if self._listens(name, port):
                 return True
             time.sleep(0.05)
         raise RuntimeError(f"sshd of {name} did not listen on {port}: {(self.root / f'{name}.log').read_text()}")
+
+    def _listens(self, name: str, port: int) -> bool:
+        """Whether machine `name`'s sshd itself listens on `port`."""
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in self.sshd[name].net_connections(kind="tcp4"))
 
     def inventory(self, unreachable: dict[str, int] | None = None, name: str = "inventory.yml") -> Path:
         """An inventory of the machines (and of `unreachable` ones: name -> a port nobody listens on)."""

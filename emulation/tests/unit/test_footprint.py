@@ -78,7 +78,7 @@ def test_a_fat_tree_has_k_cubed_over_4_hosts_5_k_squared_over_4_switches_and_k_p
 @pytest.mark.parametrize("instances", [1, 2, 3, 7])
 def test_ports_per_ovs_instance_follow_how_the_fabric_deals_switches_out(topo, instances):
     instances = min(instances, len(topo.switches))
-    net = SimpleNamespace(fabric_topo=topo, switch_namespaces=list(range(instances)))
+    net = SimpleNamespace(fabric_topo=topo, local_switches=topo.switches, switch_namespaces=list(range(instances)))
     ports = [0] * instances
     for switch in topo.switches:
         ports[FabricNet.slot_of(net, switch.name)] += len(topo.ports(switch.name))

@@ -1,0 +1,219 @@
+"""The controller's view of one fabric split over several machines: the whole topology and its
+routing (the same on every machine: a cut link is a link), the plan (model/partition.py), and a
+part on each machine (machines/part.py) driven over its session. fabric/checks.py runs on it as on
+a FabricNet: it asks for probes and port counters, which each machine serves for its own hosts
+and switches."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections import Counter
+
+from ..fabric.kernel import KernelFeatures
+from ..fabric.net import Timings
+from ..fabric.tunnels import AcrossMachinesError, refused_across_machines
+from ..model.config import ExperimentConfig
+from ..model.dilation import FaithfulRates
+from ..model.partition import Partition, Plan
+from ..model.routing import Routing
+from ..sweeps.machines import Machine
+from .session import MachineLost, Session, ask
+
+UP_TIMEOUT_S = 600.0  # a machine's part: bring-up of its share (k=8 over 4 here: ~1 min)
+DOWN_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = 60.0  # probes and counters: each a fraction of a second when all is well
+DRAIN_SLICE_S = 0.02  # probes: how long each machine listens per request while none has heard anything
+
+
+def underlay_address(machine: Machine) -> str:
+    """Where the other machines' tunnels reach `machine`: `ccemu_underlay_address` in the
+    inventory, else its ansible_host (resolved here)."""
+    given = machine.vars.get("ccemu_underlay_address")
+    host = given or machine.vars.get("ansible_host") or (machine.name if machine.address != "local" else None)
+    if host is None:
+        raise AcrossMachinesError(f"machine {machine.name}: a local connection has no address the others reach: "
+                                  "set ccemu_underlay_address")
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(host)
+    except OSError as exc:
+        raise AcrossMachinesError(f"machine {machine.name}: its address {host!r} does not resolve ({exc}): set "
+                                  "ccemu_underlay_address") from None
+
+
+def capacities(machines: list[Machine], here: FaithfulRates) -> dict[str, tuple[float, str]]:
+    """Each machine's faithful rate per link: `ccemu_capacity_mbps` in the inventory (what `ccemu
+    bench capacity` measured there, as experiments use it), else this machine's."""
+    out = {}
+    for machine in machines:
+        given = machine.vars.get("ccemu_capacity_mbps")
+        if given is None:
+            out[machine.name] = (here.link_mbps, f"as this machine: {here.source}")
+        else:
+            try:
+                rate = float(given)
+            except (TypeError, ValueError):
+                rate = -1.0
+            if not rate > 0:
+                raise AcrossMachinesError(f"machine {machine.name}: ccemu_capacity_mbps must be a positive number "
+                                          f"of Mbit/s (got {given!r})")
+            out[machine.name] = (rate, "its ccemu_capacity_mbps")
+    return out
+
+
+def plan_of(config: ExperimentConfig, machines: list[Machine], here: FaithfulRates) -> Plan:
+    partition = Partition.of(config.topology.build(), [m.name for m in machines])
+    return Plan.of(partition, config.link.rate_mbps, config.link.fabric_rate_mbps, config.link.mtu,
+                   capacities(machines, here))
+
+
+class SplitFabric:
+    """A fabric over `machines` (each running its part), used as `with SplitFabric(...) as net`."""
+
+    def __init__(self, config: ExperimentConfig, machines: list[Machine], plan: Plan):
+        refused_across_machines(config)
+        self.config = config
+        self.plan = plan
+        self.partition = plan.partition
+        self.fabric_topo = self.partition.topo
+        self.routing = Routing(self.fabric_topo)
+        self.machines = machines
+        self.addresses = {m.name: underlay_address(m) for m in machines}
+        self.sessions: list[Session] = []
+        self.parts: dict[str, dict] = {}  # machine -> what its part said when it came up
+        self.timings = Timings()
+        self.stop_timings = Timings()
+        # Every machine forwards alike: what `auto` is here (a machine without OVS's kernel module
+        # runs the bpf datapath, one with it OVS's: the choice is made once, for all).
+        self.datapath = config.fabric.forwarder(KernelFeatures.probe())
+
+    @property
+    def forwards_in_bpf(self) -> bool:
+        return self.datapath == "bpf"
+
+    def describe_datapath(self) -> str:
+        if not self.parts:  # before the parts are up
+            return (f"{self.datapath} datapath over {len(self.machines)} machines, {len(self.partition.cut)} cut links "
+                    "carried by VXLAN")
+        return "; ".join(f"{name}: {part['datapath']}" for name, part in self.parts.items())
+
+    def _ask(self, requests: dict[str, dict], timeout: float = REQUEST_TIMEOUT_S) -> dict[str, dict]:
+        replies = ask(self.sessions, requests, timeout)
+        errors = [reply["error"] for reply in replies.values() if "error" in reply]
+        if errors:
+            raise AcrossMachinesError("; ".join(errors))
+        return replies
+
+    def _everyone(self, request: dict) -> dict[str, dict]:
+        return self._ask({m.name: dict(request) for m in self.machines})
+
+    def start(self) -> None:
+        self.timings = Timings()
+        self.sessions = [Session(machine) for machine in self.machines]
+        config = self.config.model_dump(mode="json")
+        config.setdefault("fabric", {})["datapath"] = self.datapath
+        part = {"config": config, "machines": list(self.partition.machines), "addresses": self.addresses}
+        # Every machine's network judged first, so that a refusal leaves nothing made anywhere.
+        checked = self._ask({m.name: {"op": "underlay", **part} for m in self.machines})
+        problems = [problem for reply in checked.values() for problem in reply["problems"]]
+        if problems:
+            raise AcrossMachinesError("; ".join(problems))
+        self.timings.mark("every machine's network checked")
+        self.parts = self._ask({m.name: {"op": "up", **part} for m in self.machines}, UP_TIMEOUT_S)
+        self.timings.mark("every machine's part (in parallel)")
+
+    def fault(self) -> str | None:
+        """A machine whose part ended, in one line; None while all run."""
+        for session in self.sessions:
+            if session.proc.poll() is not None:
+                return str(session.lost("while the fabric was up"))
+        return None
+
+    def probes(self, names) -> "SplitProbes":
+        return SplitProbes(self, list(names))
+
+    def port_counters(self) -> dict[tuple[str, int], tuple[int, int]]:
+        counters = {}
+        for reply in self._everyone({"op": "port_counters"}).values():
+            counters.update({(switch, port): (rx, tx) for switch, port, rx, tx in reply["counters"]})
+        return counters
+
+    def stop(self) -> None:
+        """Each part told to tear down (all at once); a machine already lost has torn down by
+        itself when its channel ended, or leaves its part to `ccemu clean` there (said)."""
+        self.stop_timings = Timings()
+        problems = []
+        alive = [s for s in self.sessions if s.proc.poll() is None]
+        try:
+            replies = ask(alive, {s.machine.name: {"op": "down"} for s in alive}, DOWN_TIMEOUT_S)
+            problems += [reply["error"] for reply in replies.values() if "error" in reply]
+        except MachineLost as exc:
+            problems.append(str(exc))
+        for session in self.sessions:
+            session.close(DOWN_TIMEOUT_S)
+        self.stop_timings.mark("every machine's part")
+        self.sessions = []
+        if problems:
+            raise AcrossMachinesError("tearing down: " + "; ".join(problems) + " (run `ccemu clean` on that machine)")
+
+    def __enter__(self) -> "SplitFabric":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class SplitProbes:
+    """fabric/checks.py's probes over several machines: sends are batched per machine and go out
+    at the next drain, which waits on every machine at once."""
+
+    def __init__(self, fabric: SplitFabric, names: list[str]):
+        self.fabric = fabric
+        self.owner = {name: fabric.partition.machine_of[name] for name in names}
+        self.pending: dict[str, list[list]] = {m.name: [] for m in fabric.machines}
+        fabric._ask({m.name: {"op": "probes_open", "hosts": [n for n in names if self.owner[n] == m.name]}
+                     for m in fabric.machines})
+
+    def send(self, src: str, dst_ip: str, path_id: int) -> bool:
+        self.pending[self.owner[src]].append([src, dst_ip, path_id])
+        return True
+
+    def drain(self, heard: Counter, timeout: float = 0.0) -> int:
+        sending = {name: sends for name, sends in self.pending.items() if sends}
+        if sending:
+            replies = self.fabric._ask({name: {"op": "probes_send", "sends": sends} for name, sends in sending.items()})
+            # What a NIC's queue refused goes out at the next drain.
+            self.pending = {name: [sends[i] for i in replies[name]["refused"]] for name, sends in sending.items()}
+            self.pending.update({m.name: [] for m in self.fabric.machines if m.name not in sending})
+        # Up to `timeout` for the first arrival anywhere, in slices: each machine waits for its own
+        # hosts only, and one that hears nothing would hold every reply for the whole timeout.
+        count, deadline = 0, time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            drained = self.fabric._ask({m.name: {"op": "probes_drain", "timeout": max(0.0, min(left, DRAIN_SLICE_S))}
+                                        for m in self.fabric.machines})
+            for reply in drained.values():
+                for host, src, pid, n in reply["heard"]:
+                    heard[(host, src, pid)] += n
+                    count += n
+            if count or left <= DRAIN_SLICE_S:
+                return count
+
+    def close(self) -> None:
+        self.fabric._everyone({"op": "probes_close"})
+
+    def __enter__(self) -> "SplitProbes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

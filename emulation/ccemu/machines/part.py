@@ -1,0 +1,136 @@
+"""One machine's part of a fabric split over several (`ccemu part`, started by the controller
+over ssh: machines/session.py): it builds this machine's switches, hosts and tunnels (FabricNet
+with a MachinePart), answers the controller's requests, and tears down exactly what it built when
+told to, when the controller goes away (its stdin ends: a killed controller, a cut ssh session), or
+on SIGTERM/SIGINT. A part killed outright (SIGKILL) is removed by `ccemu clean` on its machine: its
+inventory names it as the run's orchestrator.
+
+The channel: one JSON object per line each way, a reply for every request, in order:
+  {"op": "underlay", "config": {...}, "machines": [...], "addresses": {...}} -> {"problems": [...]}
+  {"op": "up", "config": {...}, "machines": [...], "addresses": {...}}  -> {"run_id", "datapath", ...}
+  {"op": "probes_open", "hosts": [...]}, {"op": "probes_send", "sends": [[src, dst_ip, path_id], ...]},
+  {"op": "probes_drain", "timeout": s}, {"op": "probes_close"}         (fabric/checks.py's probes)
+  {"op": "port_counters"}                                              -> {"counters": [[switch, port, rx, tx], ...]}
+  {"op": "down"}                                                        -> {"stopped": {...}}, then it exits
+A failure is {"error": "one line"}; the part stays as it was (the controller decides).
+Replies go to the channel's own descriptor: anything else writing to stdout (Mininet's messages)
+goes to stderr instead, so it cannot break the channel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections import Counter
+from typing import TextIO
+
+
+REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters", "down")
+
+
+class Part:
+    """The requests' handlers; `net` is the live FabricNet once "up" succeeded."""
+
+    def __init__(self, machine: str):
+        self.machine = machine
+        self.net = None
+        self.probes = None
+
+    def _part(self, config: dict, machines: list[str], addresses: dict[str, str]):
+        from ..model.config import parse_config
+        from ..model.partition import MachinePart, Partition
+
+        parsed = parse_config(config, source=f"the controller's config for {self.machine}")
+        return parsed, MachinePart(Partition.of(parsed.topology.build(), machines), self.machine, addresses)
+
+    def underlay(self, config: dict, machines: list[str], addresses: dict[str, str]) -> dict:
+        """What is wrong with this machine's network for its tunnels (nothing is made)."""
+        from ..fabric.tunnels import underlay_problems
+
+        parsed, part = self._part(config, machines, addresses)
+        return {"problems": underlay_problems(part, parsed.link.mtu)}
+
+    def up(self, config: dict, machines: list[str], addresses: dict[str, str]) -> dict:
+        from ..fabric.net import FabricNet
+
+        parsed, part = self._part(config, machines, addresses)
+        net = FabricNet(parsed, topo=part.partition.topo, part=part)
+        try:
+            net.build()
+            net.start()
+        except BaseException:
+            net.stop()
+            raise
+        self.net = net
+        return {"run_id": net.run_id, "state_dir": str(net.inventory.state_dir), "datapath": net.describe_datapath(),
+                "bring_up_s": round(net.timings.total, 3), "switches": len(net.switches), "hosts": len(net.hosts)}
+
+    def probes_open(self, hosts: list[str]) -> dict:
+        from ..programs.probe import Probes, hosts_of
+
+        self.probes_close()
+        self.probes = Probes(hosts_of(self.net, [h for h in hosts if h in self.net.nameToNode]))
+        return {}
+
+    def probes_send(self, sends: list[list]) -> dict:
+        """Sends in order; returns the indexes of those the NIC's queue refused (to send again)."""
+        refused = [i for i, (src, dst_ip, path_id) in enumerate(sends) if not self.probes.send(src, dst_ip, path_id)]
+        return {"refused": refused}
+
+    def probes_drain(self, timeout: float) -> dict:
+        heard: Counter = Counter()
+        self.probes.drain(heard, timeout)
+        return {"heard": [[host, src, pid, count] for (host, src, pid), count in heard.items()]}
+
+    def probes_close(self) -> dict:
+        if self.probes is not None:
+            self.probes.close()
+            self.probes = None
+        return {}
+
+    def port_counters(self) -> dict:
+        from ..fabric.checks import port_counters
+
+        return {"counters": [[switch, port, rx, tx] for (switch, port), (rx, tx) in port_counters(self.net).items()]}
+
+    def down(self) -> dict:
+        self.probes_close()
+        if self.net is None:
+            return {"stopped": {}}
+        net, self.net = self.net, None
+        net.stop()
+        return {"stopped": {"teardown_s": round(net.stop_timings.total, 3)}}
+
+
+def serve(part: Part, requests: TextIO, replies: TextIO) -> None:
+    machine = part.machine
+    try:
+        for line in requests:
+            request = json.loads(line)
+            op = request.pop("op")
+            try:
+                if op not in REQUESTS:
+                    raise ValueError(f"unknown request {op!r}")
+                reply = getattr(part, op)(**request)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # one line to the controller; the part stays as it was
+                reply = {"error": f"{machine}: {' '.join(str(exc).split()) or type(exc).__name__}"}
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
+            if op == "down" and "error" not in reply:
+                return
+    finally:
+        part.down()  # the controller went away (stdin ended), or a signal: tear down what was built
+
+
+def main(machine: str) -> int:
+    """`ccemu part --machine NAME`: serve on stdin/stdout until told to stop."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr, not into the channel
+    # The CLI unwinds on SIGINT and SIGTERM (interrupts.py); a hang-up from a lost session too.
+    signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))
+    serve(Part(machine), sys.stdin, replies)
+    return 0

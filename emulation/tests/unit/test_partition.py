@@ -1,0 +1,256 @@
+"""One fabric over several machines, without root: how topologies split (model/partition.py), what
+the tunnels ask of the machines' network (model/tunnel.py, fabric/tunnels.py), how the controller
+reaches each machine (machines/session.py) and what a machine's part answers (machines/part.py)."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccemu import cli
+from ccemu.fabric.kernel import KernelFeatures
+from ccemu.fabric.tunnels import AcrossMachinesError, refused_across_machines, tunnel_line
+from ccemu.machines.fabric import capacities, underlay_address
+from ccemu.machines.part import Part, serve
+from ccemu.machines.session import MachineLost, Session, ask, ccemu_on
+from ccemu.model.config import parse_config
+from ccemu.model.dilation import FaithfulRates
+from ccemu.model.partition import CAPACITY_BUSY_PORTS, MachinePart, Partition, PartitionError, Plan
+from ccemu.model.topology import dumbbell, fat_tree, leaf_spine, star
+from ccemu.model.tunnel import mtu_problem, underlay_mtu_needed
+from ccemu.sweeps.machines import Machine
+
+REPO = Path(__file__).resolve().parents[3]
+NO_MODULES = KernelFeatures(openvswitch=False)
+
+
+def names(count: int) -> list[str]:
+    return [f"m{i + 1}" for i in range(count)]
+
+
+def test_a_k4_fat_tree_over_two_machines_keeps_pods_whole_and_deals_the_cores_out():
+    partition = Partition.of(fat_tree(4), names(2))
+    assert partition.switches_on("m1") == ["e1", "e2", "e3", "e4", "a1", "a2", "a3", "a4", "c1", "c3"]
+    assert partition.switches_on("m2") == ["e5", "e6", "e7", "e8", "a5", "a6", "a7", "a8", "c2", "c4"]
+    assert partition.hosts_on("m1") == [f"h{i}" for i in range(1, 9)]
+    # Only links between aggregation and core switches are cut: each pod reaches the other machine's cores.
+    assert len(partition.cut) == 8
+    assert all({link.a[0], link.b[0]} == {"a", "c"} for link in partition.cut)
+
+
+@pytest.mark.parametrize("k", [4, 6, 8])
+def test_no_host_link_is_ever_cut_and_every_machine_gets_a_pod(k):
+    for count in range(1, k + 1):
+        partition = Partition.of(fat_tree(k), names(count))
+        assert all(not partition.topo.is_host(end) for link in partition.cut for end in (link.a, link.b))
+        assert all(partition.switches_on(m) for m in partition.machines)
+        cores = [s for s in partition.topo.switch_names if s.startswith("c")]
+        per_machine = [sum(partition.machine_of[c] == m for c in cores) for m in partition.machines]
+        assert max(per_machine) - min(per_machine) <= 1  # the core tier spread evenly
+
+
+def test_every_cut_link_has_one_key_that_both_of_its_machines_agree_on():
+    partition = Partition.of(fat_tree(8), names(4))
+    keys = [partition.tunnel_key(link) for link in partition.cut]
+    assert sorted(keys) == list(range(1, len(partition.cut) + 1))
+    addresses = {m: f"192.0.2.{i + 1}" for i, m in enumerate(partition.machines)}
+    link = partition.cut[5]
+    a, b = (MachinePart(Partition.of(fat_tree(8), names(4)), partition.machine_of[end], addresses)
+            for end in (link.a, link.b))
+    line_a = tunnel_line("x", 1, 1500, 42, a, link)
+    line_b = tunnel_line("y", 2, 1500, 43, b, link)
+    assert f"id {partition.tunnel_key(link)} " in line_a and f"id {partition.tunnel_key(link)} " in line_b
+    assert (f"local {addresses[a.machine]} remote {addresses[b.machine]}" in line_a
+            and f"local {addresses[b.machine]} remote {addresses[a.machine]}" in line_b)
+
+
+def test_a_leaf_spine_splits_by_leaf_with_its_spines_spread_and_a_dumbbell_by_switch():
+    partition = Partition.of(leaf_spine(4, 2, 2), names(2))
+    assert partition.switches_on("m1") == ["l1", "l2", "s1"] and partition.switches_on("m2") == ["l3", "l4", "s2"]
+    assert Partition.of(dumbbell(2), names(2)).cut == (dumbbell(2).links[-1],)
+
+
+@pytest.mark.parametrize("topo, count, message", [
+    (star(4), 2, "a star splits by switch and has 1: it cannot be split over 2 machines"),
+    (fat_tree(4), 5, "a fattree splits by pod and has 4: it cannot be split over 5 machines"),
+    (fat_tree(4), 0, "no machines"),
+])
+def test_a_topology_that_cannot_split_over_so_many_machines_is_refused_in_one_line(topo, count, message):
+    with pytest.raises(PartitionError, match=message):
+        Partition.of(topo, names(count))
+
+
+def test_a_machine_named_twice_is_refused():
+    with pytest.raises(PartitionError, match="machines named twice: m1"):
+        Partition.of(fat_tree(4), ["m1", "m2", "m1"])
+
+
+def plan(k: int, machines: int, rate: float, faithful: float) -> Plan:
+    partition = Partition.of(fat_tree(k), names(machines))
+    return Plan.of(partition, rate, rate, 1500, {m: (faithful, "measured") for m in partition.machines})
+
+
+def test_a_machines_load_is_its_switch_ports_at_their_rates_against_the_benchmarks_busy_ports():
+    # Userspace OVS keeps 10 Mbit/s per link (DESIGN.md): k=4 at 5 on one machine is the benchmark's own load.
+    assert plan(4, 1, 5, 10).shares[0].load == pytest.approx(1.0)
+    assert CAPACITY_BUSY_PORTS == 8 * 5  # the benchmark's 8 flows, each through 5 switches
+    one = plan(8, 1, 5, 10)
+    assert one.shares[0].load_mbps == 80 * 8 * 5 and one.shares[0].load == pytest.approx(8.0)  # eight machines' worth
+    assert [s.load for s in plan(8, 8, 5, 10).shares] == pytest.approx([1.0] * 8)
+
+
+def test_a_plan_a_machine_cannot_carry_is_refused_in_one_line_saying_what_would_fit():
+    over = plan(8, 4, 5, 10)
+    refusal = over.refusal()
+    assert refusal.startswith("4 of 4 machines cannot carry their share faithfully: m1 forwards 800 Mbit/s with "
+                              "every port busy, 2.00x the 400 it keeps faithful (measured)")
+    assert "use 8 machines or more (of this capacity), or raise the dilation (datacenter.dilation) by 2.00x" in refusal
+    assert "\n" not in refusal
+    assert plan(8, 8, 5, 10).refusal() is None
+    assert "** over capacity **" in over.lines()[1] and "** over capacity **" not in plan(8, 8, 5, 10).lines()[1]
+
+
+def test_the_printed_plan_names_each_machines_switches_hosts_cut_links_and_load():
+    lines = plan(4, 2, 5, 10).lines()
+    assert lines[0] == ("fattree: 20 switches, 16 hosts over 2 machines; links 5 Mbit/s (between switches 5); 8 of 32 "
+                        "links between switches cut (VXLAN tunnels; the machines' network must carry 1550 B packets)")
+    assert lines[1].startswith("  m1: 10 switches (e1-e4, a1-a4, c1, c3), 8 hosts (h1-h8), 8 cut links; forwards "
+                               "200 Mbit/s with every port busy = 0.50x its capacity (400: 40 busy switch ports at "
+                               "10 Mbit/s, measured)")
+
+
+def test_the_tunnels_need_the_link_mtu_plus_50_bytes_and_a_smaller_network_is_named_with_its_fix():
+    assert underlay_mtu_needed(1500) == 1550 and underlay_mtu_needed(9000) == 9050
+    assert mtu_problem("m1", "m2", "10.9.0.2", "eth1", 1550, 1500) is None
+    line = mtu_problem("m1", "m2", "10.9.0.2", "eth1", 1500, 1500)
+    assert line == ("m1: its network to m2 (10.9.0.2, over eth1) carries 1500 B packets; the tunnels of links of MTU "
+                    "1500 need 1550 (1500 + 14 B of Ethernet + 36 B of VXLAN): raise it on both machines and every "
+                    "switch between them (`ip link set eth1 mtu 1550` or more), or lower link.mtu to 1450")
+
+
+@pytest.mark.parametrize("sections, message", [
+    ({"schemes": [{"scheme": "dcqcn"}]}, "lossless ports \\(PFC\\) across machines are not built yet"),
+    ({"hosts": {"kind": "docker"}}, "Docker hosts across machines are not built yet"),
+])
+def test_what_is_not_built_across_machines_is_refused_before_anything_starts(sections, message):
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "link": {"rate_mbps": 5},
+                           **sections}, kernel=NO_MODULES)
+    with pytest.raises(AcrossMachinesError, match=message):
+        refused_across_machines(config)
+
+
+def test_the_controller_reaches_a_machine_as_ansible_does_and_runs_its_ccemu_with_its_state_root():
+    machine = Machine("w1", "192.0.2.7:2222", {
+        "ansible_host": "192.0.2.7", "ansible_user": "root", "ansible_ssh_private_key_file": "/k",
+        "ansible_ssh_common_args": "-o UserKnownHostsFile=/kh -o StrictHostKeyChecking=yes",
+        "ccemu_build_root": "/srv/ccemu", "ccemu_state_root": "/run/ccemu-w1"})
+    argv = ccemu_on(machine, "part", "--machine", "w1")
+    assert argv[0] == "ssh" and argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k"
+    assert "-o" in argv and "UserKnownHostsFile=/kh" in argv and "BatchMode=yes" in argv
+    assert argv[-3:] == ["root@192.0.2.7", "--",
+                         "env CCEMU_STATE_ROOT=/run/ccemu-w1 /srv/ccemu/.venv/bin/ccemu part --machine w1"]
+    local = ccemu_on(Machine("here", "local", {}), "clean")
+    assert local == ["/opt/ccemu/.venv/bin/ccemu", "clean"]
+
+
+def test_a_machines_tunnel_address_is_its_own_setting_else_its_ansible_host():
+    assert underlay_address(Machine("w1", "x:22", {"ansible_host": "192.0.2.7"})) == "192.0.2.7"
+    assert underlay_address(Machine("w1", "x:22", {"ansible_host": "192.0.2.7",
+                                                   "ccemu_underlay_address": "198.51.100.7"})) == "198.51.100.7"
+    with pytest.raises(AcrossMachinesError, match="set ccemu_underlay_address"):
+        underlay_address(Machine("here", "local", {}))
+
+
+def test_a_machines_capacity_is_its_own_setting_else_this_machines_and_a_bad_one_is_named():
+    here = FaithfulRates(10.0, 40.0, "DESIGN.md")
+    got = capacities([Machine("a", "a:22", {}), Machine("b", "b:22", {"ccemu_capacity_mbps": 25})], here)
+    assert got == {"a": (10.0, "as this machine: DESIGN.md"), "b": (25.0, "its ccemu_capacity_mbps")}
+    with pytest.raises(AcrossMachinesError, match="machine b: ccemu_capacity_mbps must be a positive number"):
+        capacities([Machine("b", "b:22", {"ccemu_capacity_mbps": "fast"})], here)
+
+
+def fake_machine(tmp_path: Path, name: str, script: str) -> Machine:
+    """A local "machine" whose ccemu is `script` (Python): what the controller's channel meets."""
+    ccemu = tmp_path / name / ".venv" / "bin" / "ccemu"
+    ccemu.parent.mkdir(parents=True)
+    ccemu.write_text(f"#!{sys.executable}\n{script}\n")
+    ccemu.chmod(0o755)
+    return Machine(name, "local", {"ccemu_build_root": str(tmp_path / name)})
+
+
+ECHO = "import sys, json\nfor line in sys.stdin:\n    print(json.dumps({'echo': json.loads(line)['op']}), flush=True)"
+
+
+def test_requests_go_to_every_machine_at_once_and_each_reply_comes_back_to_its_asker(tmp_path):
+    sessions = [Session(fake_machine(tmp_path, name, ECHO)) for name in ("m1", "m2")]
+    try:
+        replies = ask(sessions, {"m1": {"op": "up"}, "m2": {"op": "port_counters"}}, timeout=30)
+        assert replies == {"m1": {"echo": "up"}, "m2": {"echo": "port_counters"}}
+    finally:
+        for session in sessions:
+            session.close(10)
+
+
+def test_a_machine_whose_part_ends_or_stops_answering_is_named_in_one_line(tmp_path):
+    ends = Session(fake_machine(tmp_path, "m1", "import sys\nsys.stdin.readline()\nprint('lost its disk', "
+                                               "file=sys.stderr)\nsys.exit(3)"))
+    silent = Session(fake_machine(tmp_path, "m2", "import time\ntime.sleep(60)"))
+    try:
+        with pytest.raises(MachineLost) as lost:
+            ask([ends], {"m1": {"op": "up"}}, timeout=30)
+        assert str(lost.value) == ("machine m1 (local) stopped answering during 'up': its part (ccemu part over ssh) "
+                                   "exited with status 3: lost its disk")
+        silence = "machine m2 \\(local\\) stopped answering within 0.5 s of 'probes_drain'"
+        with pytest.raises(MachineLost, match=silence):
+            ask([silent], {"m2": {"op": "probes_drain"}}, timeout=0.5)
+    finally:
+        ends.close(10)
+        silent.close(10)
+
+
+def test_a_part_answers_a_bad_request_with_one_line_and_tears_down_when_its_controller_goes():
+    downs = []
+
+    class Counting(Part):
+        def down(self):
+            downs.append(self.machine)
+            return super().down()
+
+    requests = io.StringIO(json.dumps({"op": "reboot"}) + "\n" + json.dumps({"op": "probes_close"}) + "\n")
+    replies = io.StringIO()
+    serve(Counting("m1"), requests, replies)  # its input ends after two requests: the controller went away
+    assert [json.loads(line) for line in replies.getvalue().splitlines()] == [
+        {"error": "m1: unknown request 'reboot'"}, {}]
+    assert downs == ["m1"]
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ccemu.cli", *argv], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+
+
+def test_ccemu_plan_prints_a_k8_fat_tree_over_four_and_over_eight_machines_with_their_loads():
+    for count, switches, cut in ((4, 20, 96), (8, 10, 112)):
+        done = run_cli("plan", "workloads/experiments/incast.yaml", "--k", "8", "--machines", str(count))
+        lines = done.stdout.splitlines()
+        assert lines[1].startswith(f"fattree: 80 switches, 128 hosts over {count} machines;"), done.stdout
+        assert f"{cut} of 256 links between switches cut" in lines[1]
+        assert sum(line.startswith("  m") and f": {switches} switches" in line for line in lines) == count
+        assert done.returncode in (0, cli.EXIT_DOES_NOT_FIT), done.stderr
+        # Refused exactly when a machine's printed load is above 1.
+        over = any("** over capacity **" in line for line in lines)
+        assert (done.returncode == cli.EXIT_DOES_NOT_FIT) == over
+        assert over == (len(done.stderr.splitlines()) == 1)
+
+
+def test_ccemu_plan_over_more_machines_than_pods_and_an_experiment_across_machines_are_refused_in_one_line():
+    done = run_cli("plan", "workloads/experiments/incast.yaml", "--machines", "5")
+    assert done.returncode == cli.EXIT_BAD_CONFIG
+    assert done.stderr == ("ccemu: a fattree splits by pod and has 4: it cannot be split over 5 machines (each needs "
+                           "one pod at least)\n")
+    done = run_cli("experiment", "workloads/experiments/incast.yaml", "--inventory", "inventory.yml")
+    assert done.returncode == cli.EXIT_BAD_CONFIG and len(done.stderr.splitlines()) == 1
+    assert "running an experiment's traffic over a fabric across machines is not built yet" in done.stderr
