@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     experiment.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     experiment.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
     experiment.add_argument("--inventory", type=Path, metavar="INV",
-                            help="(not built yet: refused) an experiment's traffic over one fabric across machines")
+                            help="every block's fabric split over the machines of this Ansible inventory (README: one "
+                                 "fabric over several machines)")
     experiment.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     experiment.add_argument("--keep-monitoring", action="store_true",
                             help="keep Prometheus up after the run, until Ctrl-C")
@@ -422,7 +423,6 @@ def _up_across(config: ExperimentConfig, inventory: Path) -> int:
     """`ccemu up --inventory`: the fabric over the machines until Ctrl-C / SIGTERM, or until a
     machine is lost (one line naming it, exit 6)."""
     from .machines.fabric import SplitFabric
-    from .machines.session import MachineLost
     from .model.config import DoesNotFit
 
     machines, plan = _machines_plan(config, inventory, None)
@@ -433,9 +433,8 @@ def _up_across(config: ExperimentConfig, inventory: Path) -> int:
         with SplitFabric(config, machines, plan) as net:
             print(f"fabric of {config.name} is up over {len(machines)} machines ({net.describe_datapath()}); "
                   "waiting for Ctrl-C / SIGTERM", flush=True)
-            while (fault := net.fault()) is None:
+            while net.fault() is None:  # MachineLost once a machine is lost
                 time.sleep(0.2)
-            raise MachineLost(fault)
     except KeyboardInterrupt:
         print("\ntorn down")
     return 0
@@ -629,13 +628,6 @@ def cmd_exec(args) -> int:
 
 
 def cmd_experiment(args) -> int:
-    if args.inventory is not None:
-        # The fabric runs across machines (`ccemu up/check --inventory`); the runners still start
-        # cchost through this machine's namespaces and read the records from its files.
-        raise ConfigError(f"--inventory {args.inventory}: running an experiment's traffic over a fabric across "
-                          "machines is not built yet (its fabric is: `ccemu check --inventory`, `ccemu up "
-                          "--inventory`); run the experiment on one machine, or a sweep's points across machines "
-                          "with `ccemu sweep --inventory`")
     from rich.console import Console
 
     from .fabric.checks import check_fabric
@@ -649,12 +641,21 @@ def cmd_experiment(args) -> int:
     cchost_binary()
     PortProgram.built()
     config, dilation_from = validated_experiment(args.config, args.results, args.hosts)
-    _require_root("experiment")
+    across = None  # --inventory: (machines, plan) every block's fabric is split over
+    if args.inventory is not None:
+        from .model.config import DoesNotFit
+
+        across = _machines_plan(config, args.inventory, None)
+        print("\n".join(across[1].lines()), flush=True)
+        if (refusal := across[1].refusal()) is not None:
+            raise DoesNotFit(refusal)
+    else:
+        _require_root("experiment")
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
         runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
-                            keep_monitoring=args.keep_monitoring, dilation_from=dilation_from)
+                            keep_monitoring=args.keep_monitoring, dilation_from=dilation_from, across=across)
     except WorkloadNotRunnable as exc:
         print(f"ccemu: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -662,7 +663,13 @@ def cmd_experiment(args) -> int:
     with engine_session(config.hosts.kind == "docker"):
         if not args.skip_check:
             console.print(f"experiment {config.name}: checking its fabric first")
-            if not check_fabric(config.for_scheme(config.schemes[0])):
+            checked = config.for_scheme(config.schemes[0])
+            if across is not None:
+                from .machines.fabric import SplitFabric
+
+                if not check_fabric(checked, SplitFabric(checked, *across)):
+                    return EXIT_FAILED
+            elif not check_fabric(checked):
                 return EXIT_FAILED
         runner.run()
     if runner.faults:

@@ -34,13 +34,13 @@ from ..logs import ended, last_line
 from ..metrics.monitoring import MonitoringSession
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
-from ..ports.maps import PortMaps
 from ..results import fidelity, space
 from ..results.bundle import BlockKey, Bundle, provenance
 from ..results.rows import FlowRow, HostRow, PortRow, RttRow, TransportRow
 from .blocks import BlockSpec, WorkloadNotRunnable
 
 if TYPE_CHECKING:
+    from ..model.partition import Plan
     from .kinds import Kind
 
 START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every host's cchost is up by then
@@ -151,9 +151,12 @@ class ExperimentRunner:
     overrides run_traffic()."""
 
     def __init__(self, kind: "Kind", config: ExperimentConfig, results_root: Path, console: Console,
-                 monitoring: bool = True, keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None):
+                 monitoring: bool = True, keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None,
+                 across: tuple[list, "Plan"] | None = None):
         """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
-        said in the summary; None: the file gives its dilation."""
+        said in the summary; None: the file gives its dilation. `across`: (machines, plan) to run
+        every block's fabric over several machines (machines/), without live metrics (not built
+        there yet: said on the console)."""
         if not isinstance(config.workload, kind.workload):  # runner_for (runnable_kind) chose it
             raise WorkloadNotRunnable(f"{config.name}: a {kind.name} runner was given a "
                                       f"{type(config.workload).__name__}")
@@ -168,6 +171,11 @@ class ExperimentRunner:
         self.faults: list[Fault] = []
         self.credit_queues = 0  # on the longest credit path of the last block (the port profiles' manifest entries)
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
+        self.across = across
+        if across is not None and monitoring:
+            console.print("[yellow]live metrics of a fabric over several machines are not built yet: this run has "
+                          "none (its bundle's tables and plots are whole)[/yellow]")
+            monitoring = False
         self.monitoring = MonitoringSession(self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring)
         self.started_at = time.monotonic()
 
@@ -251,21 +259,29 @@ class ExperimentRunner:
         cpu_before = fidelity.CpuTimes.now()
         run_id = f"{f'{config.name}-{spec.slug}'[:53]}-{secrets.token_hex(3)}"  # the random part kept whole
         bottleneck_host = self.kind.bottleneck_host(self.config)
-        with FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,)) as net:
+        if self.across is None:
+            fabric = FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,))
+        else:
+            from ..machines.fabric import SplitFabric
+
+            fabric = SplitFabric(config, *self.across, run_id=run_id, workroot=self.bundle.work)
+        cpu_across = None  # a fabric over several machines: its worst machine's, read before its parts go
+        with fabric as net:
             hosts = sorted((h.name for h in net.hosts), key=host_number)
             live = LiveBlock(spec, config, net, workdir, time.monotonic_ns(), hosts)
             progress.update(task, description=f"{spec.label:24} idle RTTs")
             shortfalls = self._add_missing_delay(live)
             live.epoch = time.monotonic_ns()
-            with self.monitoring.watching(spec.key, net.inventory.state_dir, workdir,
+            with self.monitoring.watching(spec.key, net.inventory.state_dir if net.inventory else None, workdir,
                                           lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
+            net.collect()  # the cchosts' last records and counters, where they ran on other machines
             if live.fault is not None:
                 self.faults.append(live.fault)
             bottleneck_port = None
-            if bottleneck_host:
-                link = net[bottleneck_host].defaultIntf().link
-                bottleneck_port = (link.intf2 if link.intf1.node.name == bottleneck_host else link.intf1).name
+            if bottleneck_host:  # the switch's port facing it
+                switch, port = net.fabric_topo.attachment(bottleneck_host)
+                bottleneck_port = f"{switch}-eth{port}"
             # The credit queues of the longest credit path (a credit scheme's queue bound counts them):
             # toward the bottleneck host where there is one, between any two hosts otherwise.
             ends = [bottleneck_host] if bottleneck_host else hosts
@@ -274,10 +290,10 @@ class ExperimentRunner:
             self.bundle.add(*TransportRow.per_host(spec.key, counters_under(workdir)))
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
-            with PortMaps(net.inventory.state_dir) as maps:
-                ports = maps.read_drained()
-                frame_ns = maps.frame_ns
-        cpu = fidelity.CpuTimes.now().since(cpu_before)
+            ports, frame_ns = net.drained_ports()
+            if self.across is not None:
+                cpu_across = net.cpu_over_block()
+        cpu = cpu_across or fidelity.CpuTimes.now().since(cpu_before)
         if (agent := net.pause_agent_figures) is not None:  # written as the fabric stopped it
             self.pause_agents[spec.label] = agent
         self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port) for p in ports))
@@ -322,6 +338,7 @@ class ExperimentRunner:
         Prometheus dying is said here too, but ends nothing (monitoring.check)."""
         self.monitoring.check()
         if live.fault is None:
+            live.net.collect()  # what the cchosts of other machines wrote, for the runner to read next
             if (full := space.full(self.bundle.dir)) is not None:
                 live.fault = Fault(live.spec.key, full, disk_full=True)
             elif (died := live.net.fault()) is not None:

@@ -51,7 +51,8 @@ def host_route_count(routing: Routing) -> int:
     return sum(len(routes.host_ports) for routes in routing.tables.values())
 
 
-def route_lines(routing: Routing, port_ids: dict[str, PortIds]) -> list[str]:
+def route_lines(routing: Routing, port_ids: dict[str, PortIds], switches: list[str] | None = None) -> list[str]:
+    """The routes of every switch, or of `switches` (a machine's, of a fabric over several)."""
     topo = routing.topo
 
     def ifindex(switch: str, port: int) -> int:
@@ -59,6 +60,8 @@ def route_lines(routing: Routing, port_ids: dict[str, PortIds]) -> list[str]:
 
     lines = []
     for switch, number in switch_ids(routing).items():
+        if switches is not None and switch not in switches:
+            continue
         routes = routing.tables[switch]
         lines += [f"port {port_ids[f'{switch}-eth{port}'].port_id} {number}" for port in sorted(topo.ports(switch))]
         if routes.uplinks:

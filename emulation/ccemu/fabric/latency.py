@@ -43,7 +43,8 @@ def idle_rtts(net: FabricNet, pairs: list[tuple[str, str]]) -> dict[tuple[str, s
         procs = {}
         try:
             for src in sources[first:first + CONCURRENT_SOURCES]:
-                script = "; ".join(f"echo '# {dst}'; ping -n -c {PINGS} -i {PING_INTERVAL_S} -W 1 {net[dst].IP()}"
+                script = "; ".join(f"echo '# {dst}'; ping -n -c {PINGS} -i {PING_INTERVAL_S} -W 1 "
+                                   f"{net.fabric_topo.host(dst).ip}"
                                    for dst in by_src[src])
                 procs[src] = net[src].popen(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                             text=True)
@@ -112,7 +113,8 @@ def plan_delays(net: FabricNet, config: ExperimentConfig, hosts: list[str]) -> D
     """Measures every pair of `hosts`' idle RTT and sets it against what the experiment's
     datacenter stands for: links x its link delay plus its hosts' delays, both ways, dilated."""
     pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1:]]
-    floors = idle_rtts(net, pairs)
+    # A fabric over several machines (machines/fabric.py) measures each pair from its source's machine.
+    floors = idle_rtts(net, pairs) if isinstance(net, FabricNet) else net.idle_rtts(pairs)
     dc, d = config.datacenter, config.dilation
     links = {pair: len(net.routing.path(*pair, 0)) + 1 for pair in pairs}
     targets = {}

@@ -42,7 +42,7 @@ from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
 from .forwarding import host_route_count, route_lines
 from .openflow import switch_flows
-from .tunnels import refused_across_machines, tunnel_line
+from .tunnels import WIRE_NAMESPACE, refused_across_machines, tunnel_line, wire_end, wire_ip_lines, wire_tc_lines
 from .placement import place, usable_cpus
 from .allocators import allocator_library
 from .ovs import OvsInstance, start_instances, wait_all
@@ -50,7 +50,7 @@ from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import (PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, ifindex_of,
                               number_ports, parse_attached)
 from ..ports import pfc
-from ..ports.interface import configure
+from ..ports.interface import configure, configure_wire_end
 from ..ports.tc import PortShape
 from ..model.topology import FABRIC_PREFIX, GATEWAY_IP, GATEWAY_MAC, HOST_PREFIX_LEN, Topology
 
@@ -184,6 +184,10 @@ class FabricNet(Mininet):
         self.state_root = state_root
         self.inventory: Inventory | None = None
         self.switch_namespaces: list[FabricNamespace] = []  # one per placement slot; the switch ports live there
+        # A part of a fabric over several machines: the namespace its cut links' wires run through
+        # (fabric/tunnels.py), and their keys.
+        self.wire_namespace: FabricNamespace | None = None
+        self.wires: list[int] = []
         self.instances: list[OvsInstance] = []  # OVS datapath: one per switch namespace; bpf: none
         self.port_shape = PortShape.of(config)  # every port's; raises on bad values before anything starts
         self.port_program = PortProgram.built()
@@ -257,7 +261,10 @@ class FabricNet(Mininet):
             namespaces = [FabricNamespace(f"{prefix}{index}", inNamespace=True, inventory=self.inventory,
                                           defer_prompt=True)
                           for index in range(self.placement.instances)]
-        self._adopt_namespaces(namespaces)
+            if self.part is not None and self.part.partition.cut_on(self.part.machine):
+                self.wire_namespace = FabricNamespace(WIRE_NAMESPACE, inNamespace=True, inventory=self.inventory,
+                                                      defer_prompt=True)
+        self._adopt_namespaces(namespaces + ([self.wire_namespace] if self.wire_namespace else []))
         self.switch_namespaces = namespaces
         if not self.forwards_in_bpf:
             self.instances = [OvsInstance(index, self.inventory.state_dir, self.ovs_datapath, namespace, preload)
@@ -310,14 +317,14 @@ class FabricNet(Mininet):
             slot = self.slot_of(spec.name)
             self.addSwitch(spec.name, namespace=self.switch_namespaces[slot],
                            instance=self.instances[slot] if self.instances else None, dpid=f"{spec.dpid:016x}")
-        self.port_ids = number_ports(link.interface_names() for link in self.fabric_topo.links)
+        self.port_ids = number_ports(self._interface_pairs())
         FabricLink.ifindexes = {port: ifindex_of(ids.port_id) for port, ids in self.port_ids.items()}
         FabricLink.batch = []
         try:
             for link in self.fabric_topo.links:
                 if self.part is not None and not (self.part.holds(link.a) and self.part.holds(link.b)):
                     if self.part.holds(link.a) or self.part.holds(link.b):
-                        self._add_tunnel(link)
+                        self._add_cut_link(link)
                     continue
                 addrs = {}
                 for end, key in ((link.a, "addr1"), (link.b, "addr2")):
@@ -333,14 +340,28 @@ class FabricNet(Mininet):
         finally:
             FabricLink.batch = None
 
-    def _add_tunnel(self, link) -> None:
-        """A cut link's local end: its switch's port, a VXLAN device (fabric/tunnels.py)."""
+    def _interface_pairs(self) -> list[tuple[str, str]]:
+        """The veth pairs this machine makes, as (interface, peer): every link's, or a part's own
+        links' and, for each of its cut links, its switch's port paired with the link's wire end."""
+        pairs = []
+        for link in self.fabric_topo.links:
+            if self.part is None or (self.part.holds(link.a) and self.part.holds(link.b)):
+                pairs.append(link.interface_names())
+            elif self.part.holds(link.a) or self.part.holds(link.b):
+                local = link.interface_names()[0 if self.part.holds(link.a) else 1]
+                pairs.append((local, wire_end(self.part.partition.tunnel_key(link))))
+        return pairs
+
+    def _add_cut_link(self, link) -> None:
+        """A cut link's local half (fabric/tunnels.py): its switch's port, a veth like any other,
+        whose peer is the link's wire end; the wire's VXLAN device, made here (this machine's
+        network) in the wire namespace, where _configure_namespaces bridges the two."""
         local, port = (link.a, link.a_port) if self.part.holds(link.a) else (link.b, link.b_port)
-        name = f"{local}-eth{port}"
-        switch = self[local]
-        FabricIntf(name, node=switch, port=port, moveIntfFn=lambda *_: None)
-        FabricLink.batch.append(tunnel_line(name, FabricLink.ifindexes[name], self.config.link.mtu, switch.pid,
-                                            self.part, link))
+        key = self.part.partition.tunnel_key(link)
+        FabricLink(self[local], self.wire_namespace, port1=port, intfName1=f"{local}-eth{port}",
+                   intfName2=wire_end(key), mtu=self.config.link.mtu)
+        FabricLink.batch.append(tunnel_line(key, self.config.link.mtu, self.wire_namespace.pid, self.part, link))
+        self.wires.append(key)
 
     def _configure_namespaces(self):
         """Hosts: addresses, static ARP, IPv6 off, offloads off, port qdiscs and program.
@@ -357,22 +378,22 @@ class FabricNet(Mininet):
                     "loading the port programs")
         if self.forwards_in_bpf:  # before any port forwards
             routes_file = config_dir / "routes"
-            _write(routes_file, route_lines(self.routing, port_ids))
+            _write(routes_file, route_lines(self.routing, port_ids, [s.name for s in self.local_switches]))
             _run_loader(self.port_program.routes_command(self.bpffs, routes_file), "writing the switches' routes")
         self.timings.mark("port programs loaded")
 
         def script(node: str, ports: dict[str, PortShape], switch_ports: bool,
-                   ip_after: tuple[str, ...] = ()) -> str:
-            """The namespace's one batch of each tool: what its ports say (ports/interface.py), in order."""
+                   ip_after: tuple[str, ...] = (), how=configure, tc_after: tuple[str, ...] = ()) -> str:
+            """The namespace's one batch of each tool: what its ports say (`how`: ports/interface.py), in order."""
             self.port_shapes.update(ports)
-            commands = [configure(port, port_ids[port], port_shape, switch_ports) for port, port_shape in ports.items()]
+            commands = [how(port, port_ids[port], port_shape, switch_ports) for port, port_shape in ports.items()]
             program_config = config_dir / f"{node}.ports"
             _write(program_config, [c.program for c in commands])
             ip_batch = [line for c in commands for line in c.ip] + list(ip_after)
             return " && ".join([
                 f"ip -batch {_write(config_dir / f'{node}.ip', ip_batch)}",
                 *(line for c in commands for line in c.shell),
-                f"tc -batch {_write(config_dir / f'{node}.tc', [line for c in commands for line in c.tc])}",
+                f"tc -batch {_write(config_dir / f'{node}.tc', [*(line for c in commands for line in c.tc), *tc_after])}",
                 self.port_program.attach_command(self.bpffs, program_config,
                                                  forward=switch_ports and self.forwards_in_bpf),
             ])
@@ -399,8 +420,14 @@ class FabricNet(Mininet):
                 scripts[namespace] = script(namespace.name,
                                             {port: shape if port in facing_hosts else fabric_shape for port in ports},
                                             switch_ports=True)
+        if self.wire_namespace is not None:  # ports that count departures only, bridged to their tunnels
+            scripts[self.wire_namespace] = script(
+                WIRE_NAMESPACE, {wire_end(key): fabric_shape for key in self.wires}, switch_ports=False,
+                ip_after=wire_ip_lines(self.wires), how=configure_wire_end, tc_after=wire_tc_lines(self.wires))
         outputs = _run_everywhere(scripts)
-        self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()}
+        # The wire ends are no ports of the fabric: the index (what readers list) leaves them out.
+        self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()
+                           if node is not self.wire_namespace}
         # The index last: readers (ccemu ports, the collector) take it to mean the ports are ready.
         # Their frame time is the host link's: with link.fabric_share below 1, a port between
         # switches sends a frame in more than that, so residence in frame times reads high there
@@ -457,6 +484,17 @@ class FabricNet(Mininet):
         if self.pause_agent is not None and self.pause_agent.poll() is not None:
             return f"the PFC pause agent {self._pause_agent_ended()} (its lossless ports stopped pausing and resuming)"
         return None
+
+    def collect(self) -> None:
+        """Where the runners read what the hosts wrote: here, in place (a fabric over several
+        machines fetches it: machines/fabric.py)."""
+
+    def drained_ports(self) -> tuple[list, float]:
+        """Every port's figures once the traffic drained (ports/maps.py read_drained), and a frame's time."""
+        from ..ports.maps import PortMaps
+
+        with PortMaps(self.inventory.state_dir) as maps:
+            return maps.read_drained(), maps.frame_ns
 
     def _namespace_named(self, name: str) -> Node:
         for namespace in self.switch_namespaces:
@@ -520,7 +558,7 @@ class FabricNet(Mininet):
         for instance in self.instances:
             instance.wait()
         self.stop_timings.mark("ovs daemons")
-        for node in self.hosts + self.switch_namespaces:
+        for node in self.hosts + self.switch_namespaces + ([self.wire_namespace] if self.wire_namespace else []):
             node.terminate()
         self.stop_timings.mark("shells")
         try:

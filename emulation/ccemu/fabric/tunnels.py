@@ -1,21 +1,28 @@
 """Cut links: the wire between two switches on two machines is a VXLAN tunnel over the machines'
-own network, one per link (its key: Partition.tunnel_key), and the switch's port on each side IS
-the tunnel's device, named and numbered as the veth end it stands for (`s9-eth3`, the ifindex the
-port programs key it by). So the port model (HTB at the port's rate, the port program's queue,
-marks and residence) runs on the switch's egress port exactly as on a local link, the switch
-forwards to it as to any port, and routing, its tables and its symmetry proof do not know a link
-was cut.
+own network, one per link (its key: Partition.tunnel_key).
 
-Deliberate difference from the issue's wording ("an OVS tunnel port"): the device is the kernel's
-VXLAN, attached to the switch as any port, not an OVS `type=vxlan` port. OVS's userspace datapath
-encapsulates inside ovs-vswitchd, on no device a qdisc or tc program can sit on, so the port model
-could not stay on the egress port; with OVS's kernel datapath, its vxlan port is this same kernel
-VXLAN. It also needs no underlay bridge inside OVS (the userspace datapath's tunnels route through
-one), and the bpf datapath (fabric.datapath: bpf) forwards to it unchanged.
+A cut link's half on each machine: the switch's port is a veth like any other (same name, same
+ifindex, the same port model: HTB at the port's rate, the port program's queue, marks and
+residence), and its peer is the link's *wire end* in the machine's wire namespace, which hands
+every frame to the link's VXLAN device and back (wire_tc_lines). So a switch forwards to a cut
+link as to any port, routing and its symmetry proof do not know a link was cut, and the port
+program keeps its own books: a port's real queue is what it admitted minus what its peer's ingress
+counted as arrived (ports/bpf/port.bpf.c arrive()), and on a cut link the peer's ingress that
+counts is the wire end's, on the same machine, right after the packet left the port's qdisc, as a
+veth peer's is on a local link. (The first design made the switch's port the VXLAN device itself:
+its departures were then counted on the other machine, its real queue never drained, and after a
+buffer's worth of traffic it dropped everything; a live test sends sustained TCP across a cut
+link to hold this.) The wire end has no qdisc (the ports at both ends shape) and is no port of the
+fabric's index.
 
-The device is created from the machine's namespace, where its network is, and moved into its
-switch's namespace at birth: its UDP socket stays where it was made (the kernel's link-netns), so
-the tunnel reaches the other machine while the port lives with its switch.
+Deliberate difference from the issue's wording ("an OVS tunnel port"): the tunnel is the kernel's
+VXLAN device, not an OVS `type=vxlan` port. OVS's userspace datapath encapsulates inside
+ovs-vswitchd, where no port program could count departures, and its tunnels route through an
+underlay bridge of OVS's own; with OVS's kernel datapath, its vxlan port is this same kernel VXLAN.
+The bpf datapath (fabric.datapath: bpf) forwards to the switch's veth unchanged.
+
+The VXLAN device is created from the machine's namespace, where its network is, and moved into the
+wire namespace at birth: its UDP socket stays where it was made (the kernel's link-netns).
 """
 
 from __future__ import annotations
@@ -34,14 +41,40 @@ class AcrossMachinesError(RuntimeError):
     """A fabric that cannot be split as asked, or a machine whose network cannot carry it (one line)."""
 
 
-def tunnel_line(name: str, ifindex: int, mtu: int, namespace_pid: int, part: MachinePart, link: Link) -> str:
-    """The `ip -batch` line that makes a cut link's port: a VXLAN device keyed by the link, from
-    this machine's address to the far end's, in the namespace of `namespace_pid`. No learning: the
-    device has one remote, and a switch never asks it where an address is."""
+WIRE_NAMESPACE = "wire0"
+
+
+def wire_end(key: int) -> str:
+    """The interface the switch's port of cut link `key` is paired with."""
+    return f"wire{key}"
+
+
+def tunnel_line(key: int, mtu: int, namespace_pid: int, part: MachinePart, link: Link) -> str:
+    """The `ip -batch` line that makes cut link `key`'s VXLAN device, from this machine's address
+    to the far end's, in the namespace of `namespace_pid`. No learning: the device has one remote."""
     far = part.far_end(link)
-    return (f"link add name {name} index {ifindex} mtu {mtu} netns {namespace_pid} type vxlan "
-            f"id {part.partition.tunnel_key(link)} local {part.addresses[part.machine]} "
-            f"remote {part.addresses[far]} dstport {VXLAN_PORT} nolearning")
+    return (f"link add name vx{key} mtu {mtu} netns {namespace_pid} type vxlan id {key} "
+            f"local {part.addresses[part.machine]} remote {part.addresses[far]} dstport {VXLAN_PORT} nolearning")
+
+
+def wire_ip_lines(keys: list[int]) -> list[str]:
+    """The wire namespace's `ip -batch` lines after its wire ends are up: the tunnels up."""
+    return [f"link set vx{key} up" for key in keys]
+
+
+def wire_tc_lines(keys: list[int]) -> list[str]:
+    """The wire namespace's `tc -batch` lines: each wire end and its tunnel hand every frame to
+    each other at ingress (u32 matching all, mirred redirect). At the wire end this filter comes
+    after the port program's (preference 1), which counts the frame as departed from the switch's
+    port and gives no verdict (ports/bpf/port.bpf.c port_ingress). No bridge: a Linux bridge's own
+    stack sent frames of its own into the fabric (a check saw them as stray packets on cut links)."""
+    lines = []
+    for key in keys:
+        for dev, to, pref in ((wire_end(key), f"vx{key}", 2), (f"vx{key}", wire_end(key), 1)):
+            lines += [f"qdisc add dev {dev} clsact",
+                      f"filter add dev {dev} ingress pref {pref} u32 match u32 0 0 action mirred egress redirect "
+                      f"dev {to}"]
+    return lines
 
 
 def refused_across_machines(config: ExperimentConfig) -> None:

@@ -10,6 +10,7 @@ import ipaddress
 import socket
 import time
 from collections import Counter
+from pathlib import Path
 
 from ..fabric.kernel import KernelFeatures
 from ..fabric.net import Timings
@@ -18,12 +19,18 @@ from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates
 from ..model.partition import Partition, Plan
 from ..model.routing import Routing
+from ..ports.maps import PortStats
+from ..ports.tc import PortShape
+from ..results.fidelity import CpuTimes
 from ..sweeps.machines import Machine
+from .mirror import apply
+from .remote import RemoteHost
 from .session import MachineLost, Session, ask
 
 UP_TIMEOUT_S = 600.0  # a machine's part: bring-up of its share (k=8 over 4 here: ~1 min)
 DOWN_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 60.0  # probes and counters: each a fraction of a second when all is well
+CLOCK_EXCHANGES = 5
 DRAIN_SLICE_S = 0.02  # probes: how long each machine listens per request while none has heard anything
 
 
@@ -75,17 +82,33 @@ def plan_of(config: ExperimentConfig, machines: list[Machine], here: FaithfulRat
 class SplitFabric:
     """A fabric over `machines` (each running its part), used as `with SplitFabric(...) as net`."""
 
-    def __init__(self, config: ExperimentConfig, machines: list[Machine], plan: Plan):
+    # What the block lifecycle (experiments/base.py) reads of a FabricNet, here empty: no Docker
+    # hosts, no pause agent (both refused across machines), no local run state (each part has its own).
+    containers: dict = {}
+    pause_agent_figures = None
+    inventory = None
+
+    def __init__(self, config: ExperimentConfig, machines: list[Machine], plan: Plan, run_id: str | None = None,
+                 workroot: Path | None = None):
+        """`workroot`: the folder under which the runners keep the blocks' work folders (the
+        bundle's work/), mirrored on every machine (machines/mirror.py)."""
         refused_across_machines(config)
         self.config = config
+        self.run_id = run_id
+        self.workroot = workroot.resolve() if workroot is not None else None
+        self.port_shape = PortShape.of(config)
         self.plan = plan
         self.partition = plan.partition
         self.fabric_topo = self.partition.topo
         self.routing = Routing(self.fabric_topo)
         self.machines = machines
         self.addresses = {m.name: underlay_address(m) for m in machines}
+        self.hosts = [RemoteHost(self, spec.name, self.partition.machine_of[spec.name], spec.ip)
+                      for spec in self.fabric_topo.hosts]
+        self._host = {host.name: host for host in self.hosts}
         self.sessions: list[Session] = []
         self.parts: dict[str, dict] = {}  # machine -> what its part said when it came up
+        self.clock_offsets_ns: dict[str, int] = {}  # machine -> its CLOCK_MONOTONIC minus ours
         self.timings = Timings()
         self.stop_timings = Timings()
         # Every machine forwards alike: what `auto` is here (a machine without OVS's kernel module
@@ -126,12 +149,62 @@ class SplitFabric:
         self.timings.mark("every machine's network checked")
         self.parts = self._ask({m.name: {"op": "up", **part} for m in self.machines}, UP_TIMEOUT_S)
         self.timings.mark("every machine's part (in parallel)")
+        self.clock_offsets_ns = {m.name: self._clock_offset_ns(m.name) for m in self.machines}
 
-    def fault(self) -> str | None:
-        """A machine whose part ended, in one line; None while all run."""
+    def _clock_offset_ns(self, machine: str) -> int:
+        """The machine's CLOCK_MONOTONIC minus ours (cchost counts from an epoch on its machine's
+        clock): the best of a few exchanges, each read at its middle (its error at most half the
+        exchange, a fraction of a millisecond on a LAN: microseconds of datacenter time)."""
+        best = None
+        for _ in range(CLOCK_EXCHANGES):
+            sent = time.monotonic_ns()
+            there = self.ask_one(machine, {"op": "clock"})["now_ns"]
+            back = time.monotonic_ns()
+            if best is None or back - sent < best[0]:
+                best = (back - sent, there - (sent + back) // 2)
+        return best[1]
+
+    def __getitem__(self, host: str) -> RemoteHost:
+        return self._host[host]
+
+    def ask_one(self, machine: str, request: dict, timeout: float = REQUEST_TIMEOUT_S) -> dict:
+        return self._ask({machine: request}, timeout)[machine]
+
+    def collect(self) -> None:
+        """What every machine's hosts wrote since the last call, into the work folders here."""
+        for reply in self._everyone({"op": "collect"}).values():
+            apply(reply["changes"], self.workroot)
+
+    def idle_rtts(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        """fabric/latency.py's, each pair measured from its source's machine (all at once)."""
+        by_machine: dict[str, list] = {m.name: [] for m in self.machines}
+        for src, dst in pairs:
+            by_machine[self.partition.machine_of[src]].append([src, dst])
+        replies = self._ask({name: {"op": "idle_rtts", "pairs": mine} for name, mine in by_machine.items() if mine},
+                            UP_TIMEOUT_S)
+        return {(src, dst): rtt for reply in replies.values() for src, dst, rtt in reply["rtts"]}
+
+    def drained_ports(self) -> tuple[list[PortStats], float]:
+        """Every machine's ports once drained (each waits on its own: a port's books are kept on
+        its machine, fabric/tunnels.py), and a frame's time."""
+        replies = self._everyone({"op": "ports_drained"})
+        ports = [PortStats.from_json(port) for reply in replies.values() for port in reply["ports"]]
+        return ports, next(iter(replies.values()))["frame_ns"]
+
+    def cpu_over_block(self) -> tuple[float, float]:
+        """(steal share, busy share) of the worst machine since its part came up (the verdict
+        judges the machine that fell behind, fidelity.Observation)."""
+        now = self._everyone({"op": "cpu"})
+        shares = [CpuTimes(**now[name]["cpu"]).since(CpuTimes(**part["cpu"])) for name, part in self.parts.items()]
+        return max(s for s, _ in shares), max(b for _, b in shares)
+
+    def fault(self) -> None:
+        """None while every machine's part runs; MachineLost (one line naming the machine) once one
+        ended: the fabric cannot go on without its switches, and the run ends there (a block
+        lifecycle would only fail to bring the next block up)."""
         for session in self.sessions:
             if session.proc.poll() is not None:
-                return str(session.lost("while the fabric was up"))
+                raise session.lost("while the fabric was up")
         return None
 
     def probes(self, names) -> "SplitProbes":

@@ -19,15 +19,27 @@ goes to stderr instead, so it cannot break the channel.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
+import subprocess
 import sys
+import time
 from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
 from typing import TextIO
 
+from ..results.fidelity import CpuTimes
+from .mirror import Outbox, mapped
 
-REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters", "down")
+MIRROR = "mirror"  # in the run's state folder: the block's work folder as this machine's hosts see it
+
+
+REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters",
+            "clock", "spawn", "poll", "write", "close_stdin", "signal", "collect", "idle_rtts", "ports_drained", "cpu",
+            "down")
 
 
 class Part:
@@ -37,6 +49,8 @@ class Part:
         self.machine = machine
         self.net = None
         self.probes = None
+        self.procs: dict[int, subprocess.Popen] = {}  # the controller's process ids -> what runs here
+        self.outbox: Outbox | None = None
 
     def _part(self, config: dict, machines: list[str], addresses: dict[str, str]):
         from ..model.config import parse_config
@@ -64,7 +78,9 @@ class Part:
             net.stop()
             raise
         self.net = net
-        return {"run_id": net.run_id, "state_dir": str(net.inventory.state_dir), "datapath": net.describe_datapath(),
+        self.outbox = Outbox(net.inventory.state_dir / MIRROR)
+        return {"cpu": asdict(CpuTimes.now()), "run_id": net.run_id, "state_dir": str(net.inventory.state_dir),
+                "datapath": net.describe_datapath(),
                 "bring_up_s": round(net.timings.total, 3), "switches": len(net.switches), "hosts": len(net.hosts)}
 
     def probes_open(self, hosts: list[str]) -> dict:
@@ -95,7 +111,84 @@ class Part:
 
         return {"counters": [[switch, port, rx, tx] for (switch, port), (rx, tx) in port_counters(self.net).items()]}
 
+    # A block's hosts (machines/remote.py is the controller's side) -------------------------------
+
+    def spawn(self, id: int, host: str, argv: list[str], stdin: bool, log: str, root: str,
+              files: dict[str, str]) -> dict:
+        """Starts host `host`'s transport (this machine's cchost: argv[0] is the controller's) with
+        the controller's paths under `root` mapped to this machine's mirror, the files it reads
+        written there first, its output in `log` (mapped)."""
+        from ..programs.cchost import cchost_binary
+
+        controller_root, mirror = Path(root), self.outbox.mirror
+        for path, content in files.items():
+            target = Path(mapped(path, controller_root, mirror))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(base64.b64decode(content))
+        args = [mapped(arg, controller_root, mirror) for arg in argv[1:]]
+        for arg in args + [mapped(log, controller_root, mirror)]:
+            if arg.startswith(str(mirror)):
+                Path(arg).parent.mkdir(parents=True, exist_ok=True)
+        with open(mapped(log, controller_root, mirror), "wb") as out:
+            self.procs[id] = self.net[host].popen_transport(
+                [str(cchost_binary()), *args], stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT)
+        return {"pid": self.procs[id].pid}
+
+    def poll(self, ids: list[int]) -> dict:
+        return {"returncodes": {str(i): self.procs[i].poll() for i in ids}}
+
+    def write(self, id: int, data: str) -> dict:
+        try:
+            self.procs[id].stdin.write(base64.b64decode(data))
+            self.procs[id].stdin.flush()
+        except (BrokenPipeError, ValueError):
+            return {"broken": True}
+        return {"broken": False}
+
+    def close_stdin(self, id: int) -> dict:
+        if self.procs[id].stdin:
+            try:
+                self.procs[id].stdin.close()
+            except OSError:
+                pass
+        return {}
+
+    def signal(self, id: int, signum: int) -> dict:
+        if self.procs[id].poll() is None:
+            self.procs[id].send_signal(signum)
+        return {}
+
+    def collect(self) -> dict:
+        return {"changes": self.outbox.changes()}
+
+    def idle_rtts(self, pairs: list[list[str]]) -> dict:
+        from ..fabric.latency import idle_rtts
+
+        measured = idle_rtts(self.net, [tuple(pair) for pair in pairs])
+        return {"rtts": [[src, dst, rtt] for (src, dst), rtt in measured.items()]}
+
+    def ports_drained(self) -> dict:
+        from ..ports.maps import PortMaps
+
+        with PortMaps(self.net.inventory.state_dir) as maps:
+            return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
+
+    def clock(self) -> dict:
+        """This machine's CLOCK_MONOTONIC (cchost's clock: --epoch-ns counts on it)."""
+        return {"now_ns": time.monotonic_ns()}
+
+    def cpu(self) -> dict:
+        return {"cpu": asdict(CpuTimes.now())}
+
+    def _stop_procs(self) -> None:
+        from ..experiments.base import stop_all
+
+        stop_all(self.procs.values())
+        self.procs.clear()
+
     def down(self) -> dict:
+        self._stop_procs()
         self.probes_close()
         if self.net is None:
             return {"stopped": {}}

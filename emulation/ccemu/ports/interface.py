@@ -24,6 +24,15 @@ class PortCommands:
     program: str  # its line in port_loader's attach config (ports/fields.py)
 
 
+def configure_wire_end(name: str, ids: PortIds, shape: PortShape, switch_port: bool = False) -> PortCommands:
+    """The wire end of a cut link (fabric/tunnels.py): up, no qdisc of its own (the wire does not
+    shape: the ports at both ends do), and the port program, whose ingress counts what its peer
+    (the switch's port) sent as having left that port's queue, as a veth peer's does on a local
+    link. It is never a switch port."""
+    return PortCommands(ip=(f"link set {name} up",), shell=(), tc=(),
+                        program=port_program_line(name, shape, ids.port_id, ids.peer_port_id, False))
+
+
 def configure(name: str, ids: PortIds, shape: PortShape, switch_port: bool) -> PortCommands:
     """Port `name`: up, its qdisc tree and its port program config. A host's NIC also sends
     whole, checksummed frames: the userspace datapath forwards what it reads from a socket as is,

@@ -292,6 +292,19 @@ class PortStats:
     pfc: PortPfc = PortPfc()  # lossless mode's counters (zero elsewhere)
     tcd_state: int = 0  # bpf/port.h TCD_*: the state of the port's last packet
 
+    @classmethod
+    def from_json(cls, data: dict) -> "PortStats":
+        """A PortStats from its dataclasses.asdict() sent as JSON (another machine's: machines/)."""
+        def stats(d: dict) -> ClassStats:
+            return ClassStats(**{**d, "histogram": tuple(d["histogram"])})
+
+        config, residence, pfc = data["config"], data["residence"], data["pfc"]
+        return cls(**{**data, "config": PortProgramConfig(**{**config, "buffer_bytes": tuple(config["buffer_bytes"])}),
+                      "queue_bytes": tuple(data["queue_bytes"]), "ideal_queue_bytes": tuple(data["ideal_queue_bytes"]),
+                      "data": stats(data["data"]), "credit": stats(data["credit"]),
+                      "residence": Residence(**{**residence, "histogram": tuple(residence["histogram"])}),
+                      "pfc": PortPfc(**{**pfc, "pause_histogram": tuple(pfc["pause_histogram"])})})
+
     @property
     def left_packets(self) -> int:
         """IPv4 packets that reached this port's egress (admitted or dropped)."""

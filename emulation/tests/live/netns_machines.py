@@ -106,12 +106,14 @@ class NetnsMachines(Machines):
         """`ccemu ARGV` run on the controller (the namespace on the machines' network)."""
         return ["ip", "netns", "exec", self.controller, str(REPO / ".venv" / "bin" / "ccemu"), *argv]
 
-    def on_machine(self, name: str, *argv: str) -> subprocess.CompletedProcess:
-        """`ccemu ARGV` on machine `name` as its user would run it there (over ssh, as root)."""
+    def on_machine_argv(self, name: str, *argv: str) -> list[str]:
+        """What runs `ccemu ARGV` on machine `name` as its user would run it there (over ssh, as root)."""
         remote = f"env CCEMU_STATE_ROOT={self.state_root(name)} {REPO / '.venv' / 'bin' / 'ccemu'} {' '.join(argv)}"
-        return subprocess.run(["ip", "netns", "exec", self.controller, "ssh", "-T", "-o", "BatchMode=yes",
-                               "-i", str(self.key), "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}",
-                               f"root@{self.address(name)}", remote], capture_output=True, text=True, timeout=120)
+        return ["ip", "netns", "exec", self.controller, "ssh", "-T", "-o", "BatchMode=yes", "-i", str(self.key),
+                "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}", f"root@{self.address(name)}", remote]
+
+    def on_machine(self, name: str, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(self.on_machine_argv(name, *argv), capture_output=True, text=True, timeout=120)
 
     def processes_in(self, name: str) -> list[psutil.Process]:
         """Processes in machine `name`'s network namespace, its sshd and sessions aside."""

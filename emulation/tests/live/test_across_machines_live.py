@@ -4,6 +4,7 @@ controller (`ccemu` itself) in a namespace on that network. They share this mach
 tests show the mechanism, not the capacity. Every test's name ends in `across_machines`
 (`pytest -k across_machines` runs them as a group)."""
 
+import csv
 import json
 import os
 import signal
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from ccemu.polling import wait_until
 from netns_machines import NetnsMachines
 
 EXIT_FABRIC = 6
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -106,8 +109,7 @@ def test_a_network_too_small_for_the_tunnels_is_refused_before_anything_starts_a
 
 def up_across(machines: NetnsMachines) -> subprocess.Popen:
     """`ccemu up --inventory` on the controller, once every machine's part is up."""
-    proc = subprocess.Popen(machines.controller_command("up", str(Path(__file__).parents[3] / "workloads" /
-                                                                  "experiments" / "incast.yaml"),
+    proc = subprocess.Popen(machines.controller_command("up", str(REPO / "workloads" / "experiments" / "incast.yaml"),
                                                         "--inventory", str(machines.inventory())),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = ""
@@ -165,31 +167,96 @@ def test_a_machine_that_disappears_mid_run_is_named_in_one_line_and_the_run_ends
 
 
 @pytest.mark.root
-def test_a_cut_links_port_is_a_vxlan_device_that_runs_the_same_port_model_as_a_local_link_across_machines(machines):
+def test_a_cut_links_port_runs_the_same_port_model_as_a_local_link_and_its_wire_is_a_vxlan_tunnel_across_machines(
+        machines):
     controller = up_across(machines)
     try:
         # a1 (pod 1, on m1): port 3 leads to core c1 (m1 too), port 4 to c2 (on m2): cut, the first cut link.
         namespace = next(line.split()[1] for line in machines.on_machine("m1", "ports").stdout.splitlines()
                          if " a1-eth4 " in line)
-        on_m1 = lambda *argv: machines.on_machine("m1", "exec", namespace, *argv)  # noqa: E731
-        (device,) = json.loads(on_m1("ip", "-d", "-j", "link", "show", "a1-eth4").stdout)
-        vxlan = device["linkinfo"]["info_data"]
-        assert device["linkinfo"]["info_kind"] == "vxlan" and vxlan["id"] == 1
-        assert (vxlan["local"], vxlan["remote"]) == (machines.address("m1"), machines.address("m2"))
-        # The port model on the tunnel's device is the local link's: the same qdiscs, classes and
-        # program (a qdisc's reference count aside: a veth holds its root once more than a VXLAN device).
+        on_m1 = lambda node, *argv: machines.on_machine("m1", "exec", node, *argv)  # noqa: E731
+
         def tc(*argv: str) -> list:
-            done = on_m1("tc", "-j", *argv)
+            done = on_m1(namespace, "tc", "-j", *argv)
             assert done.returncode == 0 and done.stdout, (argv, done.stderr)
             if not done.stdout.startswith("["):  # HTB's classes: iproute2 prints them as text even with -j
                 return done.stdout.split()
             return [{k: v for k, v in item.items() if k != "refcnt"} for item in json.loads(done.stdout)]
 
+        # The port model on the cut link's port is the local link's: the same qdiscs, classes and program.
         for what, after in (("qdisc", ()), ("class", ()), ("filter", ("egress",))):
-            tunnel, local = (tc(what, "show", "dev", port, *after) for port in ("a1-eth4", "a1-eth3"))
-            assert tunnel == local and tunnel, (what, tunnel, local)
+            cut, local = (tc(what, "show", "dev", port, *after) for port in ("a1-eth4", "a1-eth3"))
+            assert cut == local and cut, (what, cut, local)
+        # Its peer is the wire end, bridged to the link's VXLAN device (key 1) from m1 to m2.
+        (port,) = json.loads(on_m1(namespace, "ip", "-d", "-j", "link", "show", "a1-eth4").stdout)
+        assert port["linkinfo"]["info_kind"] == "veth"
+        wire = {link["ifname"]: link for link in json.loads(on_m1("wire0", "ip", "-d", "-j", "link", "show").stdout)}
+        assert wire["wire1"]["master"] == wire["vx1"]["master"] == "br1"
+        vxlan = wire["vx1"]["linkinfo"]["info_data"]
+        assert vxlan["id"] == 1
+        assert (vxlan["local"], vxlan["remote"]) == (machines.address("m1"), machines.address("m2"))
     finally:
         controller.terminate()
         controller.communicate(timeout=60)
     assert controller.returncode == 0
     nothing_left_on(machines)
+
+
+@pytest.mark.root
+def test_sustained_tcp_across_a_cut_link_gets_the_links_rate_across_machines(machines):
+    """Kernel TCP from h1 (on m1) to h9 (on m2) for 8 s: every path between them crosses a cut
+    link, whose port must drain as a local one does (fabric/tunnels.py)."""
+    controller = up_across(machines)
+    server = None
+    try:
+        server = subprocess.Popen(machines.on_machine_argv("m2", "exec", "h9", "iperf3", "-s", "-1", "-p", "5201"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert wait_until(lambda: "5201" in machines.on_machine("m2", "exec", "h9", "ss", "-Hltn").stdout, 30, 0.2)
+        client = machines.on_machine("m1", "exec", "h1", "iperf3", "-c", "10.0.0.9", "-p", "5201", "-t", "8", "-J")
+        assert client.returncode == 0, client.stdout[-2000:] + client.stderr[-2000:]
+        received = json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+        ideal = 5.0 * 1448 / 1538  # incast's links: 5 Mbit/s; TCP's payload per wire frame
+        assert received >= 0.9 * ideal, (received, ideal)
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        controller.terminate()
+        controller.communicate(timeout=60)
+    nothing_left_on(machines, within_s=30)
+
+
+def goodputs(bundle_root: Path) -> dict[tuple[str, str], float]:
+    """(scheme, N) -> goodput (bit/s) of the only bundle under `bundle_root`."""
+    (bundle,) = [p.parent for p in bundle_root.glob("*/*/manifest.json")]
+    with open(bundle / "rounds.csv") as rows:
+        return {(row["scheme"], row["n"]): float(row["goodput_bps"]) for row in csv.DictReader(rows)}
+
+
+@pytest.mark.root
+def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_machine_across_machines(machines,
+                                                                                                    tmp_path):
+    """`make experiment NAME=incast` with one round per N, on one machine and over two (k=4: 8 cut
+    links), side by side in one test: each block's goodput within 10 % of the one machine's, and
+    ExpressPass drops no data on the split fabric."""
+    incast = yaml.safe_load((REPO / "workloads" / "experiments" / "incast.yaml").read_text())
+    incast["workload"]["rounds"] = 1
+    experiment = tmp_path / "incast.yaml"
+    experiment.write_text(yaml.safe_dump(incast))
+    here = subprocess.run([str(REPO / ".venv" / "bin" / "ccemu"), "experiment", str(experiment), "--results",
+                           str(tmp_path / "here"), "--no-monitoring"], capture_output=True, text=True, timeout=1800)
+    assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-3000:]
+    split = subprocess.run(machines.controller_command("experiment", str(experiment), "--results",
+                                                       str(tmp_path / "across"), "--inventory",
+                                                       str(machines.inventory())),
+                           capture_output=True, text=True, timeout=1800)
+    assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
+    one, two = goodputs(tmp_path / "here"), goodputs(tmp_path / "across")
+    assert one.keys() == two.keys() and len(one) == 4 * 5
+    ratios = {block: two[block] / one[block] for block in one}
+    assert all(0.9 <= ratio <= 1.1 for ratio in ratios.values()), ratios
+    (bundle,) = [p.parent for p in (tmp_path / "across").glob("*/*/manifest.json")]
+    with open(bundle / "ports.csv") as rows:
+        dropped = sum(int(row["data_dropped"]) for row in csv.DictReader(rows) if row["scheme"] == "expresspass")
+    assert dropped == 0
+    nothing_left_on(machines, within_s=30)

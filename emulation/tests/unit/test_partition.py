@@ -2,18 +2,21 @@
 the tunnels ask of the machines' network (model/tunnel.py, fabric/tunnels.py), how the controller
 reaches each machine (machines/session.py) and what a machine's part answers (machines/part.py)."""
 
+import base64
 import io
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from ccemu import cli
 from ccemu.fabric.kernel import KernelFeatures
-from ccemu.fabric.tunnels import AcrossMachinesError, refused_across_machines, tunnel_line
+from ccemu.fabric.tunnels import AcrossMachinesError, refused_across_machines, tunnel_line, wire_lines
 from ccemu.machines.fabric import capacities, underlay_address
+from ccemu.machines.mirror import Outbox, apply, mapped, shipped
 from ccemu.machines.part import Part, serve
 from ccemu.machines.session import MachineLost, Session, ask, ccemu_on
 from ccemu.model.config import parse_config
@@ -60,11 +63,19 @@ def test_every_cut_link_has_one_key_that_both_of_its_machines_agree_on():
     link = partition.cut[5]
     a, b = (MachinePart(Partition.of(fat_tree(8), names(4)), partition.machine_of[end], addresses)
             for end in (link.a, link.b))
-    line_a = tunnel_line("x", 1, 1500, 42, a, link)
-    line_b = tunnel_line("y", 2, 1500, 43, b, link)
-    assert f"id {partition.tunnel_key(link)} " in line_a and f"id {partition.tunnel_key(link)} " in line_b
+    key = partition.tunnel_key(link)
+    line_a, line_b = tunnel_line(key, 1500, 42, a, link), tunnel_line(key, 1500, 43, b, link)
+    assert line_a.startswith(f"link add name vx{key} mtu 1500 netns 42 type vxlan id {key} ")
+    assert f" id {key} " in line_b
     assert (f"local {addresses[a.machine]} remote {addresses[b.machine]}" in line_a
             and f"local {addresses[b.machine]} remote {addresses[a.machine]}" in line_b)
+
+
+def test_a_wire_bridges_its_end_to_its_tunnel_and_never_learns_where_an_address_is():
+    lines = wire_lines([3])
+    assert "link set wire3 master br3" in lines and "link set vx3 master br3" in lines
+    assert {f"link set dev {dev} type bridge_slave learning off" for dev in ("wire3", "vx3")} <= set(lines)
+    assert lines[-1] == "link set br3 up"
 
 
 def test_a_leaf_spine_splits_by_leaf_with_its_spines_spread_and_a_dumbbell_by_switch():
@@ -246,11 +257,57 @@ def test_ccemu_plan_prints_a_k8_fat_tree_over_four_and_over_eight_machines_with_
         assert over == (len(done.stderr.splitlines()) == 1)
 
 
-def test_ccemu_plan_over_more_machines_than_pods_and_an_experiment_across_machines_are_refused_in_one_line():
+def test_ccemu_plan_over_more_machines_than_pods_and_an_experiment_over_an_unreadable_inventory_are_one_line(
+        tmp_path):
     done = run_cli("plan", "workloads/experiments/incast.yaml", "--machines", "5")
     assert done.returncode == cli.EXIT_BAD_CONFIG
     assert done.stderr == ("ccemu: a fattree splits by pod and has 4: it cannot be split over 5 machines (each needs "
                            "one pod at least)\n")
-    done = run_cli("experiment", "workloads/experiments/incast.yaml", "--inventory", "inventory.yml")
-    assert done.returncode == cli.EXIT_BAD_CONFIG and len(done.stderr.splitlines()) == 1
-    assert "running an experiment's traffic over a fabric across machines is not built yet" in done.stderr
+    (tmp_path / "bad.yml").write_text("ccemu: [unclosed\n")
+    done = run_cli("experiment", "workloads/experiments/incast.yaml", "--inventory", str(tmp_path / "bad.yml"))
+    assert done.returncode == cli.EXIT_BAD_CONFIG and len(done.stderr.splitlines()) == 1, done.stderr
+    assert f"{tmp_path / 'bad.yml'}: lists no machine (Unable to parse" in done.stderr
+
+
+def test_a_hosts_paths_under_the_work_folder_go_to_the_machines_mirror_with_the_files_it_reads(tmp_path):
+    root, mirror = tmp_path / "work", Path("/run/ccemu/r1/mirror")
+    (root / "b1").mkdir(parents=True)
+    (root / "b1" / "h2.delays").write_text("{}\n")
+    argv = ["cchost", "--records", str(root / "b1" / "h2.records"), "--delays", str(root / "b1" / "h2.delays"),
+            "--host", "2"]
+    assert [mapped(arg, root, mirror) for arg in argv][2:5] == [
+        "/run/ccemu/r1/mirror/b1/h2.records", "--delays", "/run/ccemu/r1/mirror/b1/h2.delays"]
+    assert mapped(str(tmp_path / "workshop"), root, mirror) == str(tmp_path / "workshop")  # a prefix is no folder
+    assert shipped(argv, root) == {str(root / "b1" / "h2.delays"): base64.b64encode(b"{}\n").decode()}
+
+
+def test_what_hosts_append_comes_back_as_its_tail_and_a_rewritten_file_whole(tmp_path):
+    mirror, back = tmp_path / "mirror", tmp_path / "back"
+    (mirror / "b1").mkdir(parents=True)
+    back.mkdir()
+    outbox = Outbox(mirror)
+    records, counters = mirror / "b1" / "h2.records", mirror / "b1" / "h2.counters"
+    records.write_text('{"id": 1}\n')
+    counters.write_text('{"sent": 1}')
+    apply(outbox.changes(), back)
+    assert outbox.changes() == []  # nothing changed since
+    with open(records, "a") as out:
+        out.write('{"id": 2}\n{"id": 3')  # the last line half written
+    counters.write_text('{"sent": 22}')
+    changes = outbox.changes()
+    assert [(path, how) for path, how, _ in changes] == [("b1/h2.counters", "whole"), ("b1/h2.records", "tail")]
+    apply(changes, back)
+    assert (back / "b1" / "h2.records").read_text() == '{"id": 1}\n{"id": 2}\n{"id": 3'
+    assert (back / "b1" / "h2.counters").read_text() == '{"sent": 22}'
+    with pytest.raises(ValueError, match="outside the work folder"):
+        apply([["../../etc/x", "whole", ""]], back)
+
+
+def test_a_ports_figures_cross_machines_as_json_and_come_back_equal():
+    from ccemu.ports.maps import ClassStats, PortProgramConfig, PortStats, Residence
+
+    stats = ClassStats(1, 1538, 0, 0, 1, 1538, 0, 1538, 0, 0, (1, 0, 2), 1538)
+    port = PortStats("sw0", "a1-eth4", 1_048_580, PortProgramConfig(625_000, 32_000, (128_000, 672), 32_000, 4, 7, 8,
+                                                                    True, 10**9),
+                     (0, 0), 0, (0.0, 0.0), 0.0, 0, stats, stats, Residence(packets=1, sum_ns=5, max_ns=5), 3)
+    assert PortStats.from_json(json.loads(json.dumps(asdict(port)))) == port

@@ -401,7 +401,9 @@ int port_ingress(struct __sk_buff *skb)
 	struct parsed p;
 
 	arrive(skb, &p);
-	return TC_ACT_OK;
+	/* No verdict: the packet goes on as with TC_ACT_OK, through any later filter first (a cut
+	 * link's wire end hands it to its tunnel so: fabric/tunnels.py). */
+	return TC_ACT_UNSPEC;
 }
 
 /* A switch port's ingress when the switches forward in the kernel (switch.h). */
