@@ -405,30 +405,33 @@ def _machines_plan(config: ExperimentConfig, inventory: Path | None, count: int 
     return machines, plan_of(config, machines, here)
 
 
-def _check_across(config: ExperimentConfig, inventory: Path) -> int:
-    """`ccemu check --inventory`: the plan, refused in one line when a machine cannot carry its
-    share; else every machine's part up, the checks over the whole fabric, every part down."""
-    from .fabric.checks import check_fabric
-    from .machines.fabric import SplitFabric
-    from .model.config import DoesNotFit
-
-    machines, plan = _machines_plan(config, inventory, None)
-    print("\n".join(plan.lines()))
-    if (refusal := plan.refusal()) is not None:
-        raise DoesNotFit(refusal)
-    return 0 if check_fabric(config, SplitFabric(config, machines, plan)) else EXIT_FAILED
-
-
-def _up_across(config: ExperimentConfig, inventory: Path) -> int:
-    """`ccemu up --inventory`: the fabric over the machines until Ctrl-C / SIGTERM, or until a
-    machine is lost (one line naming it, exit 6)."""
-    from .machines.fabric import SplitFabric
+def _planned(config: ExperimentConfig, inventory: Path):
+    """(machines, plan) of `config` over `inventory`, the plan printed before anything starts and
+    refused in one line (DoesNotFit) when a machine cannot carry its share."""
     from .model.config import DoesNotFit
 
     machines, plan = _machines_plan(config, inventory, None)
     print("\n".join(plan.lines()), flush=True)
     if (refusal := plan.refusal()) is not None:
         raise DoesNotFit(refusal)
+    return machines, plan
+
+
+def _check_across(config: ExperimentConfig, inventory: Path) -> int:
+    """`ccemu check --inventory`: the plan; every machine's part up, the checks over the whole
+    fabric, every part down."""
+    from .fabric.checks import check_fabric
+    from .machines.fabric import SplitFabric
+
+    return 0 if check_fabric(config, SplitFabric(config, *_planned(config, inventory))) else EXIT_FAILED
+
+
+def _up_across(config: ExperimentConfig, inventory: Path) -> int:
+    """`ccemu up --inventory`: the fabric over the machines until Ctrl-C / SIGTERM, or until a
+    machine is lost (one line naming it, exit 6)."""
+    from .machines.fabric import SplitFabric
+
+    machines, plan = _planned(config, inventory)
     try:
         with SplitFabric(config, machines, plan) as net:
             print(f"fabric of {config.name} is up over {len(machines)} machines ({net.describe_datapath()}); "
@@ -643,12 +646,7 @@ def cmd_experiment(args) -> int:
     config, dilation_from = validated_experiment(args.config, args.results, args.hosts)
     across = None  # --inventory: (machines, plan) every block's fabric is split over
     if args.inventory is not None:
-        from .model.config import DoesNotFit
-
-        across = _machines_plan(config, args.inventory, None)
-        print("\n".join(across[1].lines()), flush=True)
-        if (refusal := across[1].refusal()) is not None:
-            raise DoesNotFit(refusal)
+        across = _planned(config, args.inventory)
     else:
         _require_root("experiment")
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.

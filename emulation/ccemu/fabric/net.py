@@ -154,7 +154,28 @@ class Timings:
         return sum(self.phases.values())
 
 
-class FabricNet(Mininet):
+class UpWhileInside:
+    """`with fabric:` brings it up and tears it down, also when the bring-up fails half way."""
+
+    def bring_up(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        try:
+            self.bring_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class FabricNet(UpWhileInside, Mininet):
     """Mininet network built from a ccemu Topology on private OVS instances."""
 
     inited = True  # skip Mininet.init(): it raises system-wide sysctls we would not restore
@@ -390,10 +411,11 @@ class FabricNet(Mininet):
             program_config = config_dir / f"{node}.ports"
             _write(program_config, [c.program for c in commands])
             ip_batch = [line for c in commands for line in c.ip] + list(ip_after)
+            tc_batch = [line for c in commands for line in c.tc] + list(tc_after)
             return " && ".join([
                 f"ip -batch {_write(config_dir / f'{node}.ip', ip_batch)}",
                 *(line for c in commands for line in c.shell),
-                f"tc -batch {_write(config_dir / f'{node}.tc', [*(line for c in commands for line in c.tc), *tc_after])}",
+                f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
                 self.port_program.attach_command(self.bpffs, program_config,
                                                  forward=switch_ports and self.forwards_in_bpf),
             ])
@@ -571,17 +593,9 @@ class FabricNet(Mininet):
         if problems:
             raise LeftoversError(f"run {self.run_id} left: {'; '.join(problems)}; run `ccemu clean`")
 
-    def __enter__(self) -> "FabricNet":
-        try:
-            self.build()
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def bring_up(self) -> None:
+        self.build()
+        self.start()
 
 
 def _run_everywhere(scripts: dict[Node, str]) -> dict[Node, str]:

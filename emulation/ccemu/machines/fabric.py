@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..fabric.kernel import KernelFeatures
-from ..fabric.net import Timings
+from ..fabric.net import Timings, UpWhileInside
 from ..fabric.tunnels import AcrossMachinesError, refused_across_machines
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates
@@ -79,7 +79,7 @@ def plan_of(config: ExperimentConfig, machines: list[Machine], here: FaithfulRat
                    capacities(machines, here))
 
 
-class SplitFabric:
+class SplitFabric(UpWhileInside):
     """A fabric over `machines` (each running its part), used as `with SplitFabric(...) as net`."""
 
     # What the block lifecycle (experiments/base.py) reads of a FabricNet, here empty: no Docker
@@ -234,16 +234,8 @@ class SplitFabric:
         if problems:
             raise AcrossMachinesError("tearing down: " + "; ".join(problems) + " (run `ccemu clean` on that machine)")
 
-    def __enter__(self) -> "SplitFabric":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def bring_up(self) -> None:
+        self.start()
 
 
 class SplitProbes:

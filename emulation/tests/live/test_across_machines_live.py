@@ -187,11 +187,13 @@ def test_a_cut_links_port_runs_the_same_port_model_as_a_local_link_and_its_wire_
         for what, after in (("qdisc", ()), ("class", ()), ("filter", ("egress",))):
             cut, local = (tc(what, "show", "dev", port, *after) for port in ("a1-eth4", "a1-eth3"))
             assert cut == local and cut, (what, cut, local)
-        # Its peer is the wire end, bridged to the link's VXLAN device (key 1) from m1 to m2.
+        # Its peer is the wire end, which hands every frame to the link's VXLAN device (key 1), m1 to m2, and back.
         (port,) = json.loads(on_m1(namespace, "ip", "-d", "-j", "link", "show", "a1-eth4").stdout)
         assert port["linkinfo"]["info_kind"] == "veth"
         wire = {link["ifname"]: link for link in json.loads(on_m1("wire0", "ip", "-d", "-j", "link", "show").stdout)}
-        assert wire["wire1"]["master"] == wire["vx1"]["master"] == "br1"
+        for dev, to in (("wire1", "vx1"), ("vx1", "wire1")):
+            filters = on_m1("wire0", "tc", "filter", "show", "dev", dev, "ingress").stdout
+            assert f"mirred (Egress Redirect to device {to})" in filters, filters
         vxlan = wire["vx1"]["linkinfo"]["info_data"]
         assert vxlan["id"] == 1
         assert (vxlan["local"], vxlan["remote"]) == (machines.address("m1"), machines.address("m2"))
@@ -254,6 +256,9 @@ def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_mach
     one, two = goodputs(tmp_path / "here"), goodputs(tmp_path / "across")
     assert one.keys() == two.keys() and len(one) == 4 * 5
     ratios = {block: two[block] / one[block] for block in one}
+    for (scheme, n), ratio in sorted(ratios.items()):  # shown with -rP: the figures behind the README's
+        print(f"{scheme:12} N={n:>3}  one machine {one[(scheme, n)] / 1e6:.3f} Mbit/s  two {two[(scheme, n)] / 1e6:.3f}"
+              f"  ratio {ratio:.3f}")
     assert all(0.9 <= ratio <= 1.1 for ratio in ratios.values()), ratios
     (bundle,) = [p.parent for p in (tmp_path / "across").glob("*/*/manifest.json")]
     with open(bundle / "ports.csv") as rows:

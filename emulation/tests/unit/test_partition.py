@@ -14,7 +14,7 @@ import pytest
 
 from ccemu import cli
 from ccemu.fabric.kernel import KernelFeatures
-from ccemu.fabric.tunnels import AcrossMachinesError, refused_across_machines, tunnel_line, wire_lines
+from ccemu.fabric.tunnels import AcrossMachinesError, refused_across_machines, tunnel_line, wire_tc_lines
 from ccemu.machines.fabric import capacities, underlay_address
 from ccemu.machines.mirror import Outbox, apply, mapped, shipped
 from ccemu.machines.part import Part, serve
@@ -71,11 +71,13 @@ def test_every_cut_link_has_one_key_that_both_of_its_machines_agree_on():
             and f"local {addresses[b.machine]} remote {addresses[a.machine]}" in line_b)
 
 
-def test_a_wire_bridges_its_end_to_its_tunnel_and_never_learns_where_an_address_is():
-    lines = wire_lines([3])
-    assert "link set wire3 master br3" in lines and "link set vx3 master br3" in lines
-    assert {f"link set dev {dev} type bridge_slave learning off" for dev in ("wire3", "vx3")} <= set(lines)
-    assert lines[-1] == "link set br3 up"
+def test_a_wire_end_and_its_tunnel_hand_each_other_every_frame_after_the_port_program_counted_it():
+    lines = wire_tc_lines([3])
+    assert ("filter add dev wire3 ingress pref 2 u32 match u32 0 0 action mirred egress redirect dev vx3" in lines
+            and "filter add dev vx3 ingress pref 1 u32 match u32 0 0 action mirred egress redirect dev wire3" in lines)
+    # The port loader attaches the port program at preference 1 (ports/bpf/port_loader.c): first at the wire end.
+    loader = (Path(__file__).parents[2] / "ccemu" / "ports" / "bpf" / "port_loader.c").read_text()
+    assert ".handle = 1, .priority = 1," in loader
 
 
 def test_a_leaf_spine_splits_by_leaf_with_its_spines_spread_and_a_dumbbell_by_switch():
@@ -311,3 +313,45 @@ def test_a_ports_figures_cross_machines_as_json_and_come_back_equal():
                                                                     True, 10**9),
                      (0, 0), 0, (0.0, 0.0), 0.0, 0, stats, stats, Residence(packets=1, sum_ns=5, max_ns=5), 3)
     assert PortStats.from_json(json.loads(json.dumps(asdict(port)))) == port
+
+
+class FakeFabric:
+    """What a RemoteHost asks of its SplitFabric: the requests it sent, and scripted replies."""
+
+    def __init__(self, workroot: Path, replies: dict[str, list[dict]]):
+        self.workroot, self.replies, self.asked = workroot, replies, []
+        self.clock_offsets_ns = {"m2": 1_000}
+
+    def ask_one(self, machine: str, request: dict) -> dict:
+        self.asked.append((machine, request))
+        return self.replies[request["op"]].pop(0)
+
+
+def test_a_remote_hosts_cchost_starts_on_its_machines_clock_with_the_files_it_reads(tmp_path):
+    from ccemu.machines.remote import RemoteHost
+
+    work = tmp_path / "work"
+    (work / "b1").mkdir(parents=True)
+    (work / "b1" / "h9.flows").write_text("{}\n")
+    fabric = FakeFabric(work, {"spawn": [{"pid": 77}], "poll": [{"returncodes": {}}]})
+    host = RemoteHost(fabric, "h9", "m2", "10.0.0.9")
+    with open(work / "b1" / "h9.log", "wb") as log:
+        proc = host.popen_transport(["cchost", "--epoch-ns", "5000", "--schedule", str(work / "b1" / "h9.flows")],
+                                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+    (machine, request), = fabric.asked
+    assert machine == "m2" and request["argv"][:3] == ["cchost", "--epoch-ns", "6000"]  # + m2's clock offset
+    assert request["log"] == str(work / "b1" / "h9.log") and request["stdin"] is True
+    assert list(request["files"]) == [str(work / "b1" / "h9.flows")] and proc.pid == 77
+
+
+def test_a_remote_cchost_that_stopped_reading_is_a_broken_pipe_and_a_wait_times_out_as_popens_does(tmp_path):
+    from ccemu.machines.remote import RemoteProcess
+
+    fabric = FakeFabric(tmp_path, {"write": [{"broken": True}],
+                                   "poll": [{"returncodes": {"3": None}}] * 100 + [{"returncodes": {"3": 0}}]})
+    proc = RemoteProcess(fabric, "m2", "h9", 77, True, 3)
+    with pytest.raises(BrokenPipeError):
+        proc.stdin.write(b'{"id": 1}\n')
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.1)
+    assert proc.returncode is None
