@@ -155,8 +155,7 @@ class ExperimentRunner:
                  across: tuple[list, "Plan"] | None = None):
         """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
         said in the summary; None: the file gives its dilation. `across`: (machines, plan) to run
-        every block's fabric over several machines (machines/), without live metrics (not built
-        there yet: said on the console)."""
+        every block's fabric over several machines (machines/)."""
         if not isinstance(config.workload, kind.workload):  # runner_for (runnable_kind) chose it
             raise WorkloadNotRunnable(f"{config.name}: a {kind.name} runner was given a "
                                       f"{type(config.workload).__name__}")
@@ -172,10 +171,6 @@ class ExperimentRunner:
         self.credit_queues = 0  # on the longest credit path of the last block (the port profiles' manifest entries)
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
         self.across = across
-        if across is not None and monitoring:
-            console.print("[yellow]live metrics of a fabric over several machines are not built yet: this run has "
-                          "none (its bundle's tables and plots are whole)[/yellow]")
-            monitoring = False
         self.monitoring = MonitoringSession(self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring)
         self.started_at = time.monotonic()
 
@@ -271,9 +266,9 @@ class ExperimentRunner:
             live = LiveBlock(spec, config, net, workdir, time.monotonic_ns(), hosts)
             progress.update(task, description=f"{spec.label:24} idle RTTs")
             shortfalls = self._add_missing_delay(live)
+            tunnel_spread = net.tunnel_spread_us() if self.across is not None else None  # on the idle fabric
             live.epoch = time.monotonic_ns()
-            with self.monitoring.watching(spec.key, net.inventory.state_dir if net.inventory else None, workdir,
-                                          lambda r: self.ideal_fct_s(live, r)):
+            with self.monitoring.watching(spec.key, net, workdir, lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
             net.collect()  # the cchosts' last records and counters, where they ran on other machines
             if live.fault is not None:
@@ -305,7 +300,8 @@ class ExperimentRunner:
         seen = fidelity.Observation.of_block(cpu, net.port_shape.frame_wire_bytes, ports, frame_ns, bottleneck_port,
                                              lateness, gap, host_failures=[f.reason for f in failures],
                                              delay_shortfalls=shortfalls,
-                                             faults=[live.fault.reason] if live.fault else [])
+                                             faults=[live.fault.reason] if live.fault else [],
+                                             tunnel_spread_us=tunnel_spread)
         self.blocks_seen.append((spec.key, seen))
         self.failures += failures
         if live.fault is not None and live.fault.disk_full:

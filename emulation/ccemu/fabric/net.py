@@ -511,6 +511,15 @@ class FabricNet(UpWhileInside, Mininet):
         """Where the runners read what the hosts wrote: here, in place (a fabric over several
         machines fetches it: machines/fabric.py)."""
 
+    def live_ports(self):
+        """The ports' figures as they are now, for the collector (read(), frame_ns, close())."""
+        from ..ports.maps import PortMaps
+
+        return PortMaps(self.inventory.state_dir)
+
+    # The collector's CPU figures: this machine's (metrics/collector.py reads them itself).
+    cpu_shares_now = None
+
     def drained_ports(self) -> tuple[list, float]:
         """Every port's figures once the traffic drained (ports/maps.py read_drained), and a frame's time."""
         from ..ports.maps import PortMaps

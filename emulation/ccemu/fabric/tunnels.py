@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
+import re
 import subprocess
 
 from ..model.config import ExperimentConfig
@@ -75,6 +77,30 @@ def wire_tc_lines(keys: list[int]) -> list[str]:
                       f"filter add dev {dev} ingress pref {pref} u32 match u32 0 0 action mirred egress redirect "
                       f"dev {to}"]
     return lines
+
+
+TUNNEL_PINGS = 100  # per machine pair and block (0.2 s): the p99 is the 99th, not the greatest
+TUNNEL_PING_INTERVAL_S = 0.002
+_RTT = re.compile(r"time=([0-9.]+) ms")
+
+
+def tunnel_rtts_us(address: str, size: int) -> list[float]:
+    """Round trips in us of `size`-byte packets (a full data frame as its tunnel carries it, Don't
+    Fragment set) to another machine over the machines' network: what every cut link between the
+    two crosses."""
+    done = subprocess.run(["ping", "-n", "-M", "do", "-c", str(TUNNEL_PINGS), "-i", str(TUNNEL_PING_INTERVAL_S),
+                           "-W", "1", "-s", str(size - 28), address], capture_output=True, text=True)
+    return [float(match) * 1e3 for match in _RTT.findall(done.stdout)]
+
+
+def spread_us(rtts_us: list[float]) -> float | None:
+    """A tunnel's one-way delay spread: (p99 - least) of its round trips, halved (both ways add
+    theirs); None without a round trip."""
+    if not rtts_us:
+        return None
+    ordered = sorted(rtts_us)
+    p99 = ordered[math.ceil(0.99 * len(ordered)) - 1]  # nearest rank
+    return (p99 - ordered[0]) / 2
 
 
 def refused_across_machines(config: ExperimentConfig) -> None:

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 from ..fabric.kernel import KernelFeatures
 from ..fabric.net import Timings, UpWhileInside
-from ..fabric.tunnels import AcrossMachinesError, refused_across_machines
+from ..fabric.tunnels import AcrossMachinesError, refused_across_machines, spread_us
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates
 from ..model.partition import Partition, Plan
+from ..model.tunnel import underlay_mtu_needed
 from ..model.routing import Routing
 from ..ports.maps import PortStats
 from ..ports.tc import PortShape
@@ -109,6 +111,8 @@ class SplitFabric(UpWhileInside):
         self.sessions: list[Session] = []
         self.parts: dict[str, dict] = {}  # machine -> what its part said when it came up
         self.clock_offsets_ns: dict[str, int] = {}  # machine -> its CLOCK_MONOTONIC minus ours
+        self._channel = threading.Lock()
+        self.lost: MachineLost | None = None  # the first machine lost: the run ends there
         self.timings = Timings()
         self.stop_timings = Timings()
         # Every machine forwards alike: what `auto` is here (a machine without OVS's kernel module
@@ -126,7 +130,16 @@ class SplitFabric(UpWhileInside):
         return "; ".join(f"{name}: {part['datapath']}" for name, part in self.parts.items())
 
     def _ask(self, requests: dict[str, dict], timeout: float = REQUEST_TIMEOUT_S) -> dict[str, dict]:
-        replies = ask(self.sessions, requests, timeout)
+        # One request at a time on each channel: the runner and the collector's scrapes (another
+        # thread) both ask.
+        with self._channel:
+            if self.lost is not None:  # the channels are out of step: no request can be answered in order
+                raise self.lost
+            try:
+                replies = ask(self.sessions, requests, timeout)
+            except MachineLost as lost:
+                self.lost = lost
+                raise
         errors = [reply["error"] for reply in replies.values() if "error" in reply]
         if errors:
             raise AcrossMachinesError("; ".join(errors))
@@ -191,6 +204,27 @@ class SplitFabric(UpWhileInside):
         ports = [PortStats.from_json(port) for reply in replies.values() for port in reply["ports"]]
         return ports, next(iter(replies.values()))["frame_ns"]
 
+    def tunnel_spread_us(self) -> tuple[float, str] | None:
+        """The worst one-way delay spread of the tunnels (fabric/tunnels.py spread_us), measured
+        from every machine to each it tunnels to, all at once, and which pair it was; None
+        without a cut link or a round trip."""
+        size = underlay_mtu_needed(self.config.link.mtu)
+        replies = self._everyone({"op": "tunnel_rtts", "addresses": self.addresses, "size": size})
+        spreads = [(spread, f"{name} -> {far}") for name, reply in replies.items()
+                   for far, rtts in reply["rtts_us"].items() if (spread := spread_us(rtts)) is not None]
+        return max(spreads) if spreads else None
+
+    def live_ports(self) -> "LivePorts":
+        return LivePorts(self)
+
+    def cpu_shares_now(self) -> tuple[float, float] | None:
+        """The collector's CPU figures: the worst machine's since its part came up (None once a
+        machine is lost: the run ends on it, said by the runner, not by a scrape)."""
+        try:
+            return self.cpu_over_block()
+        except MachineLost:
+            return None
+
     def cpu_over_block(self) -> tuple[float, float]:
         """(steal share, busy share) of the worst machine since its part came up (the verdict
         judges the machine that fell behind, fidelity.Observation)."""
@@ -222,11 +256,14 @@ class SplitFabric(UpWhileInside):
         self.stop_timings = Timings()
         problems = []
         alive = [s for s in self.sessions if s.proc.poll() is None]
-        try:
-            replies = ask(alive, {s.machine.name: {"op": "down"} for s in alive}, DOWN_TIMEOUT_S)
-            problems += [reply["error"] for reply in replies.values() if "error" in reply]
-        except MachineLost as exc:
-            problems.append(str(exc))
+        if self.lost is None:
+            try:
+                replies = ask(alive, {s.machine.name: {"op": "down"} for s in alive}, DOWN_TIMEOUT_S)
+                problems += [reply["error"] for reply in replies.values() if "error" in reply]
+            except MachineLost as exc:
+                problems.append(str(exc))
+        # After a lost machine no reply can be trusted to be the one asked for: the others' parts
+        # tear down as their channels close (machines/part.py), which close() waits for.
         for session in self.sessions:
             session.close(DOWN_TIMEOUT_S)
         self.stop_timings.mark("every machine's part")
@@ -236,6 +273,25 @@ class SplitFabric(UpWhileInside):
 
     def bring_up(self) -> None:
         self.start()
+
+
+class LivePorts:
+    """The collector's port figures over several machines (ports/maps.py PortMaps's read, frame_ns
+    and close): each scrape asks every machine for its ports as they are."""
+
+    def __init__(self, fabric: SplitFabric):
+        self.fabric = fabric
+        self.frame_ns = fabric.port_shape.frame_ns
+
+    def read(self) -> list[PortStats]:
+        try:
+            replies = self.fabric._everyone({"op": "ports"})
+        except MachineLost:
+            return []  # the run ends on it (the runner's next check says so); a scrape has no figures then
+        return [PortStats.from_json(port) for reply in replies.values() for port in reply["ports"]]
+
+    def close(self) -> None:
+        """Nothing held here: each machine's part keeps its maps."""
 
 
 class SplitProbes:

@@ -5,13 +5,15 @@ told to, when the controller goes away (its stdin ends: a killed controller, a c
 on SIGTERM/SIGINT. A part killed outright (SIGKILL) is removed by `ccemu clean` on its machine: its
 inventory names it as the run's orchestrator.
 
-The channel: one JSON object per line each way, a reply for every request, in order:
-  {"op": "underlay", "config": {...}, "machines": [...], "addresses": {...}} -> {"problems": [...]}
-  {"op": "up", "config": {...}, "machines": [...], "addresses": {...}}  -> {"run_id", "datapath", ...}
-  {"op": "probes_open", "hosts": [...]}, {"op": "probes_send", "sends": [[src, dst_ip, path_id], ...]},
-  {"op": "probes_drain", "timeout": s}, {"op": "probes_close"}         (fabric/checks.py's probes)
-  {"op": "port_counters"}                                              -> {"counters": [[switch, port, rx, tx], ...]}
-  {"op": "down"}                                                        -> {"stopped": {...}}, then it exits
+The channel: one JSON object per line each way, a reply for every request, in order (REQUESTS;
+each is the method of Part of that name, its keys its arguments):
+  underlay, up        judge this machine's network for its tunnels; build its part (FabricNet)
+  probes_*, port_counters   fabric/checks.py's probes and counters, for this machine's hosts and switches
+  clock, tunnel_rtts  its CLOCK_MONOTONIC; round trips to the machines it tunnels to
+  spawn, poll, write, close_stdin, signal   a block's cchosts (machines/remote.py is the other side)
+  collect             what they wrote since the last call (machines/mirror.py)
+  idle_rtts, ports, ports_drained, cpu      fabric/latency.py's, the ports' figures, /proc/stat
+  down                tear down; then it exits
 A failure is {"error": "one line"}; the part stays as it was (the controller decides).
 Replies go to the channel's own descriptor: anything else writing to stdout (Mininet's messages)
 goes to stderr instead, so it cannot break the channel.
@@ -35,11 +37,9 @@ from ..results.fidelity import CpuTimes
 from .mirror import Outbox, mapped
 
 MIRROR = "mirror"  # in the run's state folder: the block's work folder as this machine's hosts see it
-
-
 REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters",
-            "clock", "spawn", "poll", "write", "close_stdin", "signal", "collect", "idle_rtts", "ports_drained", "cpu",
-            "down")
+            "clock", "tunnel_rtts", "spawn", "poll", "write", "close_stdin", "signal", "collect", "idle_rtts",
+            "ports", "ports_drained", "cpu", "down")
 
 
 class Part:
@@ -51,6 +51,7 @@ class Part:
         self.probes = None
         self.procs: dict[int, subprocess.Popen] = {}  # the controller's process ids -> what runs here
         self.outbox: Outbox | None = None
+        self.maps = None  # the ports' maps, opened at the first "ports" (kept open between scrapes)
 
     def _part(self, config: dict, machines: list[str], addresses: dict[str, str]):
         from ..model.config import parse_config
@@ -168,11 +169,26 @@ class Part:
         measured = idle_rtts(self.net, [tuple(pair) for pair in pairs])
         return {"rtts": [[src, dst, rtt] for (src, dst), rtt in measured.items()]}
 
+    def ports(self) -> dict:
+        """The ports' figures as they are now (the controller's collector)."""
+        if self.maps is None:
+            from ..ports.maps import PortMaps
+
+            self.maps = PortMaps(self.net.inventory.state_dir)
+        return {"ports": [asdict(port) for port in self.maps.read()]}
+
     def ports_drained(self) -> dict:
         from ..ports.maps import PortMaps
 
         with PortMaps(self.net.inventory.state_dir) as maps:
             return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
+
+    def tunnel_rtts(self, addresses: dict[str, str], size: int) -> dict:
+        """Round trips (us) to each machine of `addresses` this one tunnels to (fabric/tunnels.py)."""
+        from ..fabric.tunnels import tunnel_rtts_us
+
+        fars = {self.net.part.far_end(link) for link in self.net.part.partition.cut_on(self.machine)}
+        return {"rtts_us": {far: tunnel_rtts_us(addresses[far], size) for far in sorted(fars)}}
 
     def clock(self) -> dict:
         """This machine's CLOCK_MONOTONIC (cchost's clock: --epoch-ns counts on it)."""
@@ -188,6 +204,9 @@ class Part:
         self.procs.clear()
 
     def down(self) -> dict:
+        if self.maps is not None:
+            self.maps.close()
+            self.maps = None
         self._stop_procs()
         self.probes_close()
         if self.net is None:

@@ -92,23 +92,25 @@ class Session:
             self.proc.kill()
             self.proc.wait()
         self.log.seek(0)
-        said = " ".join(self.log.read().decode(errors="replace").split()[-40:])
-        how = ended_saying(self.proc.returncode, said[-300:])
+        lines = [line.strip() for line in self.log.read().decode(errors="replace").splitlines() if line.strip()]
+        # Its last line: ssh's word on the connection, or the part's on why it ended.
+        how = ended_saying(self.proc.returncode, lines[-1][-300:] if lines else "")
         return MachineLost(f"machine {self.machine.name} ({self.machine.address}) stopped answering {when}: "
                            f"its part (ccemu part over ssh) {how}")
 
     def close(self, timeout: float) -> None:
-        """Wait for the part to end (it was told "down", or its channel is closed now)."""
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
+        """Wait for the part to end: it was told "down", or now its input ends, and a reply it may
+        still be writing fails (both make it tear down)."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stdout.close()
         self.log.close()
 
 
@@ -117,6 +119,9 @@ def ask(sessions: Iterable[Session], requests: dict[str, dict], timeout: float) 
     `timeout` s for every reply. A machine that does not answer in time, or whose channel ended,
     is MachineLost; a reply saying {"error"} is returned as it is (the caller decides)."""
     by_name = {s.machine.name: s for s in sessions if s.machine.name in requests}
+    for session in by_name.values():  # before any request goes out: none is left without its reply read
+        if session.proc.poll() is not None:
+            raise session.lost(f"before {requests[session.machine.name]['op']!r}")
     for name, session in by_name.items():
         session.send(requests[name])
     replies: dict[str, dict] = {}

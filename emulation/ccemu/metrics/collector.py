@@ -25,7 +25,6 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from ..containers import CONTAINERS_FILE
 from ..containers.cgroups import read_figures
 from ..results import fidelity
 from ..results.bundle import BlockKey
@@ -44,15 +43,21 @@ HISTOGRAM_MIN_BUCKETS = 2
 
 @dataclass
 class Block:
-    """What the collector reads now: the block's fabric (its state directory: the port maps) and
-    its cchosts' files (its work directory), named by its key as everywhere."""
+    """What the collector reads now: the block's fabric (its ports' figures, read() and frame_ns:
+    a FabricNet's port maps, or every machine's of a fabric over several: fabric/net.py and
+    machines/fabric.py live_ports; its Docker hosts), its cchosts' files (its work directory),
+    named by its key as everywhere."""
 
     key: BlockKey
-    state_dir: Path
+    ports: object  # read() -> list[PortStats], frame_ns, close()
     workdir: Path
     # A flow record's ideal FCT in seconds (model/dilation.py ideal_fct_s),
     # for the slowdown histogram; None: no slowdowns.
     ideal_fct: Callable[[dict], float] | None = None
+    containers: dict[str, dict] = field(default_factory=dict)  # Docker hosts: host -> Container.as_json()
+    # (steal, busy) shares of CPU time since the block began (None when it cannot be read now); unset:
+    # this machine's, from cpu_start.
+    cpu_shares: Callable[[], tuple[float, float] | None] | None = None
     round: int = 0
     cpu_start: fidelity.CpuTimes = field(default_factory=fidelity.CpuTimes.now)
 
@@ -79,9 +84,8 @@ class ExperimentCollector(Collector):
     def attach(self, block: Block) -> None:
         with self._lock:
             self._block = block
-            self._maps = PortMaps(block.state_dir)
-            containers = block.state_dir / CONTAINERS_FILE
-            self._containers = json.loads(containers.read_text()) if containers.exists() else {}
+            self._maps = block.ports
+            self._containers = block.containers
 
     def set_round(self, round_number: int) -> None:
         with self._lock:
@@ -315,7 +319,8 @@ class ExperimentCollector(Collector):
         yield delivered
 
     def _fidelity(self, block: Block, base: dict):
-        steal, busy = fidelity.CpuTimes.now().since(block.cpu_start)
+        shares = block.cpu_shares() if block.cpu_shares else fidelity.CpuTimes.now().since(block.cpu_start)
+        steal, busy = shares if shares is not None else (float("nan"), float("nan"))
         labels = list(base)
         for name, doc, value in (("ccemu_fidelity_steal_ratio", "Hypervisor steal share of CPU time", steal),
                                  ("ccemu_fidelity_cpu_busy_ratio", "Busy share of CPU time", busy),

@@ -211,16 +211,18 @@ class MonitoringSession:
                 self.collector = self.server = self.prometheus = None
 
     @contextmanager
-    def watching(self, key: BlockKey, state_dir: Path, workdir: Path,
+    def watching(self, key: BlockKey, fabric, workdir: Path,
                  ideal_fct: Callable[[dict], float] | None = None) -> Iterator[None]:
-        """The collector reads the block `key` while inside: its fabric's port maps (`state_dir`:
-        the fabric must stay up until the end) and its cchosts' files (`workdir`), with a flow
-        record's ideal FCT (for slowdowns); on a normal exit, long enough for the block's last
-        figures to be scraped."""
+        """The collector reads the block `key` while inside: its fabric's ports (`fabric`: a
+        FabricNet, or a SplitFabric over several machines; it must stay up until the end) and its
+        cchosts' files (`workdir`), with a flow record's ideal FCT (for slowdowns); on a normal
+        exit, long enough for the block's last figures to be scraped."""
         if self.collector is None:
             yield
             return
-        self.collector.attach(Block(key, state_dir, workdir, ideal_fct))
+        self.collector.attach(Block(key, fabric.live_ports(), workdir, ideal_fct,
+                                    {host: c.as_json() for host, c in fabric.containers.items()},
+                                    fabric.cpu_shares_now))
         try:
             yield
             time.sleep(SCRAPE_INTERVAL_S + 0.5)

@@ -161,12 +161,15 @@ class Observation:
     # The emulation itself failed under the block (an OVS daemon, the PFC pause agent, the disk):
     # each a whole reason. Its figures measure a broken fabric: FAIL.
     faults: list[str] = field(default_factory=list)
+    # A fabric over several machines: its worst tunnel's one-way delay spread in frame times, and
+    # between which machines (machines/fabric.py); None on one machine.
+    tunnel_spread: tuple[float, str] | None = None
 
     @classmethod
     def of_block(cls, cpu: tuple[float, float], frame_bytes: int, ports: list[PortStats], frame_ns: float,
                  bottleneck_port: str | None, lateness_us: float | None = None, credit_gap_us: float | None = None,
                  host_failures: Iterable[str] = (), delay_shortfalls: Iterable[str] = (),
-                 faults: Iterable[str] = ()) -> "Observation":
+                 faults: Iterable[str] = (), tunnel_spread_us: tuple[float, str] | None = None) -> "Observation":
         """An experiment block's: `cpu` (steal, busy) over it, its ports as read once drained, the
         lag judged at `bottleneck_port` (None: at the port that lagged most), its credit pacing
         (both None without a credit class or a figure)."""
@@ -178,7 +181,9 @@ class Observation:
         return cls(steal=cpu[0], busy=cpu[1], frame_bytes=frame_bytes, switches=SwitchFigures.of(ports, frame_ns),
                    bottleneck_lag_bytes=judged.data.mean_lag_bytes, credit_lag_bytes=busiest_credit_lag_bytes(ports),
                    residues=queue_residues(ports), lateness_us=lateness_us, credit_gap_us=credit_gap_us,
-                   host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls), faults=list(faults))
+                   host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls), faults=list(faults),
+                   tunnel_spread=(tunnel_spread_us[0] * 1e3 / frame_ns, tunnel_spread_us[1]) if tunnel_spread_us
+                   else None)
 
 
 @dataclass
@@ -232,6 +237,13 @@ def judge(seen: Observation) -> Verdict:
         verdict.judge("switch_lost_ratio", lost, SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL,
                       f"{s.lost_packets} of {s.arrived_packets} packets were lost inside the switches "
                       "(ovs-vswitchd's sockets), not at a queue")
+    if seen.tunnel_spread is not None:
+        # A tunnel is part of its wire: its delay beyond its least is delay no wire has, judged as a
+        # switch's residence is.
+        spread, between = seen.tunnel_spread
+        verdict.judge("tunnel_spread_p99_frames", spread, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
+                      f"the tunnels between machines ({between}, the worst) varied their one-way delay by "
+                      f"{spread:.1f} frame times (p99 over their least): cut links were slower than wires")
     if seen.residues:
         verdict.flag(WARN, f"queues did not drain after the traffic stopped (packets lost between a port and its "
                            f"peer stay counted as queued): {', '.join(seen.residues[:5])}"

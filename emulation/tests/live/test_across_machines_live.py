@@ -4,6 +4,7 @@ controller (`ccemu` itself) in a namespace on that network. They share this mach
 tests show the mechanism, not the capacity. Every test's name ends in `across_machines`
 (`pytest -k across_machines` runs them as a group)."""
 
+import calendar
 import csv
 import json
 import os
@@ -218,6 +219,7 @@ def test_sustained_tcp_across_a_cut_link_gets_the_links_rate_across_machines(mac
         assert client.returncode == 0, client.stdout[-2000:] + client.stderr[-2000:]
         received = json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
         ideal = 5.0 * 1448 / 1538  # incast's links: 5 Mbit/s; TCP's payload per wire frame
+        print(f"h1 -> h9 across the machines: {received:.3f} Mbit/s of an ideal {ideal:.3f}")  # -rP shows it
         assert received >= 0.9 * ideal, (received, ideal)
     finally:
         if server is not None:
@@ -228,40 +230,120 @@ def test_sustained_tcp_across_a_cut_link_gets_the_links_rate_across_machines(mac
     nothing_left_on(machines, within_s=30)
 
 
-def goodputs(bundle_root: Path) -> dict[tuple[str, str], float]:
-    """(scheme, N) -> goodput (bit/s) of the only bundle under `bundle_root`."""
+def incast_file(tmp_path: Path, schemes: int = 4, **workload) -> Path:
+    """workloads/experiments/incast.yaml with its first `schemes` schemes and `workload` changed."""
+    incast = yaml.safe_load((REPO / "workloads" / "experiments" / "incast.yaml").read_text())
+    incast["workload"].update(workload)
+    incast["schemes"] = incast["schemes"][:schemes]
+    path = tmp_path / "incast.yaml"
+    path.write_text(yaml.safe_dump(incast))
+    return path
+
+
+def across(machines: NetnsMachines, experiment: Path, results: Path, *options: str) -> list[str]:
+    """`ccemu experiment` of `experiment` over the machines, on the controller."""
+    return machines.controller_command("experiment", str(experiment), "--results", str(results), "--inventory",
+                                       str(machines.inventory()), *options)
+
+
+def rounds_of(bundle_root: Path) -> dict[tuple[str, str], tuple[int, float, float]]:
+    """(scheme, N) -> (bytes, seconds, goodput in bit/s) of its round, in the only bundle under `bundle_root`."""
     (bundle,) = [p.parent for p in bundle_root.glob("*/*/manifest.json")]
     with open(bundle / "rounds.csv") as rows:
-        return {(row["scheme"], row["n"]): float(row["goodput_bps"]) for row in csv.DictReader(rows)}
+        return {(row["scheme"], row["n"]): (int(row["bytes"]), float(row["duration"]), float(row["goodput_bps"]))
+                for row in csv.DictReader(rows)}
+
+
+def goodput_of(rounds: dict[tuple[str, str], tuple[int, float, float]], scheme: str) -> float:
+    """A scheme's goodput over all its blocks: their bytes over their rounds' time."""
+    mine = [figures for (name, _), figures in rounds.items() if name == scheme]
+    return sum(b for b, _, _ in mine) * 8 / sum(d for _, d, _ in mine)
 
 
 @pytest.mark.root
 def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_machine_across_machines(machines,
                                                                                                     tmp_path):
     """`make experiment NAME=incast` with one round per N, on one machine and over two (k=4: 8 cut
-    links), side by side in one test: each block's goodput within 10 % of the one machine's, and
-    ExpressPass drops no data on the split fabric."""
-    incast = yaml.safe_load((REPO / "workloads" / "experiments" / "incast.yaml").read_text())
-    incast["workload"]["rounds"] = 1
-    experiment = tmp_path / "incast.yaml"
-    experiment.write_text(yaml.safe_dump(incast))
+    links), side by side in one test: each scheme's goodput over its blocks within 10 % of the one
+    machine's, and ExpressPass drops no data on the split fabric.
+
+    Each scheme's, not each block's: one round is one sample, and two runs on one machine alone
+    differed by up to 5.7 % per block (ExpressPass N=20: 3.899 and 3.689 Mbit/s), so a block's ratio
+    between two runs strays past 10 % by chance (ExpressPass N=20 once read 1.124, the split fabric
+    the faster; 2026-11-27). Over a scheme's five blocks the two one-machine runs were 1.4 % apart.
+    The per-block ratios are printed (-rP)."""
+    experiment = incast_file(tmp_path, rounds=1)
     here = subprocess.run([str(REPO / ".venv" / "bin" / "ccemu"), "experiment", str(experiment), "--results",
                            str(tmp_path / "here"), "--no-monitoring"], capture_output=True, text=True, timeout=1800)
     assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-3000:]
-    split = subprocess.run(machines.controller_command("experiment", str(experiment), "--results",
-                                                       str(tmp_path / "across"), "--inventory",
-                                                       str(machines.inventory())),
+    split = subprocess.run(across(machines, experiment, tmp_path / "across", "--no-monitoring"),
                            capture_output=True, text=True, timeout=1800)
     assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
-    one, two = goodputs(tmp_path / "here"), goodputs(tmp_path / "across")
+    one, two = rounds_of(tmp_path / "here"), rounds_of(tmp_path / "across")
     assert one.keys() == two.keys() and len(one) == 4 * 5
-    ratios = {block: two[block] / one[block] for block in one}
-    for (scheme, n), ratio in sorted(ratios.items()):  # shown with -rP: the figures behind the README's
-        print(f"{scheme:12} N={n:>3}  one machine {one[(scheme, n)] / 1e6:.3f} Mbit/s  two {two[(scheme, n)] / 1e6:.3f}"
-              f"  ratio {ratio:.3f}")
+    for (scheme, n) in sorted(one):  # shown with -rP
+        print(f"{scheme:12} N={n:>3}  one machine {one[(scheme, n)][2] / 1e6:.3f} Mbit/s  two "
+              f"{two[(scheme, n)][2] / 1e6:.3f}  ratio {two[(scheme, n)][2] / one[(scheme, n)][2]:.3f}")
+    ratios = {scheme: goodput_of(two, scheme) / goodput_of(one, scheme) for scheme, _ in one}
+    print("each scheme's goodput over its blocks, two machines / one:", ratios)
     assert all(0.9 <= ratio <= 1.1 for ratio in ratios.values()), ratios
     (bundle,) = [p.parent for p in (tmp_path / "across").glob("*/*/manifest.json")]
     with open(bundle / "ports.csv") as rows:
         dropped = sum(int(row["data_dropped"]) for row in csv.DictReader(rows) if row["scheme"] == "expresspass")
     assert dropped == 0
+    nothing_left_on(machines, within_s=30)
+
+
+@pytest.mark.root
+def test_a_machine_that_disappears_mid_experiment_is_named_in_one_line_and_the_run_ends_across_machines(machines,
+                                                                                                       tmp_path):
+    run = subprocess.Popen(across(machines, incast_file(tmp_path, 1, rounds=20, flows=[8]), tmp_path / "across",
+                                  "--skip-check"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Mid-run: once the warm-up's 15 responses and the first round's 8 are recorded (mirrored back).
+        assert wait_until(lambda: sum(len(p.read_text().splitlines())
+                                      for p in (tmp_path / "across").glob("*/*/work/*/*.records")) >= 15 + 8, 300, 0.2)
+        machines.cut("m2")
+        out, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == EXIT_FABRIC, out[-2000:] + err
+    line = err.strip()
+    assert len(line.splitlines()) == 1, line
+    assert line.startswith("ccemu: machine m2 (100.64.250.2:22) stopped answering"), line
+    (manifest,) = (tmp_path / "across").glob("*/*/manifest.json")
+    assert json.loads(manifest.read_text())["failed"].startswith("machine m2")  # the bundle keeps what finished
+    nothing_left_on(machines, within_s=60)
+
+
+@pytest.mark.root
+def test_the_live_metrics_of_a_fabric_over_two_machines_cover_the_ports_of_both_across_machines(machines, tmp_path):
+    """The controller's collector reads every machine's ports at each scrape and the hosts' records
+    as they are mirrored back; its Prometheus keeps them in the bundle, as on one machine."""
+    from test_monitoring_live import wait_for_line
+
+    from ccemu.metrics.monitoring import query_range
+
+    split = subprocess.run(across(machines, incast_file(tmp_path, 1, rounds=2, flows=[8]), tmp_path / "across",
+                                  "--skip-check"), capture_output=True, text=True, timeout=900)
+    assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
+    (bundle,) = [p.parent for p in (tmp_path / "across").glob("*/*/manifest.json")]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["monitoring"]["scrapes"] >= manifest["monitoring"]["seconds"] * 0.5
+    monitor = subprocess.Popen([str(REPO / ".venv" / "bin" / "ccemu"), "monitor", str(bundle), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "CCEMU_STATE_ROOT": str(tmp_path / "state")})
+    try:
+        url = wait_for_line(monitor, r"(http://127\.0\.0\.1:\d+)").group(1)
+        start = calendar.timegm(time.strptime(manifest["started"], "%Y-%m-%dT%H:%M:%SZ"))
+        end = calendar.timegm(time.strptime(manifest["finished"], "%Y-%m-%dT%H:%M:%SZ")) + 2
+        for switches in ("e1|e2|e3|e4|a1|a2|a3|a4|c1|c3", "e5|e6|e7|e8|a5|a6|a7|a8|c2|c4"):  # m1's, m2's
+            query = f'ccemu_port_enqueued_packets_total{{experiment="incast",switch=~"{switches}"}} > 0'
+            series = query_range(url, query, start, end)
+            assert series, switches
+        assert query_range(url, 'ccemu_fidelity_cpu_busy_ratio{experiment="incast"}', start, end)
+    finally:
+        monitor.send_signal(signal.SIGINT)
+        monitor.wait(timeout=30)
     nothing_left_on(machines, within_s=30)

@@ -113,3 +113,18 @@ def test_credit_pacing_is_judged_on_the_pacer_latest_on_average_and_hosts_withou
         (tmp_path / f"{host}.counters").write_text(json.dumps({"timer_lateness": {"mean_us": late, "count": 3}}))
     assert pacing_lateness_us([tmp_path / "h1.counters", tmp_path / "h2.counters", tmp_path / "h3.counters"]) == 120.0
     assert pacing_lateness_us([tmp_path / "h3.counters"]) is None
+
+
+def test_a_tunnel_whose_delay_varies_by_frames_is_judged_as_a_switch_residence_would_be():
+    from ccemu.fabric.tunnels import spread_us
+
+    quiet = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, tunnel_spread=(0.02, "m1 -> m2")))
+    assert quiet.status == PASS and quiet.figures["tunnel_spread_p99_frames"] == 0.02
+    loud = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, tunnel_spread=(3.0, "m2 -> m1")))
+    assert loud.status == WARN
+    assert loud.reasons == ["WARN: the tunnels between machines (m2 -> m1, the worst) varied their one-way delay by "
+                            "3.0 frame times (p99 over their least): cut links were slower than wires"]
+    assert judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, tunnel_spread=(9.0, "m1 -> m2"))).status == FAIL
+    # The p99 of 100 round trips is the 99th (nearest rank), of 40 the greatest; no round trip, no figure.
+    assert spread_us([100.0] * 98 + [300.0, 900.0]) == 100.0 and spread_us([100.0] * 39 + [900.0]) == 400.0
+    assert spread_us([]) is None

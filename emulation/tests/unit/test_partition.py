@@ -240,6 +240,13 @@ def test_a_part_answers_a_bad_request_with_one_line_and_tears_down_when_its_cont
     assert downs == ["m1"]
 
 
+def test_every_request_a_part_takes_is_one_of_its_methods_and_every_public_method_a_request():
+    from ccemu.machines.part import REQUESTS
+
+    public = {name for name in vars(Part) if not name.startswith("_")}
+    assert set(REQUESTS) == public
+
+
 def run_cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ccemu.cli", *argv], capture_output=True, text=True, cwd=REPO,
                           timeout=120)
