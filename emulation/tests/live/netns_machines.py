@@ -102,9 +102,15 @@ class NetnsMachines(Machines):
         }}}))
         return path
 
+    @property
+    def controller_state_root(self) -> Path:
+        """The controller's runs (its Prometheus, for live metrics) are recorded here, not in /run/ccemu."""
+        return self.root / "controller" / "state"
+
     def controller_command(self, *argv: str) -> list[str]:
         """`ccemu ARGV` run on the controller (the namespace on the machines' network)."""
-        return ["ip", "netns", "exec", self.controller, str(REPO / ".venv" / "bin" / "ccemu"), *argv]
+        return ["ip", "netns", "exec", self.controller, "env", f"CCEMU_STATE_ROOT={self.controller_state_root}",
+                str(REPO / ".venv" / "bin" / "ccemu"), *argv]
 
     def on_machine_argv(self, name: str, *argv: str) -> list[str]:
         """What runs `ccemu ARGV` on machine `name` as its user would run it there (over ssh, as root)."""
@@ -130,6 +136,9 @@ class NetnsMachines(Machines):
 
     def stop(self) -> None:
         try:
+            if self.controller in self.made and self.controller_state_root.exists():
+                # A controller a failing test killed outright: what it recorded goes as `ccemu clean` removes it.
+                subprocess.run(self.controller_command("clean"), capture_output=True, timeout=120)
             super().stop()
         finally:
             for namespace in reversed(self.made):

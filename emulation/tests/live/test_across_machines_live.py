@@ -59,9 +59,11 @@ def left_on(machines: NetnsMachines) -> dict[str, tuple[list, list]]:
 
 def nothing_left_on(machines: NetnsMachines, within_s: float = 0) -> None:
     """Each machine holds no run (its state root is empty) and runs nothing but its sshd (within
-    `within_s`: a part that tears down by itself is given that long)."""
+    `within_s`: a part that tears down by itself is given that long), and the controller recorded
+    no run it left (its Prometheus)."""
     wait_until(lambda: not left_on(machines), within_s, 0.2)
     assert left_on(machines) == {}
+    assert list(machines.controller_state_root.rglob("state.json")) == []
 
 
 def run_ids_on(machines: NetnsMachines, name: str) -> list[Path]:
