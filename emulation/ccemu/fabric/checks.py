@@ -235,7 +235,7 @@ def check_fabric(config: ExperimentConfig, net=None) -> bool:
         print(f"reachability of {pairs} ordered pairs checked in {time.monotonic() - started:.2f} s "
               f"({reachability.first_try_losses} first datagrams lost and resent)")
         started = time.monotonic()
-        pairs = symmetry_pairs(net.routing, getattr(getattr(net, "partition", None), "machine_of", None))
+        pairs = symmetry_pairs(net.routing, net.machine_of)
         for a, b in pairs:
             problems += check_path_symmetry(net, a, b)
         print(f"path symmetry checked on port counters for {len(pairs)} pairs, one per path length "

@@ -507,6 +507,11 @@ class FabricNet(UpWhileInside, Mininet):
             return f"the PFC pause agent {self._pause_agent_ended()} (its lossless ports stopped pausing and resuming)"
         return None
 
+    @property
+    def machine_of(self) -> dict[str, str] | None:
+        """Node -> machine, where the fabric is split over several (a part's); None on one machine."""
+        return self.part.partition.machine_of if self.part is not None else None
+
     def collect(self) -> None:
         """Where the runners read what the hosts wrote: here, in place (a fabric over several
         machines fetches it: machines/fabric.py)."""

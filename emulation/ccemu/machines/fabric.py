@@ -123,6 +123,10 @@ class SplitFabric(UpWhileInside):
     def forwards_in_bpf(self) -> bool:
         return self.datapath == "bpf"
 
+    @property
+    def machine_of(self) -> dict[str, str]:
+        return self.partition.machine_of
+
     def describe_datapath(self) -> str:
         if not self.parts:  # before the parts are up
             return (f"{self.datapath} datapath over {len(self.machines)} machines, {len(self.partition.cut)} cut links "
