@@ -343,9 +343,10 @@ class FabricNet(UpWhileInside, Mininet):
         FabricLink.batch = []
         try:
             for link in self.fabric_topo.links:
-                if self.part is not None and not (self.part.holds(link.a) and self.part.holds(link.b)):
-                    if self.part.holds(link.a) or self.part.holds(link.b):
-                        self._add_cut_link(link)
+                share = self._share(link)
+                if share == "cut":
+                    self._add_cut_link(link)
+                if share != "whole":
                     continue
                 addrs = {}
                 for end, key in ((link.a, "addr1"), (link.b, "addr2")):
@@ -361,23 +362,35 @@ class FabricNet(UpWhileInside, Mininet):
         finally:
             FabricLink.batch = None
 
+    def _share(self, link) -> str:
+        """What this machine makes of `link`: "whole" (both ends are here), "cut" (one end: its
+        half of a tunnel, fabric/tunnels.py) or "none"."""
+        if self.part is None:
+            return "whole"
+        return ("none", "cut", "whole")[self.part.holds(link.a) + self.part.holds(link.b)]
+
+    def _local_end(self, link) -> tuple[str, int]:
+        """(switch, port) of a cut link's end on this machine."""
+        return (link.a, link.a_port) if self.part.holds(link.a) else (link.b, link.b_port)
+
     def _interface_pairs(self) -> list[tuple[str, str]]:
         """The veth pairs this machine makes, as (interface, peer): every link's, or a part's own
         links' and, for each of its cut links, its switch's port paired with the link's wire end."""
         pairs = []
         for link in self.fabric_topo.links:
-            if self.part is None or (self.part.holds(link.a) and self.part.holds(link.b)):
+            share = self._share(link)
+            if share == "whole":
                 pairs.append(link.interface_names())
-            elif self.part.holds(link.a) or self.part.holds(link.b):
-                local = link.interface_names()[0 if self.part.holds(link.a) else 1]
-                pairs.append((local, wire_end(self.part.partition.tunnel_key(link))))
+            elif share == "cut":
+                local, port = self._local_end(link)
+                pairs.append((f"{local}-eth{port}", wire_end(self.part.partition.tunnel_key(link))))
         return pairs
 
     def _add_cut_link(self, link) -> None:
         """A cut link's local half (fabric/tunnels.py): its switch's port, a veth like any other,
         whose peer is the link's wire end; the wire's VXLAN device, made here (this machine's
-        network) in the wire namespace, where _configure_namespaces bridges the two."""
-        local, port = (link.a, link.a_port) if self.part.holds(link.a) else (link.b, link.b_port)
+        network) in the wire namespace, where _configure_namespaces joins the two."""
+        local, port = self._local_end(link)
         key = self.part.partition.tunnel_key(link)
         FabricLink(self[local], self.wire_namespace, port1=port, intfName1=f"{local}-eth{port}",
                    intfName2=wire_end(key), mtu=self.config.link.mtu)

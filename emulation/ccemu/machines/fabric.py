@@ -120,10 +120,6 @@ class SplitFabric(UpWhileInside):
         self.datapath = config.fabric.forwarder(KernelFeatures.probe())
 
     @property
-    def forwards_in_bpf(self) -> bool:
-        return self.datapath == "bpf"
-
-    @property
     def machine_of(self) -> dict[str, str]:
         return self.partition.machine_of
 

@@ -45,19 +45,20 @@ class Outbox:
         out = []
         for path in sorted(p for p in self.mirror.rglob("*") if p.is_file()):
             relative = str(path.relative_to(self.mirror))
+            before = self.sent.get(relative)
             try:
                 stat = path.stat()
-                data = path.read_bytes()
+                if before == (stat.st_size, stat.st_mtime_ns):
+                    continue  # unchanged: not read again (this runs at every poll of a block)
+                tail = path.suffix in APPENDED and before is not None and stat.st_size >= before[0]
+                with open(path, "rb") as changed:
+                    changed.seek(before[0] if tail else 0)
+                    data = changed.read()
             except OSError:
                 continue  # removed meanwhile
-            size, before = len(data), self.sent.get(relative)
-            if before == (size, stat.st_mtime_ns):
-                continue
-            if path.suffix in APPENDED and before is not None and size >= before[0]:
-                out.append([relative, "tail", base64.b64encode(data[before[0]:]).decode()])
-            else:
-                out.append([relative, "whole", base64.b64encode(data).decode()])
-            self.sent[relative] = (size, stat.st_mtime_ns)
+            out.append([relative, "tail" if tail else "whole", base64.b64encode(data).decode()])
+            # What was read, which a writer may have grown since the stat: the next call sends the rest.
+            self.sent[relative] = ((before[0] if tail else 0) + len(data), stat.st_mtime_ns)
         return out
 
 

@@ -51,7 +51,7 @@ class Part:
         self.probes = None
         self.procs: dict[int, subprocess.Popen] = {}  # the controller's process ids -> what runs here
         self.outbox: Outbox | None = None
-        self.maps = None  # the ports' maps, opened at the first "ports" (kept open between scrapes)
+        self.maps = None  # the ports' maps, opened at their first reading (_maps), closed at "down"
 
     def _part(self, config: dict, machines: list[str], addresses: dict[str, str]):
         from ..model.config import parse_config
@@ -169,19 +169,21 @@ class Part:
         measured = idle_rtts(self.net, [tuple(pair) for pair in pairs])
         return {"rtts": [[src, dst, rtt] for (src, dst), rtt in measured.items()]}
 
-    def ports(self) -> dict:
-        """The ports' figures as they are now (the controller's collector)."""
+    def _maps(self):
+        """The ports' maps, opened once (the collector reads them at every scrape)."""
         if self.maps is None:
             from ..ports.maps import PortMaps
 
             self.maps = PortMaps(self.net.inventory.state_dir)
-        return {"ports": [asdict(port) for port in self.maps.read()]}
+        return self.maps
+
+    def ports(self) -> dict:
+        """The ports' figures as they are now (the controller's collector)."""
+        return {"ports": [asdict(port) for port in self._maps().read()]}
 
     def ports_drained(self) -> dict:
-        from ..ports.maps import PortMaps
-
-        with PortMaps(self.net.inventory.state_dir) as maps:
-            return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
+        maps = self._maps()
+        return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
 
     def tunnel_rtts(self, addresses: dict[str, str], size: int) -> dict:
         """Round trips (us) to each machine of `addresses` this one tunnels to (fabric/tunnels.py)."""

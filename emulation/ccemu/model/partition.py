@@ -46,6 +46,7 @@ class Partition:
     machines: tuple[str, ...]
     machine_of: dict[str, str]  # every switch and host -> its machine
     cut: tuple[Link, ...]  # links between switches on two machines, in topology order
+    keys: dict[Link, int]  # each cut link's VXLAN network identifier (tunnel_key)
 
     @classmethod
     def of(cls, topo: Topology, machines: Sequence[str]) -> "Partition":
@@ -70,7 +71,7 @@ class Partition:
         for host in topo.host_names:
             machine_of[host] = machine_of[topo.attachment(host)[0]]
         cut = tuple(link for link in topo.links if machine_of[link.a] != machine_of[link.b])
-        return cls(topo, machines, machine_of, cut)
+        return cls(topo, machines, machine_of, cut, {link: key for key, link in enumerate(cut, start=1)})
 
     def switches_on(self, machine: str) -> list[str]:
         return [s for s in self.topo.switch_names if self.machine_of[s] == machine]
@@ -84,7 +85,7 @@ class Partition:
     def tunnel_key(self, link: Link) -> int:
         """The VXLAN network identifier of a cut link: its place among the cut links, from 1
         (both machines number the cut links alike: the same topology, the same order)."""
-        return self.cut.index(link) + 1
+        return self.keys[link]
 
     def switch_ports_on(self, machine: str) -> int:
         return sum(len(self.topo.ports(s)) for s in self.switches_on(machine))
