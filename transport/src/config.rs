@@ -36,6 +36,10 @@ pub struct EndpointConfig {
     pub reuse_connections: bool,
     /// Seed of the pacing jitter and of the schemes' randomness (deterministic per host).
     pub seed: u64,
+    /// Keep a trace of the credit schemes' flows: every feedback step at their receivers, every
+    /// window of about an RTT at their senders ([`crate::Endpoint::poll_trace`]). Off, nothing
+    /// is built or kept.
+    pub trace: bool,
 }
 
 impl EndpointConfig {
@@ -51,6 +55,7 @@ impl EndpointConfig {
             initial_rtt: Duration::from_millis(1),
             reuse_connections: true,
             seed: host as u64,
+            trace: false,
         }
     }
 
@@ -75,6 +80,7 @@ impl EndpointConfig {
             initial_rtt,
             reuse_connections: _,
             seed: _,
+            trace: _,
         } = self;
         for time in [control_timeout, rto_min, rto_initial, initial_rtt] {
             *time = time.mul_f64(d);

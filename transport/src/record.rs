@@ -1,8 +1,10 @@
 //! What goes in (a [`FlowSpec`]) and what comes out (a [`FlowRecord`] per finished flow, an
-//! [`InboundFinish`] per flow received in full, and the endpoint's [`Counters`]).
+//! [`InboundFinish`] per flow received in full, the endpoint's [`Counters`], and, when asked
+//! for, the credit schemes' per-period [`Trace`]).
 
 use std::time::Duration;
 
+use crate::cc::Feedback;
 use crate::scheme::Scheme;
 use crate::types::HostId;
 use crate::wire::KINDS;
@@ -86,6 +88,57 @@ pub struct InboundFinish {
     pub bytes: u64,
     /// When the last byte arrived, microseconds of the shared clock (`EndpointConfig::epoch`).
     pub end_us: u64,
+}
+
+/// One line of a credit-scheme flow's trace (`EndpointConfig::trace`, `Endpoint::poll_trace`):
+/// per feedback period at the flow's receiver, per window of about an RTT at its sender. What
+/// tells a slow convergence from a fast one (issue 39): how many credits a flow sent, how many
+/// came back, what the feedback made of them, and what the sender got and spent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Trace {
+    Receiver(ReceiverTrace),
+    Sender(SenderTrace),
+}
+
+/// A credit receiver's feedback step, and what the flow sent in the period it closed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReceiverTrace {
+    /// When the step ran, microseconds of the shared clock (`EndpointConfig::epoch`).
+    pub at_us: u64,
+    /// The flow: its sender and the sender's id (the receiver is the host that traced it).
+    pub src: HostId,
+    pub id: u32,
+    /// Credits this receiver sent since its last step (the ones the step accounted were sent
+    /// about an RTT earlier).
+    pub credits_sent: u64,
+    /// Of them, credits after which the next was already due (owed after a late wake-up, see
+    /// crediting_receiver.rs `CATCH_UP_CREDITS`): they left back to back into the host's own
+    /// credit queue.
+    pub back_to_back: u64,
+    /// Of them, credits queued behind another flow's credit in the same batch (one event's
+    /// output, which the shell sends in one sendmmsg): the other flow's reached this host's
+    /// credit queue first. A flow behind others in most batches finds that queue fuller.
+    pub behind: u64,
+    pub step: Feedback,
+}
+
+/// A credit sender's window: the credits it received and what it spent them on, since the
+/// last line (a window closes at the first credit at least the sender's RTT after it opened).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SenderTrace {
+    /// When the window closed, microseconds of the shared clock.
+    pub at_us: u64,
+    /// The flow: its receiver and this host's id of it (the sender is the host that traced it).
+    pub dst: HostId,
+    pub id: u32,
+    /// How long the window lasted.
+    pub window: Duration,
+    /// Credits received; new data packets sent; packets sent again (named missing); credits
+    /// wasted (nothing left to send).
+    pub credits: u64,
+    pub data: u64,
+    pub retransmits: u64,
+    pub wasted: u64,
 }
 
 /// Counters of the whole endpoint, for the collector.

@@ -159,6 +159,15 @@ impl std::error::Error for Error {}
 /// headers (8 + 20 + 14), and preamble, FCS and inter-frame gap (24).
 pub const FRAME_OVERHEAD_BYTES: u64 = 8 + 20 + 14 + 24;
 
+/// A minimum Ethernet frame on the wire (64 bytes with its FCS, and 20 of preamble and gap): a
+/// credit's size.
+pub const MIN_FRAME_WIRE_BYTES: u64 = 84;
+
+/// Bytes on the wire of a datagram of `udp_payload` bytes (padded to a minimum frame).
+pub fn frame_wire_bytes(udp_payload: usize) -> u64 {
+    (udp_payload as u64 + FRAME_OVERHEAD_BYTES).max(MIN_FRAME_WIRE_BYTES)
+}
+
 /// Bytes of a data packet before its payload.
 pub const DATA_HEADER_BYTES: usize = HEADER_BYTES + 18;
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-APPENDED = (".records", ".log", ".progress", ".flows")  # files their writers only ever append to
+APPENDED = (".records", ".log", ".progress", ".flows", ".trace")  # files their writers only ever append to
 
 
 def mapped(argument: str, root: Path, mirror: Path) -> str:

@@ -133,10 +133,13 @@ def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch
                        **kwargs) -> list[str]:
     """cchost's argv for `host` in an experiment's block: its link's rate, the block's scheme and
     the parameters its config sets (--param), the transport parameters (transport_args), its
-    delay table when it has one, then `extra`."""
+    delay table when it has one, its trace when the config asks for one (`workdir`/<host>.trace,
+    programs/trace.py), then `extra`."""
     args = transport_args(config, host, alpha)
     if delays is not None:
         args += ("--delays", str(delays))
+    if config.transport.trace:
+        args += ("--trace", str(workdir / f"{host}.trace"))
     params = next((s.cchost_params() for s in config.schemes if s.scheme == scheme), {})
     return command(host, config.link.host_rate_mbps(host), scheme, epoch_ns, workdir, extra=args + tuple(extra),
                    params=params, **kwargs)

@@ -143,13 +143,46 @@ pub struct Echo {
     pub srtt: Duration,
 }
 
+/// One feedback step of a credit scheme, as [`CreditControl::on_credit`] ran it: what the
+/// period saw and what the step changed. The figures a trace of the feedback needs to tell a
+/// slow convergence from a fast one (issue 39); built once per period, nothing per credit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Feedback {
+    /// How long the period lasted (from its start, or the last step, to this one).
+    pub period: Duration,
+    /// The RTT the step used: the receiver's smoothed credit -> data delay.
+    pub rtt: Duration,
+    /// Credits accounted in the period and, of them, those that count against the rate.
+    /// ExpressPass: credits echoed or judged lost, and judged lost (its `Ledger`); SprayPass:
+    /// data packets that arrived, and those whose credit was CE-marked.
+    pub credits: u64,
+    pub lost: u64,
+    /// ExpressPass: skipped credits not judged yet (within the reorder tolerance), which the
+    /// next period will account; SprayPass: 0.
+    pub unjudged: u64,
+    /// The congestion signal and the threshold it was held against: ExpressPass's credit loss
+    /// and target_loss (from the rate before the step); SprayPass's ECN ratio and aim_ratio.
+    pub loss: f64,
+    pub target_loss: f64,
+    /// Credit rate before and after the step, and the scheme's maximum, credit bytes per second.
+    pub rate_before: f64,
+    pub rate_after: f64,
+    pub max_rate: f64,
+    /// Aggressiveness before and after the step (ExpressPass's w, SprayPass's omega).
+    pub w_before: f64,
+    pub w_after: f64,
+    /// The step cut the rate (the signal was above its threshold).
+    pub decreased: bool,
+}
+
 /// Receiver-driven: how fast (and, for spraying schemes, where) credits are paced out.
 pub trait CreditControl {
     /// A data packet of the flow arrived.
     fn on_echo(&mut self, now: Instant, echo: &Echo);
     /// A credit is about to be sent: a feedback period that has lasted an RTT ends here (the
-    /// reference runs its feedback before each credit, ns2-xpass `send_credit`).
-    fn on_credit(&mut self, now: Instant);
+    /// reference runs its feedback before each credit, ns2-xpass `send_credit`). Returns the
+    /// step it ran, if one (for the flow's trace; the receiver drops it when tracing is off).
+    fn on_credit(&mut self, now: Instant) -> Option<Feedback>;
     /// Credits restart after a credit stop (the receiver asks for missing data), the next one
     /// numbered `next_credit_seq`: the idle time must not count into the next period, nor
     /// the credits sent before the stop that the sender could only waste.

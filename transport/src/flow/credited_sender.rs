@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{packets_of, payload_of, Ctx};
 use crate::config::EndpointConfig;
-use crate::record::{FlowRecord, FlowSpec};
+use crate::record::{FlowRecord, FlowSpec, SenderTrace, Trace};
 use crate::types::{Ecn, HostId};
 use crate::wire::{Packet, MAX_PATHS};
 
@@ -37,6 +37,19 @@ pub(crate) struct CreditedSender {
     early_stop: bool,
     credits_wasted: u64,
     retransmits: u64,
+    /// Tracing (`Ctx::trace`): the window being counted (its start: the first credit, then
+    /// each line's); `None` when off.
+    traced: Option<Tally>,
+}
+
+/// A sender's trace window so far (`SenderTrace`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    start: Option<Instant>,
+    credits: u64,
+    data: u64,
+    retransmits: u64,
+    wasted: u64,
 }
 
 impl CreditedSender {
@@ -59,6 +72,7 @@ impl CreditedSender {
             early_stop: true,
             credits_wasted: 0,
             retransmits: 0,
+            traced: ctx.trace.is_some().then(Tally::default),
         };
         sender.send_request(ctx);
         sender
@@ -88,7 +102,11 @@ impl CreditedSender {
         }
         let rtt = self.rtt.unwrap_or_default();
         self.window_credits += 1;
-        let seq = if let Some(seq) = self.resend.pop_front() {
+        let resend = self.resend.pop_front();
+        if self.traced.is_some() {
+            self.trace(ctx, rtt, resend.is_some());
+        }
+        let seq = if let Some(seq) = resend {
             self.retransmits += 1;
             seq
         } else if self.next_seq < self.packets {
@@ -146,6 +164,35 @@ impl CreditedSender {
         if window_closed {
             self.window_start = Some(ctx.now);
             self.window_credits = 0;
+        }
+    }
+
+    /// Counts one credit into the trace window (closing the window first when it has lasted an
+    /// RTT): spent on a packet named missing (`resend`), on a new one, or wasted.
+    fn trace(&mut self, ctx: &mut Ctx, rtt: Duration, resend: bool) {
+        let (Some(tally), Some(trace)) = (self.traced.as_mut(), ctx.trace.as_deref_mut()) else { return };
+        let start = *tally.start.get_or_insert(ctx.now);
+        if ctx.now - start >= rtt && tally.credits > 0 {
+            let line = SenderTrace {
+                at_us: ctx.now_us,
+                dst: self.spec.dst,
+                id: self.spec.id,
+                window: ctx.now - start,
+                credits: tally.credits,
+                data: tally.data,
+                retransmits: tally.retransmits,
+                wasted: tally.wasted,
+            };
+            trace.push_back(Trace::Sender(line));
+            *tally = Tally { start: Some(ctx.now), ..Tally::default() };
+        }
+        tally.credits += 1;
+        if resend {
+            tally.retransmits += 1;
+        } else if self.next_seq < self.packets {
+            tally.data += 1;
+        } else {
+            tally.wasted += 1;
         }
     }
 

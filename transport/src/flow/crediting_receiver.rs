@@ -10,8 +10,9 @@ use rand::RngExt;
 use super::{Ctx, OutOfRange, ReceivedSet, MAX_AHEAD};
 use crate::cc::{CreditControl, Echo};
 use crate::config::EndpointConfig;
+use crate::record::{ReceiverTrace, Trace};
 use crate::types::{Ecn, HostId};
-use crate::wire::{Packet, NACK_MAX_SEQS};
+use crate::wire::{Kind, Packet, NACK_MAX_SEQS};
 
 /// Credits a late timer may send back to back (the port's credit buffer is 8).
 const CATCH_UP_CREDITS: u32 = 4;
@@ -46,6 +47,17 @@ pub(crate) struct CreditingReceiver {
     /// After a credit stop with data missing: when to ask for it (two RTTs after the last
     /// data packet).
     recovery_at: Option<Instant>,
+    /// Tracing (`Ctx::trace`): what the next trace line counts; `None` when off.
+    traced: Option<Tally>,
+}
+
+/// What a receiver's next trace line counts (`ReceiverTrace`), since its last one.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    /// `next_credit_seq` at the last line.
+    from_seq: u32,
+    back_to_back: u64,
+    behind: u64,
 }
 
 impl CreditingReceiver {
@@ -63,6 +75,7 @@ impl CreditingReceiver {
             credits_sent: 0,
             rtt: None,
             recovery_at: None,
+            traced: ctx.trace.is_some().then(Tally::default),
         }
     }
 
@@ -159,7 +172,26 @@ impl CreditingReceiver {
         }
         // The reference runs its feedback before each credit and paces the next one at the
         // rate it set.
-        self.cc.on_credit(ctx.now);
+        let feedback = self.cc.on_credit(ctx.now);
+        if let Some(tally) = self.traced.as_mut() {
+            if let (Some(step), Some(trace)) = (feedback, ctx.trace.as_deref_mut()) {
+                let line = ReceiverTrace {
+                    at_us: ctx.now_us,
+                    src: self.src,
+                    id: self.flow,
+                    credits_sent: self.next_credit_seq.wrapping_sub(tally.from_seq) as u64,
+                    back_to_back: tally.back_to_back,
+                    behind: tally.behind,
+                    step,
+                };
+                trace.push_back(Trace::Receiver(line));
+                *tally = Tally { from_seq: self.next_credit_seq, ..Tally::default() };
+            }
+            // The shell sends what this event queued in one batch: another flow's credit
+            // already queued reaches this host's credit queue first.
+            let src = self.src;
+            tally.behind += ctx.out.iter().any(|t| t.kind == Kind::Credit && t.dst != src) as u64;
+        }
         let path_id = self.cc.next_path(ctx.rng, self.path_id);
         ctx.send(
             self.src,
@@ -174,6 +206,10 @@ impl CreditingReceiver {
         // to CATCH_UP_CREDITS: this host's own port paces them out at the credit share and
         // its credit queue holds that many; more would be dropped there.
         let owed_limit = gap * CATCH_UP_CREDITS;
-        self.next_credit_at = Some((due + gap).max(ctx.now.checked_sub(owed_limit).unwrap_or(ctx.now)));
+        let next = (due + gap).max(ctx.now.checked_sub(owed_limit).unwrap_or(ctx.now));
+        self.next_credit_at = Some(next);
+        if let Some(tally) = self.traced.as_mut() {
+            tally.back_to_back += (next <= ctx.now) as u64;
+        }
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 
+use crate::record::Trace;
 use crate::types::{Ecn, HostId, Transmit};
 use crate::wire::Packet;
 
@@ -41,6 +42,9 @@ pub(crate) struct Ctx<'a> {
     /// nothing but where the bytes are: `encode` writes them all afresh.
     pub spare: &'a mut Vec<Vec<u8>>,
     pub rng: &'a mut SmallRng,
+    /// Where the flows put their trace lines; `None`: tracing is off (`EndpointConfig::trace`),
+    /// and flows keep nothing for it.
+    pub trace: Option<&'a mut VecDeque<Trace>>,
 }
 
 impl Ctx<'_> {

@@ -24,11 +24,11 @@ pub use topology::{Node, Switch, Topology};
 
 use crate::config::EndpointConfig;
 use crate::endpoint::Endpoint;
-use crate::record::{FlowRecord, FlowSpec, InboundFinish};
+use crate::record::{FlowRecord, FlowSpec, InboundFinish, Trace};
 use crate::types::{Ecn, HostId, Incoming, Transmit};
-use crate::wire::{Kind, Packet, DATA_HEADER_BYTES, FRAME_OVERHEAD_BYTES};
+use crate::wire::{frame_wire_bytes, Kind, Packet, DATA_HEADER_BYTES, FRAME_OVERHEAD_BYTES, MIN_FRAME_WIRE_BYTES};
 
-pub const CREDIT_WIRE_BYTES: u64 = 84;
+pub const CREDIT_WIRE_BYTES: u64 = MIN_FRAME_WIRE_BYTES;
 /// A full data frame on the wire (1450 bytes of payload).
 pub const DATA_FRAME_BYTES: u64 = 1450 + DATA_HEADER_BYTES as u64 + FRAME_OVERHEAD_BYTES;
 
@@ -58,6 +58,8 @@ pub struct SimConfig {
     pub timer_jitter: Duration,
     /// Seed of the network's own randomness (marking, reordering, jitter).
     pub seed: u64,
+    /// Every port logs every credit that comes to it (`PortStats::credit_log`).
+    pub log_credits: bool,
 }
 
 impl SimConfig {
@@ -78,6 +80,7 @@ impl SimConfig {
             reorder_frames: 0,
             timer_jitter: Duration::ZERO,
             seed: 1,
+            log_credits: false,
         }
     }
 
@@ -163,6 +166,10 @@ pub struct PortStats {
     pub data_queue: Vec<(Instant, u64)>,
     pub sent_data_bytes: u64,
     pub sent_credits: u64,
+    /// With [`SimConfig::log_credits`]: (time, the credit's destination, the data sender it was
+    /// for; dropped) of every credit that came to this port: which flow's credits a shared credit
+    /// queue takes and drops, period by period.
+    pub credit_log: Vec<(Instant, HostId, bool)>,
 }
 
 struct Port {
@@ -266,6 +273,8 @@ pub struct Network {
     pub records: Vec<FlowRecord>,
     /// Every flow received in full, by any host.
     pub inbound_finishes: Vec<InboundFinish>,
+    /// Every host's trace lines, with the host (empty unless the hosts' `EndpointConfig::trace`).
+    pub traces: Vec<(HostId, Trace)>,
     pub deliveries: Vec<Delivery>,
 }
 
@@ -316,6 +325,7 @@ impl Network {
             sent_by_kind: HashMap::new(),
             records: Vec::new(),
             inbound_finishes: Vec::new(),
+            traces: Vec::new(),
             deliveries: Vec::new(),
         }
     }
@@ -488,7 +498,7 @@ impl Network {
             if self.losses.contains(&(transmit.kind, *sent)) {
                 continue;
             }
-            let wire_bytes = (transmit.payload.len() as u64 + FRAME_OVERHEAD_BYTES).max(CREDIT_WIRE_BYTES);
+            let wire_bytes = frame_wire_bytes(transmit.payload.len());
             let delay = self.delays.iter().find(|(kind, nth, _)| (*kind, *nth) == (transmit.kind, *sent)).map(|d| d.2);
             let packet = InFlight { src: host, ecn: transmit.ecn, transmit, wire_bytes };
             match delay {
@@ -501,6 +511,9 @@ impl Network {
         }
         while let Some(finish) = self.hosts[index].poll_inbound_finish() {
             self.inbound_finishes.push(finish);
+        }
+        while let Some(line) = self.hosts[index].poll_trace() {
+            self.traces.push((host, line));
         }
         if let Some(at) = self.hosts[index].poll_timeout() {
             let at = at.max(self.now);
@@ -527,6 +540,7 @@ impl Network {
         let (buffer, k, red, now) =
             (self.config.data_buffer_bytes, self.config.ecn_threshold_bytes, self.config.red, self.now);
         let (credit_buffer, mark_window) = (self.config.credit_buffer_credits, self.config.credit_mark_window);
+        let log_credits = self.config.log_credits;
         let draw: f64 = self.rng.random_range(0.0..1.0);
         let port = &mut self.ports[port_index];
         if credit {
@@ -543,6 +557,9 @@ impl Network {
                     packet.ecn = Ecn::Ce;
                     port.stats.credit_marks += 1;
                 }
+            }
+            if log_credits {
+                port.stats.credit_log.push((now, packet.transmit.dst, drop));
             }
             if drop {
                 port.stats.credit_drops += 1;

@@ -103,3 +103,6 @@ class TransportConfig(Section):
     slow_time_unit_us: Union[float, None] = Field(None, gt=0, le=YEAR_MS * 1000, allow_inf_nan=False,
                                                   description="DCTCP+ backoff_time_unit, microseconds; unset: the "
                                                               "flow's measured base RTT (paper: the base RTT, 100 us)")
+    trace: bool = Field(False, description="every cchost writes a trace of its credit-scheme flows into the block's "
+                                           "work folder (<host>.trace, cchost --trace): per feedback step at their "
+                                           "receivers, per RTT at their senders; programs/trace.py reads it")

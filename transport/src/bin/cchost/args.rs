@@ -120,6 +120,13 @@ pub struct Args {
     /// Period of the --progress lines, wall ms.
     #[arg(long, default_value_t = 10.0)]
     pub progress_every_ms: f64,
+    /// Trace of the credit schemes' flows, JSON lines (transport/README.md "Trace"): at a
+    /// flow's receiver one line per feedback step (credits sent, accounted and lost in the
+    /// period, loss and target, rate and w before and after, the RTT used), at its sender one
+    /// per window of about an RTT (credits received, data sent, wasted). `t` is wall seconds
+    /// after the epoch, as --progress. None: nothing is traced.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// Seed of the credit pacing jitter (default: the host number).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -208,6 +215,7 @@ pub fn endpoint_config(args: &Args, epoch: Instant) -> Result<EndpointConfig, St
     config.control_timeout = Duration::from_secs_f64(args.control_timeout_ms / 1e3);
     config.seed = args.seed.unwrap_or(args.host as u64);
     config.reuse_connections = !args.fresh_connections;
+    config.trace = args.trace.is_some();
     config.dilate(args.dilation);
     Ok(config)
 }

@@ -4,8 +4,9 @@
 //! 1 ns timer slack, for credit pacing), the flow schedule in, flow records and counters out. With `--delays`, arriving packets wait out their path's
 //! propagation delay in a [`DelayLine`] before the endpoint sees them (the emulator's kernel
 //! has no netem); with `--progress`, the bytes of the flows it receives are written as they
-//! grow (throughput timelines). With `--schedule-stdin`, more flows come on standard input
-//! while it runs (one cchost per host for a whole block of rounds).
+//! grow (throughput timelines); with `--trace`, the credit schemes' feedback steps and the
+//! senders' credits per RTT (how a flow converged). With `--schedule-stdin`, more flows come on
+//! standard input while it runs (one cchost per host for a whole block of rounds).
 //!
 //! ```text
 //! cchost --host 1 --link-mbps 100 --schedule h1.flows --records h1.records --exit-when-done
@@ -28,7 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cchost::{DelayLine, Ecn, Endpoint, FlowRecord, HostId, InboundFinish, Incoming, Transmit};
+use cchost::wire::frame_wire_bytes;
+use cchost::{DelayLine, Ecn, Endpoint, FlowRecord, HostId, InboundFinish, Incoming, Trace, Transmit};
 use clap::Parser;
 use serde_json::json;
 
@@ -40,7 +42,7 @@ use crate::sockets::{host_of, PathSockets, Receiver, PATHS};
 
 /// The poller's tokens: a socket's is its path-id (0..PATHS), stdin's the next.
 const STDIN: u64 = PATHS as u64;
-/// Counters are rewritten, and progress lines flushed, this often.
+/// Counters are rewritten, and progress and trace lines flushed, this often.
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 /// Receive buffers kept for reuse by the delay line (a burst beyond it allocates).
 const SPARE_BUFFERS: usize = 4096;
@@ -71,6 +73,7 @@ struct Outputs {
     records: Box<dyn Write>,
     counters: Option<PathBuf>,
     progress: Option<BufWriter<File>>,
+    trace: Option<BufWriter<File>>,
 }
 
 /// What the shell counts itself, beside the endpoint's counters.
@@ -122,8 +125,41 @@ impl Outputs {
         writeln!(progress, "{}", json!({"t": t, "src": finish.src, "id": finish.id, "bytes": finish.bytes}))
     }
 
-    fn flush_progress(&mut self) -> io::Result<()> {
-        self.progress.as_mut().map_or(Ok(()), Write::flush)
+    /// The progress and trace lines written so far.
+    fn flush_lines(&mut self) -> io::Result<()> {
+        self.progress.as_mut().map_or(Ok(()), Write::flush)?;
+        self.trace.as_mut().map_or(Ok(()), Write::flush)
+    }
+
+    /// The trace lines the endpoint holds (it holds none without --trace). Rates as fractions
+    /// of the scheme's maximum and times in wall microseconds: a reader divides by the
+    /// dilation, as for every time cchost writes.
+    fn write_trace(&mut self, endpoint: &mut Endpoint, clock: &Clock) -> io::Result<()> {
+        let Some(out) = &mut self.trace else { return Ok(()) };
+        let host = endpoint.config().host;
+        let micros = |d: Duration| d.as_secs_f64() * 1e6;
+        while let Some(line) = endpoint.poll_trace() {
+            let value = match line {
+                Trace::Receiver(r) => {
+                    let (f, max) = (r.step, r.step.max_rate);
+                    json!({
+                        "t": clock.seconds_after_epoch(r.at_us), "role": "receiver", "src": r.src, "dst": host,
+                        "id": r.id, "credits_sent": r.credits_sent, "back_to_back": r.back_to_back,
+                        "behind": r.behind, "credits": f.credits, "lost": f.lost, "unjudged": f.unjudged,
+                        "loss": f.loss, "target_loss": f.target_loss, "rate_before": f.rate_before / max,
+                        "rate_after": f.rate_after / max, "w_before": f.w_before, "w_after": f.w_after,
+                        "decreased": f.decreased, "rtt_us": micros(f.rtt), "period_us": micros(f.period),
+                    })
+                }
+                Trace::Sender(s) => json!({
+                    "t": clock.seconds_after_epoch(s.at_us), "role": "sender", "src": host, "dst": s.dst,
+                    "id": s.id, "window_us": micros(s.window), "credits": s.credits, "data": s.data,
+                    "retransmits": s.retransmits, "wasted": s.wasted,
+                }),
+            };
+            writeln!(out, "{value}")?;
+        }
+        Ok(())
     }
 
     fn write_counters(&self, endpoint: &Endpoint, lateness: &Lateness, shell: &ShellCounters) -> io::Result<()> {
@@ -234,6 +270,7 @@ fn run(args: &Args) -> Result<(), String> {
         records: open_records(args.records.as_deref())?,
         counters: args.counters.clone(),
         progress: args.progress.as_deref().map(create).transpose()?,
+        trace: args.trace.as_deref().map(create).transpose()?,
     };
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -302,6 +339,7 @@ fn run(args: &Args) -> Result<(), String> {
         while let Some(finish) = endpoint.poll_inbound_finish() {
             outputs.write_inbound_finish(&finish, &clock).map_err(|e| format!("progress: {e}"))?;
         }
+        outputs.write_trace(&mut endpoint, &clock).map_err(|e| format!("trace: {e}"))?;
         if let Some(due) = progress_due.filter(|&due| now >= due) {
             outputs.write_progress(&endpoint, &clock, now).map_err(|e| format!("progress: {e}"))?;
             // On the period's grid; a late wake-up skips the lines it missed.
@@ -311,7 +349,7 @@ fn run(args: &Args) -> Result<(), String> {
         if now >= counters_due {
             shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
             outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
-            outputs.flush_progress().map_err(|e| format!("progress: {e}"))?;
+            outputs.flush_lines().map_err(|e| format!("progress, trace: {e}"))?;
             counters_due = now + COUNTERS_EVERY;
         }
         let more_may_come = input.as_ref().is_some_and(ScheduleInput::is_open);
@@ -360,7 +398,14 @@ fn run(args: &Args) -> Result<(), String> {
                         let mut copy = spare.pop().unwrap_or_default();
                         copy.clear();
                         copy.extend_from_slice(payload);
-                        line.push(Instant::now(), src, path_id, Arrived { src, path_id, ecn, payload: copy });
+                        let wire_bytes = frame_wire_bytes(payload.len());
+                        line.push(
+                            Instant::now(),
+                            src,
+                            path_id,
+                            wire_bytes,
+                            Arrived { src, path_id, ecn, payload: copy },
+                        );
                         shell.delayed_packets += 1;
                     }
                     None => endpoint.handle_packet(Instant::now(), Incoming { src, path_id, ecn, payload }),
@@ -374,7 +419,8 @@ fn run(args: &Args) -> Result<(), String> {
     while let Some(finish) = endpoint.poll_inbound_finish() {
         outputs.write_inbound_finish(&finish, &clock).map_err(|e| format!("progress: {e}"))?;
     }
-    outputs.flush_progress().map_err(|e| format!("progress: {e}"))?;
+    outputs.write_trace(&mut endpoint, &clock).map_err(|e| format!("trace: {e}"))?;
+    outputs.flush_lines().map_err(|e| format!("progress, trace: {e}"))?;
     shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
     outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
     if endpoint.active_flows() > 0 || !schedule.is_empty() {

@@ -14,7 +14,7 @@ use rand::rngs::SmallRng;
 pub use paths::PathTable;
 
 use super::param::{Range, Spec, Table};
-use super::{credit_gap, one_credit_per_rtt, CreditControl, Driver, Echo, SchemeFactory};
+use super::{credit_gap, one_credit_per_rtt, CreditControl, Driver, Echo, Feedback, SchemeFactory};
 
 /// Parameters. The paper gives w_min, w_max, N_b and theta; the others are CHOICEs.
 #[derive(Debug, Clone)]
@@ -216,10 +216,12 @@ impl SprayPass {
     }
 
     /// Algorithm 1, lines 3-12, over the period that ends `now`.
-    fn feedback(&mut self, now: Instant, rtt: Duration) {
+    fn feedback(&mut self, now: Instant, rtt: Duration) -> Feedback {
         let c = &self.config;
+        let (rate_before, w_before, period) = (self.rate, self.w, self.period);
         let ecn_ratio = self.period.marked as f64 / self.period.data as f64;
-        if ecn_ratio <= c.aim_ratio {
+        let decreased = ecn_ratio > c.aim_ratio;
+        if !decreased {
             if self.increased_last {
                 self.w = (self.w + c.w_max) / 2.0;
             }
@@ -237,6 +239,21 @@ impl SprayPass {
         let one_credit_per_rtt = one_credit_per_rtt(c.credit_bytes, rtt);
         self.rate = self.rate.clamp(one_credit_per_rtt.min(c.max_rate), c.max_rate * (1.0 + c.aim_ratio));
         self.period = Period { start: now, data: 0, marked: 0 };
+        Feedback {
+            period: now - period.start,
+            rtt,
+            credits: period.data,
+            lost: period.marked,
+            unjudged: 0,
+            loss: ecn_ratio,
+            target_loss: c.aim_ratio,
+            rate_before,
+            rate_after: self.rate,
+            max_rate: c.max_rate,
+            w_before,
+            w_after: self.w,
+            decreased,
+        }
     }
 }
 
@@ -248,13 +265,11 @@ impl CreditControl for SprayPass {
         self.paths.on_arrival(echo.path_id, echo.wire_bytes * 8);
     }
 
-    fn on_credit(&mut self, now: Instant) {
+    fn on_credit(&mut self, now: Instant) -> Option<Feedback> {
         // "The update period is set to an RTT by default"; run, like ExpressPass's, before a
         // credit once an RTT has passed and data arrived.
-        let Some(rtt) = self.rtt else { return };
-        if now - self.period.start >= rtt && self.period.data > 0 {
-            self.feedback(now, rtt);
-        }
+        let rtt = self.rtt?;
+        (now - self.period.start >= rtt && self.period.data > 0).then(|| self.feedback(now, rtt))
     }
 
     fn on_restart(&mut self, now: Instant, _next_credit_seq: u32) {
