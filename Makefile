@@ -137,16 +137,19 @@ test: setup test-packages
 	cd emulation && ../$(VENV)/bin/ruff check --quiet . ../ci && ../$(PYTHON) -m pytest
 
 # CI's smoke emulation (under 3 minutes): a k=4 fabric check and one incast round per scheme,
-# invariants checked on the results bundle (ci/smoke.py says which).
+# invariants checked on the results bundle (ci/smoke.py says which). DATAPATH=ovs|bpf runs it on that
+# fabric.datapath, whatever ci/smoke.yaml says (`auto`); .ci/run runs it on both.
 smoke: setup
-	$(PYTHON) ci/smoke.py
+	$(PYTHON) ci/smoke.py $(if $(DATAPATH),--datapath $(DATAPATH))
 
 bench: setup
 	$(PYTHON) emulation/benchmarks/routing.py
 	$(PYTHON) emulation/benchmarks/bringup.py
 	$(PYTHON) emulation/benchmarks/capacity.py
 	$(PYTHON) emulation/benchmarks/ports.py
+	$(PYTHON) emulation/benchmarks/bursts.py
 	$(PYTHON) emulation/benchmarks/transport.py
+	$(PYTHON) emulation/benchmarks/datapaths.py
 
 # Loads dashboards/*.json into a running Grafana (token in $$GRAFANA_TOKEN, or user:pass@ in the URL).
 # model/schemes.json is cchost's scheme table checked in (configs are judged without a build);

@@ -301,7 +301,8 @@ class ExperimentRunner:
                                              lateness, gap, host_failures=[f.reason for f in failures],
                                              delay_shortfalls=shortfalls,
                                              faults=[live.fault.reason] if live.fault else [],
-                                             tunnel_spread_us=tunnel_spread)
+                                             tunnel_spread_us=tunnel_spread,
+                                             flows=[f for f in self.bundle.flows if BlockKey.of_row(f) == spec.key])
         self.blocks_seen.append((spec.key, seen))
         self.failures += failures
         if live.fault is not None and live.fault.disk_full:
@@ -371,14 +372,11 @@ class ExperimentRunner:
 
     @staticmethod
     def ideal_fct_s(live: LiveBlock, record: dict) -> float:
-        """A flow record's ideal FCT (wall): one way across its pair's base RTT, and its bytes at the
-        rate of the slowest link of its path (its hosts' own, link.host_shares; a link between
-        switches when it leaves its ToR, link.fabric_share)."""
-        src, dst, link = f"h{record['src']}", f"h{record['dst']}", live.config.link
-        rates = [link.host_rate_mbps(src), link.host_rate_mbps(dst)]
-        if len(live.net.routing.path(src, dst, 0)) > 1:
-            rates.append(link.fabric_rate_mbps)
-        return ideal_fct_s(record["size"], min(rates) * 1e6, live.base_rtt_s(src, dst))
+        """A flow record's ideal FCT (wall): one way across its pair's base RTT, and its frames
+        through the links of its path at their rates, store-and-forward (model/dilation.py)."""
+        src, dst = f"h{record['src']}", f"h{record['dst']}"
+        rates = live.config.link.path_rates_mbps(src, len(live.net.routing.path(src, dst, 0)) + 1)
+        return ideal_fct_s(record["size"], [rate * 1e6 for rate in rates], live.base_rtt_s(src, dst))
 
     def flow_row(self, live: LiveBlock, record: dict, round_number: int = 1) -> FlowRow:
         """A flow record as a row of flows.csv, with its ideal FCT and slowdown."""
@@ -406,12 +404,16 @@ class ExperimentRunner:
         config, d = self.config, self.config.dilation
         rtts = [max(r["floor_ms"], r["target_ms"]) / 1e3 for r in self.bundle.rtts]
         longest = max(rtts, default=0.0)
+        # The longest round trip of a full frame and its answer: propagation and serialization.
+        frame_rtt = max((max(r["floor_ms"], r["target_ms"]) + r["frame_there_ms"] + r["answer_back_ms"]
+                         for r in self.bundle.rtts), default=0.0) / 1e3
         rate = config.datacenter_rate_bps
         dc = config.datacenter
         return {
             "dilation": d.factor, "link_rate_bps": rate, "emulated_link_mbps": config.link.rate_mbps,
             "link_delay_us": dc.link_delay_us if dc else None, "host_delay_us": dc.host_delay_us if dc else None,
             "base_rtt_max_us": round(d.datacenter_s(longest) * 1e6, 2),
+            "frame_rtt_max_us": round(d.datacenter_s(frame_rtt) * 1e6, 2),
             "base_rtt_median_us": round(d.datacenter_s(statistics.median(rtts)) * 1e6, 2) if rtts else 0.0,
             "idle_fabric_rtt_max_us": round(d.datacenter_s(max((r["floor_ms"] for r in self.bundle.rtts),
                                                                default=0.0) / 1e3) * 1e6, 2),

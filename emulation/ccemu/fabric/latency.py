@@ -2,7 +2,9 @@
 
 Userspace OVS adds delay of its own (every hop is a wake-up of ovs-vswitchd); an experiment
 that stands for a datacenter adds only what is missing on top of it (model/dilation.py,
-delay_lines), and says so when the fabric alone is already slower than the target.
+delay_lines), and says so when the fabric alone is already slower than the target. Every
+packet's serialization at each link of its path is added too: the emulated ports release a
+frame at the start of its transmission (transport/src/delay_line.rs OneWay says why).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from ..programs.cchost import host_number
 from ..model.config import ExperimentConfig
-from ..model.dilation import PairDelay, delay_lines, one_way_delay_us
+from ..model.dilation import PairDelay, Serialization, delay_lines, one_way_delay_us
 from .net import FabricNet
 
 PINGS = 7  # per pair; the first is dropped: it may take OVS's slow path (a new datapath flow)
@@ -121,19 +123,25 @@ def plan_delays(net: FabricNet, config: ExperimentConfig, hosts: list[str]) -> D
     if dc is not None and (dc.link_delay_us or dc.host_delay_us):
         targets = {pair: d.wall_s(2 * one_way_delay_us(links[pair], dc.link_delay_us, dc.host_delay_us) / 1e6)
                    for pair in pairs}
-    return DelayPlan([PairDelay(a, b, floors[(a, b)], targets.get((a, b), 0.0)) for a, b in pairs], links,
-                     bool(targets))
+
+    def serialization(src: str, n: int) -> Serialization:
+        return Serialization.of([rate * 1e6 for rate in config.link.path_rates_mbps(src, n)])
+
+    return DelayPlan([PairDelay(a, b, floors[(a, b)], targets.get((a, b), 0.0), serialization(a, links[(a, b)]),
+                                serialization(b, links[(a, b)])) for a, b in pairs], links, bool(targets))
 
 
 def write_delay_tables(plan: DelayPlan, directory: Path) -> dict[str, Path]:
-    """Each host's cchost --delays table (what its pairs lack of the RTT they stand for) in
-    `directory`, by host; none when the datacenter asks for no delay."""
-    if not plan.delayed:
+    """Each host's cchost --delays table (what its pairs lack of the RTT they stand for, and their
+    packets' serialization) in `directory`, by host."""
+    lines = delay_lines(plan.pairs)
+    if not lines:
         return {}
     directory.mkdir()
     tables = {}
-    for host, entries in delay_lines(plan.pairs).items():
+    for host, entries in lines.items():
         path = directory / f"{host}.delays"
-        path.write_text("".join(json.dumps({"src": host_number(src), "delay_us": us}) + "\n" for src, us in entries))
+        path.write_text("".join(json.dumps({"src": host_number(src), "delay_us": us, "link_ns_per_byte": list(links)})
+                                + "\n" for src, us, links in entries))
         tables[host] = path
     return tables

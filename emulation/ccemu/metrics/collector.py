@@ -29,16 +29,16 @@ from ..containers.cgroups import read_figures
 from ..results import fidelity
 from ..results.bundle import BlockKey
 from ..programs.cchost import counters_under, read_records
-from ..ports.maps import RESIDENCE_SUB_BUCKETS, PortMaps, Residence, pause_bucket_bounds_s, residence_bucket_bounds
+from ..ports.histograms import SUB_BUCKETS, queue_bucket_bounds, residence_bucket_bounds
+from ..ports.maps import PortMaps, pause_bucket_bounds_s
 from ..results.stats import size_bucket
 
 FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SLOWDOWN_BUCKETS = (1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0)
-# Formatting samples is most of a scrape's cost (~20 us each): the port programs' 64-bucket
-# histograms are exported merged 4 to 1, and only for ports whose queue ever grew beyond two
-# of their buckets (the others hold one bucket's worth of counts and say nothing).
-HISTOGRAM_MERGE = 4
-HISTOGRAM_MIN_BUCKETS = 2
+# Formatting samples is most of a scrape's cost (~20 us each): the port programs' queue histograms
+# (four buckets per doubling) are exported one bucket per doubling, and only for ports whose queue
+# ever held more than two full frames (the others say nothing a quantile would use).
+HISTOGRAM_MIN_QUEUE_BYTES = 2 * 1538
 
 
 @dataclass
@@ -151,8 +151,11 @@ class ExperimentCollector(Collector):
         dropped = CounterMetricFamily("ccemu_port_dropped_packets", "Packets tail-dropped", labels=labels)
         marked = CounterMetricFamily("ccemu_port_marked_packets", "Packets CE-marked", labels=labels)
         sent_bytes = CounterMetricFamily("ccemu_port_enqueued_bytes", "Wire bytes admitted", labels=labels)
-        histogram = HistogramMetricFamily("ccemu_port_queue_length_bytes", "Queue length at every enqueue, "
-                                          "exact (the port program's histogram)", labels=labels)
+        area = CounterMetricFamily("ccemu_port_queue_area_byte_seconds", "The queue's integral over (wall) time, "
+                                   "exact: its rate over an interval is the time-average queue in bytes", labels=labels)
+        histogram = HistogramMetricFamily("ccemu_port_queue_length_bytes", "Queue each admitted frame joined, itself "
+                                          "included (the port program's histogram: buckets per doubling; the sum "
+                                          "is exact)", labels=labels)
         ports = maps.read()
         for port in ports:
             for cls, stats, now in (("data", port.data, port.queue_bytes[0]), ("credit", port.credit,
@@ -166,9 +169,11 @@ class ExperimentCollector(Collector):
                 dropped.add_metric(values, stats.dropped_packets)
                 marked.add_metric(values, stats.marked_packets)
                 sent_bytes.add_metric(values, stats.enqueued_bytes)
-                if stats.max_queue_bytes > HISTOGRAM_MIN_BUCKETS * stats.bucket_bytes:
-                    histogram.add_metric(values, *_merged_histogram(stats.histogram, stats.bucket_bytes))
-        yield from (queue, lag, enqueued, dropped, marked, sent_bytes, histogram)
+                area.add_metric(values, stats.queue_area_byte_s)
+                if stats.max_queue_bytes > HISTOGRAM_MIN_QUEUE_BYTES:
+                    histogram.add_metric(values, _per_doubling(stats.histogram, queue_bucket_bounds, 1.0),
+                                         stats.queue_sum_bytes)
+        yield from (queue, lag, enqueued, dropped, marked, sent_bytes, area, histogram)
         yield from self._switches(ports, maps.frame_ns, base)
         yield from self._lossless([p for p in ports if p.config.lossless], base)
 
@@ -206,7 +211,8 @@ class ExperimentCollector(Collector):
         switches = fidelity.SwitchFigures.of(ports, frame_ns)
         for switch, merged in switches.by_switch.items():
             values = [*base.values(), switch]
-            residence.add_metric(values, *_residence_buckets(merged))
+            residence.add_metric(values, _per_doubling(merged.histogram, residence_bucket_bounds, 1e9),
+                                 merged.sum_ns / 1e9)
             untracked.add_metric(values, merged.untracked_packets)
         # "percentile", not "quantile": Prometheus keeps that label for summaries.
         frames = GaugeMetricFamily("ccemu_fidelity_switch_residence_frames", "Switch residence percentile over the "
@@ -334,28 +340,16 @@ def _cumulative(values: list[float], bounds: tuple[float, ...]) -> list[tuple[st
     return [(str(b), sum(1 for v in values if v <= b)) for b in bounds] + [("+Inf", len(values))]
 
 
-def _merged_histogram(counts, bucket_bytes: int) -> tuple[list[tuple[str, int]], float]:
-    """Cumulative Prometheus buckets (upper bound in bytes) and the sum (bucket midpoints)."""
-    cumulative, buckets, total = 0, [], 0.0
+def _per_doubling(counts, bounds, per_unit: float) -> list[tuple[str, int]]:
+    """Cumulative Prometheus buckets of a log-linear histogram of the port programs, one per doubling
+    (its SUB_BUCKETS per doubling merged), upper bounds by `bounds(bucket)` / `per_unit`."""
+    cumulative, buckets = 0, []
     for i, count in enumerate(counts):
         cumulative += count
-        total += (i + 0.5) * bucket_bytes * count
-        if (i + 1) % HISTOGRAM_MERGE == 0:
-            buckets.append((str(float((i + 1) * bucket_bytes)), cumulative))
+        if i % SUB_BUCKETS == 0:  # bucket 0, then the last of every doubling
+            buckets.append((repr(bounds(i)[1] / per_unit), cumulative))
     buckets[-1] = ("+Inf", cumulative)
-    return buckets, total
-
-
-def _residence_buckets(residence: Residence) -> tuple[list[tuple[str, int]], float]:
-    """Cumulative Prometheus buckets in seconds, one per doubling (the program's four buckets
-    per doubling merged), and the sum."""
-    cumulative, buckets = 0, []
-    for i, count in enumerate(residence.histogram):
-        cumulative += count
-        if i % RESIDENCE_SUB_BUCKETS == 0:  # bucket 0, then the last of every doubling
-            buckets.append((repr(residence_bucket_bounds(i)[1] / 1e9), cumulative))
-    buckets[-1] = ("+Inf", cumulative)
-    return buckets, residence.sum_ns / 1e9
+    return buckets
 
 
 def _pause_buckets(histogram: tuple[int, ...]) -> tuple[list[tuple[str, int]], float]:

@@ -17,6 +17,7 @@ clocks) runs at wall speed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DATA_WIRE_BYTES = 1538  # a full frame on the wire: 1500 IP + 14 Ethernet + 24 preamble, FCS, gap
@@ -137,11 +138,51 @@ def wire_bytes(size: int) -> int:
     return size + frames * (DATA_WIRE_BYTES - PAYLOAD_BYTES)
 
 
-def ideal_fct_s(size: int, rate_bps: float, rtt_s: float) -> float:
-    """The flow alone on an idle network, sent at once at the link rate: half its pair's base RTT
-    (an FCT ends when the receiver has every byte) plus its bytes at the link rate. FCT
-    slowdown = FCT / this (taken at the same dilation, so it is dilation-free)."""
-    return rtt_s / 2 + wire_bytes(size) * 8 / rate_bps
+def serialization_s(wire_bytes: float, rates_bps: Sequence[float]) -> float:
+    """A frame of `wire_bytes` sent whole across links of these rates, one after another (a
+    store-and-forward switch sends a frame on only once its last bit has arrived)."""
+    return sum(wire_bytes * 8 / rate for rate in rates_bps)
+
+
+def ideal_fct_s(size: int, rates_bps: Sequence[float], rtt_s: float) -> float:
+    """The flow alone on an idle network, sent at once: half its pair's base RTT (propagation; an FCT
+    ends when the receiver has every byte) plus the time its frames take through the links of its
+    path (`rates_bps`, in order), each link sending a frame once the last bit of it has arrived and
+    the frame before has left, as the fabric does (cchost's delay line adds each packet's
+    serialization at every hop: transport/src/delay_line.rs). Full frames first, the last one
+    short. FCT slowdown = FCT / this (taken at the same dilation, so it is dilation-free)."""
+    if not rates_bps:
+        raise ValueError("a path has at least one link")
+    frames = max(1, math.ceil(size / PAYLOAD_BYTES))
+    last = wire_bytes(size) - (frames - 1) * DATA_WIRE_BYTES
+    full = [DATA_WIRE_BYTES * 8 / rate for rate in rates_bps]
+    done = 0.0  # when the last frame has left the links so far
+    for j, rate in enumerate(rates_bps):
+        # When the frame before the last has left link j: every full frame through link j's
+        # slowest link so far, after the first one's way there (identical frames in tandem).
+        before = sum(full[:j + 1]) + (frames - 2) * max(full[:j + 1]) if frames >= 2 else 0.0
+        done = max(done, before) + last * 8 / rate
+    return rtt_s / 2 + done
+
+
+@dataclass(frozen=True)
+class Serialization:
+    """What cchost's delay line adds to the packets of a path for the links they cross, store-and-
+    forward: a wire byte's serialization at each link, from the source on (wall ns); a packet is held
+    its bytes' time at every link, and a source's packets follow one another as the links would send
+    them (transport/src/delay_line.rs OneWay: the emulated ports release a frame as its transmission
+    starts)."""
+
+    link_ns_per_byte: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, rates_bps: Sequence[float]) -> "Serialization":
+        return cls(tuple(8e9 / rate for rate in rates_bps))
+
+    @property
+    def ns_per_byte(self) -> float:
+        """Over the whole path: what a lone packet is held per byte."""
+        return sum(self.link_ns_per_byte)
 
 
 @dataclass(frozen=True)
@@ -153,6 +194,9 @@ class PairDelay:
     dst: str
     floor_rtt_s: float
     target_rtt_s: float
+    # What the links add, from src to dst and back.
+    there: Serialization = Serialization()
+    back: Serialization = Serialization()
 
     @property
     def added_one_way_s(self) -> float:
@@ -164,15 +208,15 @@ class PairDelay:
         return self.floor_rtt_s > self.target_rtt_s
 
 
-def delay_lines(pairs: list[PairDelay]) -> dict[str, list[tuple[str, float]]]:
-    """Per receiving host, (source host, microseconds of wall time to hold its packets) for every
-    pair with a delay to add: what each host's cchost gets as its --delays table. A pair is
-    symmetric: both ends hold the other's packets."""
-    table: dict[str, list[tuple[str, float]]] = {}
+def delay_lines(pairs: list[PairDelay]) -> dict[str, list[tuple[str, float, tuple[float, ...]]]]:
+    """Per receiving host, (source host, microseconds of wall time to hold its packets, each link's
+    wall ns per wire byte to serialize them at) for every pair with anything to add: what each host's
+    cchost gets as its --delays table. Both ends hold the other's packets: the propagation alike, the
+    links' serialization (Serialization) of the direction they came."""
+    table: dict[str, list[tuple[str, float, tuple[float, ...]]]] = {}
     for pair in pairs:
-        if pair.added_one_way_s <= 0:
-            continue
         us = round(pair.added_one_way_s * 1e6, 1)
-        table.setdefault(pair.dst, []).append((pair.src, us))
-        table.setdefault(pair.src, []).append((pair.dst, us))
+        for src, dst, links in ((pair.src, pair.dst, pair.there), (pair.dst, pair.src, pair.back)):
+            if us > 0 or links.link_ns_per_byte:
+                table.setdefault(dst, []).append((src, us, tuple(round(ns, 3) for ns in links.link_ns_per_byte)))
     return table

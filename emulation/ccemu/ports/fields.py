@@ -79,7 +79,6 @@ PORT_CONFIG_FIELDS: tuple[Field, ...] = (
     Field("ecn_threshold_bytes", "u32", "marker dctcp: K on the data queue", of_marker="dctcp"),
     Field("credit_mark_window", "u32", "marker spraypass: N_cdt credits per Pd refresh", of_marker="spraypass"),
     Field("classid", "u32", "HTB class each class's packets are steered to", PORT_CLASSES),
-    Field("hist_bucket_bytes", "u32", "width of one histogram bucket", PORT_CLASSES),
     Field("wire_overhead_bytes", "u32", "preamble + SFD + FCS + IFG added to skb->len"),
     Field("min_wire_bytes", "u32", "a minimum frame on the wire"),
     Field("burst_bytes", "u32", "the HTB classes' burst: what they send at once after idling", PORT_CLASSES),

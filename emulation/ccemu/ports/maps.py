@@ -20,12 +20,11 @@ from pyroute2.netns import popns, pushns
 
 from .fields import MARKERS, PORT_CONFIG_FIELDS
 from .program import PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE
-from .tc import HISTOGRAM_BUCKETS, WIRE_OVERHEAD_BYTES, PortShape
+from .histograms import (QUEUE_BUCKETS, RESIDENCE_BUCKETS, histogram_quantile, queue_bucket_bounds,
+                         residence_bucket_bounds)
+from .tc import WIRE_OVERHEAD_BYTES, PortShape
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (ports/tc.py port_qdiscs)
-RESIDENCE_BUCKETS = 96  # bpf/port.h PORT_RESIDENCE_BUCKETS
-RESIDENCE_FIRST_LOG2 = 10  # bucket 0: under 2^10 ns
-RESIDENCE_SUB_BUCKETS = 4  # per doubling
 
 
 class Layout:
@@ -61,8 +60,8 @@ PORT_DEPARTURES = Layout("port_departures", [("bytes", "2Q"), ("packets", "2Q"),
 CLASS_STATS = Layout("port_class_stats", [
     ("enqueued_packets", "Q"), ("enqueued_bytes", "Q"), ("dropped_packets", "Q"), ("dropped_bytes", "Q"),
     ("marked_packets", "Q"), ("marked_bytes", "Q"), ("ue_marked_packets", "Q"), ("max_queue_bytes", "Q"),
-    ("lag_sum_bytes", "Q"),
-    ("max_lag_bytes", "Q"), ("queue_histogram", f"{HISTOGRAM_BUCKETS}Q"),
+    ("lag_sum_bytes", "Q"), ("max_lag_bytes", "Q"), ("queue_sum_bytes", "Q"), ("queue_area_lo", "Q"),
+    ("queue_area_hi", "Q"), ("queue_histogram", f"{QUEUE_BUCKETS}Q"),
 ])
 RESIDENCE = Layout("port_residence", [
     ("packets", "Q"), ("sum_ns", "Q"), ("max_ns", "Q"), ("untracked_packets", "Q"),
@@ -72,7 +71,8 @@ PORT_STATE = Layout("port_state", [
     ("lock", "I"), ("pad", "I"), ("last_ns", "Q"), ("queue_mbytes", "2Q"), ("tokens_mbytes", "2Q"),
     ("admitted_bytes", "2Q"), ("window_credits", "I"), ("window_drops", "I"), ("mark_probability_ppm", "I"),
     ("unparsed_packets", "I"), ("reset_residue_bytes", "Q"), ("tcd_state", "I"), ("tcd_decreasing", "I"),
-    ("tcd_sample_ns", "Q"), ("tcd_sample_queue", "Q"), ("stats", f"{2 * CLASS_STATS.size}s"),
+    ("tcd_sample_ns", "Q"), ("tcd_sample_queue", "Q"), ("integral_ns", "Q"), ("integral_queue_bytes", "2Q"),
+    ("stats", f"{2 * CLASS_STATS.size}s"),
     ("residence", f"{RESIDENCE.size}s"),
 ])
 PFC_HIST_BUCKETS = 32  # bpf/port.h
@@ -150,28 +150,35 @@ class ClassStats:
     max_queue_bytes: int
     lag_sum_bytes: int  # over enqueues, |real - ideal queue|
     max_lag_bytes: int
-    histogram: tuple[int, ...]  # enqueues by queue length after them, bucket_bytes wide
-    bucket_bytes: int
+    queue_sum_bytes: int  # over enqueued frames, the queue each joined (itself included)
+    queue_area_byte_ns: int  # the queue's integral over time (both events: enqueues and departures)
+    histogram: tuple[int, ...]  # enqueues by queue length after them (queue_bucket_bounds)
 
     @classmethod
-    def unpack(cls, raw: bytes, bucket_bytes: int) -> "ClassStats":
+    def unpack(cls, raw: bytes) -> "ClassStats":
         values = CLASS_STATS.unpack(raw)
         histogram = values.pop("queue_histogram")
-        return cls(**values, histogram=histogram, bucket_bytes=bucket_bytes)
+        area = values.pop("queue_area_lo") + (values.pop("queue_area_hi") << 64)
+        return cls(**values, queue_area_byte_ns=area, histogram=histogram)
 
     @property
     def mean_lag_bytes(self) -> float:
         """How far, on average at an enqueue, the real queue was from an ideal port's."""
         return self.lag_sum_bytes / self.enqueued_packets if self.enqueued_packets else 0.0
 
+    @property
+    def mean_queue_per_arrival_bytes(self) -> float:
+        """The mean queue an admitted frame joined, itself included (exact)."""
+        return self.queue_sum_bytes / self.enqueued_packets if self.enqueued_packets else 0.0
 
-def residence_bucket_bounds(bucket: int) -> tuple[float, float]:
-    """[low, high) of a residence bucket in ns (bpf/port.bpf.c residence_bucket)."""
-    if bucket == 0:
-        return 0.0, float(1 << RESIDENCE_FIRST_LOG2)
-    octave, sub = divmod(bucket - 1, RESIDENCE_SUB_BUCKETS)
-    base = float(1 << (RESIDENCE_FIRST_LOG2 + octave))
-    return base * (1 + sub / RESIDENCE_SUB_BUCKETS), base * (1 + (sub + 1) / RESIDENCE_SUB_BUCKETS)
+    @property
+    def queue_area_byte_s(self) -> float:
+        """The queue's integral over wall time, byte x s: / a time span = its time average."""
+        return self.queue_area_byte_ns / 1e9
+
+    def queue_quantile_bytes(self, q: float) -> float:
+        """The q-quantile of the queue frames joined (itself included), from the histogram."""
+        return histogram_quantile(self.histogram, q, queue_bucket_bounds, self.max_queue_bytes)
 
 
 @dataclass(frozen=True)
@@ -203,17 +210,14 @@ class Residence:
         count as the longest residences (the map forgets the oldest arrivals first; the rarer
         other causes, bpf/port.h, make this err on the long side), so a quantile among them is
         reported as the longest residence measured."""
-        total = self.packets + self.untracked_packets
-        if not total:
+        if not self.packets + self.untracked_packets:
             return 0.0
-        rank, seen = q * total, 0
-        for bucket, count in enumerate(self.histogram):
-            if count and seen + count >= rank:
-                low, high = residence_bucket_bounds(bucket)
-                high = min(high, float(self.max_ns)) if bucket == RESIDENCE_BUCKETS - 1 else high
-                return low + (high - low) * (rank - seen) / count
-            seen += count
-        return float(self.max_ns)
+        return histogram_quantile((*self.histogram, self.untracked_packets), q, self._bounds, self.max_ns)
+
+    def _bounds(self, bucket: int) -> tuple[float, float]:
+        if bucket == RESIDENCE_BUCKETS:  # the untracked packets
+            return float(self.max_ns), float(self.max_ns)
+        return residence_bucket_bounds(bucket)
 
 
 def pause_bucket_bounds_s(bucket: int) -> tuple[float, float]:
@@ -264,14 +268,13 @@ class PortProgramConfig:
         return self.marker == "tcd"
 
     @classmethod
-    def unpack(cls, raw: bytes) -> tuple["PortProgramConfig", tuple[int, int]]:
+    def unpack(cls, raw: bytes) -> "PortProgramConfig":
         v = PORT_CONFIG.unpack(raw)
         markers = list(MARKERS)
-        return (cls(v["link_rate_Bps"], v["credit_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"],
-                    v["credit_mark_window"], v["port_id"], v["peer_port_id"], bool(v["switch_port"]),
-                    v["idle_reset_ns"], bool(v["lossless"]),
-                    markers[v["marker"]] if v["marker"] < len(markers) else str(v["marker"])),
-                v["hist_bucket_bytes"])
+        return cls(v["link_rate_Bps"], v["credit_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"],
+                   v["credit_mark_window"], v["port_id"], v["peer_port_id"], bool(v["switch_port"]),
+                   v["idle_reset_ns"], bool(v["lossless"]),
+                   markers[v["marker"]] if v["marker"] < len(markers) else str(v["marker"]))
 
 
 @dataclass(frozen=True)
@@ -384,7 +387,7 @@ class PortMaps:
                 raw_config = self.configs.lookup(port_id)
                 if raw_config is None:
                     continue
-                config, buckets = PortProgramConfig.unpack(raw_config)
+                config = PortProgramConfig.unpack(raw_config)
                 # Departures first: they only grow, so a queue read after them is never low.
                 raw_departures = self.departures.lookup(config.port_id)
                 raw_arrivals = self.departures.lookup(config.peer_port_id)
@@ -396,8 +399,7 @@ class PortMaps:
                 departed = PORT_DEPARTURES.unpack(raw_departures)["bytes"]
                 state = PORT_STATE.unpack(raw_state)
                 admitted = state["admitted_bytes"]
-                stats = [ClassStats.unpack(state["stats"][i * CLASS_STATS.size:][:CLASS_STATS.size], buckets[i])
-                         for i in (0, 1)]
+                stats = [ClassStats.unpack(state["stats"][i * CLASS_STATS.size:][:CLASS_STATS.size]) for i in (0, 1)]
                 result.append(PortStats(
                     node=node, port=port, ifindex=ifindex, config=config,
                     queue_bytes=(max(0, admitted[0] - departed[0]), max(0, admitted[1] - departed[1])),

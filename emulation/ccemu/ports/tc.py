@@ -41,7 +41,6 @@ ETHERNET_HEADER_BYTES = 14
 FIFO_MARGIN_FRAMES = 4
 CREDIT_CLASSID = 0x10010  # 1:10
 DATA_CLASSID = 0x10020  # 1:20
-HISTOGRAM_BUCKETS = 64  # bpf/port.h PORT_HIST_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,16 @@ class PortShape:
 
 def data_burst_bytes(shape: PortShape) -> int:
     """Two full frames: enough for HTB to send a frame at any rate, small enough that the
-    port never bursts above the link rate by more than a frame."""
+    port never bursts above the link rate by more than a frame.
+
+    Less loses the line: HTB sends while its tokens are not below 0, its timer fires late, and a
+    class with no tokens to spare never catches up. A saturated port at 25 Mbit/s here drained, of
+    its rate (emulation/benchmarks/bursts.py, 3 runs each, 2026-11-27): 0.923-0.929 with a 1-byte
+    burst, 0.988-0.995 with 84 bytes, 0.997-1.000 with one frame, 0.997-1.000 with two. What a burst
+    costs, a port that idled letting two frames go at once where a store-and-forward link sends one
+    after the other, cchost's delay line puts right: it holds every packet for its serialization at
+    each link and makes a source's packets follow one another as the path's links would
+    (transport/src/delay_line.rs OneWay)."""
     return 2 * (shape.frame_bytes + WIRE_OVERHEAD_BYTES)
 
 
@@ -244,8 +252,6 @@ def port_program_values(shape: PortShape, port_id: int, peer_port_id: int, switc
         "link_rate_Bps": shape.link_bps // 8, "credit_rate_Bps": shape.credit_bps // 8,
         "buffer_bytes": (shape.buffer_bytes, shape.credit_buffer_bytes),
         "classid": (DATA_CLASSID, CREDIT_CLASSID),
-        "hist_bucket_bytes": (histogram_bucket_bytes(shape.buffer_bytes),
-                              histogram_bucket_bytes(shape.credit_buffer_bytes)),
         "wire_overhead_bytes": WIRE_OVERHEAD_BYTES, "min_wire_bytes": MIN_WIRE_FRAME_BYTES,
         "burst_bytes": (data_burst_bytes(shape), CREDIT_BURST_BYTES if shape.credit_share else 0),
         "port_id": port_id, "peer_port_id": peer_port_id, "switch_port": int(switch_port),
@@ -259,7 +265,3 @@ def port_program_line(dev: str, shape: PortShape, port_id: int, peer_port_id: in
     """The port's line in port_loader's attach config: `port=dev key=value ...` (ports/fields.py)."""
     return config_line(dev, port_program_values(shape, port_id, peer_port_id, switch_port))
 
-
-def histogram_bucket_bytes(buffer_bytes: int) -> int:
-    """Bucket width that spreads a queue of 0..buffer_bytes over the histogram's buckets."""
-    return max(1, -(-buffer_bytes // HISTOGRAM_BUCKETS))

@@ -2,14 +2,18 @@
 the machine, the port programs and the hosts report:
 
 - hypervisor steal and CPU saturation (/proc/stat, over the run);
-- the bottleneck port's lag: how far its real queue was from an ideal port's at every enqueue
-  (the port programs measure both: bpf/port.bpf.c), i.e. whether the link drained at its
-  configured rate; and the same for the busiest credit queue, in credits;
+- every port's lag: how far its real queue was from an ideal port's at every enqueue (the port
+  programs measure both: bpf/port.bpf.c), i.e. whether the link drained at its configured rate,
+  judged at the bottleneck and at the port that lagged most (with the bpf datapath, a machine that
+  falls behind forwards late in the softirqs: no switch holds the packets, every port's queue does);
+  and the same for the busiest credit queue, in credits;
 - switch residence: how long packets waited inside the switches (in ovs-vswitchd's receive
   sockets and its forwarding thread), between arriving at one port and reaching the next
   port's queue. Time spent there is in no queue: not marked, not dropped, invisible to every
   other figure; and packets the switches lost in there;
 - queues that did not drain: a packet lost between a port and its peer stays counted as queued;
+- flows that finished faster than their own ideal FCT (the flow alone on the idle path, store-and-
+  forward): no real network can; the delay line or the base RTT is off;
 - cchost's pacing: how late its timers fired, against the credit gap;
 - hosts whose cchost died.
 
@@ -54,8 +58,8 @@ RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES = 2.0, 8.0
 # (its receive sockets overflowed, or its send failed). A real switch drops only at queues.
 SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL = 1e-4, 1e-2
 # A switch is judged on its own p99 once it carried this many packets (fewer: its p99 is a
-# handful of packets, and they count in the fabric's).
-MIN_SWITCH_PACKETS = 1000
+# handful of packets, and they count in the fabric's). A port's mean lag likewise.
+MIN_SWITCH_PACKETS = MIN_PORT_PACKETS = 1000
 PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
 
 
@@ -119,6 +123,15 @@ class SwitchFigures:
         return worst
 
 
+def worst_port_lag(ports: list[PortStats]) -> tuple[float, str] | None:
+    """(mean lag in bytes, node/port) of the data queue that lagged most on average among the ports that
+    admitted at least MIN_PORT_PACKETS data packets; None: none did. A port PFC paused is left out: its
+    ideal twin drains through the pauses, which are the lossless protocol's, not the machine's."""
+    busy = [p for p in ports if p.data.enqueued_packets >= MIN_PORT_PACKETS and not p.pfc.pause_events]
+    worst = max(busy, key=lambda p: p.data.mean_lag_bytes, default=None)
+    return (worst.data.mean_lag_bytes, f"{worst.node}/{worst.port}") if worst else None
+
+
 def busiest_credit_lag_bytes(ports: list[PortStats]) -> float | None:
     """Mean lag of the credit queue that admitted the most credits (None without credits)."""
     busiest = max(ports, key=lambda p: p.credit.enqueued_packets, default=None)
@@ -132,6 +145,13 @@ def queue_residues(ports: list[PortStats]) -> list[str]:
              for cls, queue in (("data", p.queue_bytes[0]), ("credit", p.queue_bytes[1])) if queue]
     return found + [f"{p.node}/{p.port} {p.forgotten_bytes} B forgotten at idle resets" for p in ports
                     if p.forgotten_bytes]
+
+
+def below_ideal(flows: Iterable[dict]) -> tuple[int, int, float] | None:
+    """(how many flows finished faster than their ideal FCT, how many have one, the least FCT / ideal) of
+    flows.csv rows (results/rows.py FlowRow); None: none has an ideal."""
+    ratios = [float(f["fct"]) / float(f["ideal_fct"]) for f in flows if float(f["ideal_fct"] or 0) > 0]
+    return (sum(r < 1 for r in ratios), len(ratios), min(ratios)) if ratios else None
 
 
 def pacing_lateness_us(counters: Iterable[Path]) -> float | None:
@@ -150,6 +170,7 @@ class Observation:
     frame_bytes: int  # one full frame on the wire
     switches: SwitchFigures | None = None
     bottleneck_lag_bytes: float | None = None
+    worst_port_lag: tuple[float, str] | None = None  # (mean lag bytes, node/port): worst_port_lag
     credit_lag_bytes: float | None = None
     residues: list[str] = field(default_factory=list)
     lateness_us: float | None = None
@@ -164,26 +185,30 @@ class Observation:
     # A fabric over several machines: its worst tunnel's one-way delay spread in frame times, and
     # between which machines (machines/fabric.py); None on one machine.
     tunnel_spread: tuple[float, str] | None = None
+    # (flows that finished below their ideal FCT, flows with one, the least FCT / ideal): below_ideal
+    below_ideal: tuple[int, int, float] | None = None
 
     @classmethod
     def of_block(cls, cpu: tuple[float, float], frame_bytes: int, ports: list[PortStats], frame_ns: float,
                  bottleneck_port: str | None, lateness_us: float | None = None, credit_gap_us: float | None = None,
                  host_failures: Iterable[str] = (), delay_shortfalls: Iterable[str] = (),
-                 faults: Iterable[str] = (), tunnel_spread_us: tuple[float, str] | None = None) -> "Observation":
-        """An experiment block's: `cpu` (steal, busy) over it, its ports as read once drained, the
-        lag judged at `bottleneck_port` (None: at the port that lagged most), its credit pacing
-        (both None without a credit class or a figure)."""
+                 faults: Iterable[str] = (), tunnel_spread_us: tuple[float, str] | None = None,
+                 flows: Iterable[dict] = ()) -> "Observation":
+        """A block's (an experiment's, or any run's): `cpu` (steal, busy) over it, its ports as read once
+        drained, the lag judged at `bottleneck_port` (None: no bottleneck) and at the port that lagged
+        most, its credit pacing (both None without a credit class or a figure), its flows (flows.csv rows)."""
+        bottleneck_lag = None
         if bottleneck_port:
             (judged,) = [p for p in ports if p.port == bottleneck_port]
-        else:
-            judged = max(ports, key=lambda p: p.data.mean_lag_bytes)
+            bottleneck_lag = judged.data.mean_lag_bytes
         lateness_us, credit_gap_us = (lateness_us, credit_gap_us) if lateness_us is not None else (None, None)
         return cls(steal=cpu[0], busy=cpu[1], frame_bytes=frame_bytes, switches=SwitchFigures.of(ports, frame_ns),
-                   bottleneck_lag_bytes=judged.data.mean_lag_bytes, credit_lag_bytes=busiest_credit_lag_bytes(ports),
+                   bottleneck_lag_bytes=bottleneck_lag, worst_port_lag=worst_port_lag(ports),
+                   credit_lag_bytes=busiest_credit_lag_bytes(ports),
                    residues=queue_residues(ports), lateness_us=lateness_us, credit_gap_us=credit_gap_us,
                    host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls), faults=list(faults),
                    tunnel_spread=(tunnel_spread_us[0] * 1e3 / frame_ns, tunnel_spread_us[1]) if tunnel_spread_us
-                   else None)
+                   else None, below_ideal=below_ideal(flows))
 
 
 @dataclass
@@ -218,6 +243,12 @@ def judge(seen: Observation) -> Verdict:
         verdict.judge("bottleneck_lag_frames", lag / seen.frame_bytes, LAG_WARN_FRAMES, LAG_FAIL_FRAMES,
                       f"bottleneck queues were {lag:.0f} B on average away from an ideal port's "
                       f"({lag / seen.frame_bytes:.1f} frames): links drained slower than configured")
+    if seen.worst_port_lag is not None:
+        lag, port = seen.worst_port_lag
+        verdict.judge("worst_port_lag_frames", lag / seen.frame_bytes, LAG_WARN_FRAMES, LAG_FAIL_FRAMES,
+                      f"port {port}'s queue was {lag:.0f} B on average away from an ideal port's "
+                      f"({lag / seen.frame_bytes:.1f} frames), the most of any port: it drained slower than "
+                      "configured (the machine fell behind)")
     if seen.credit_lag_bytes is not None:
         credits = seen.credit_lag_bytes / CREDIT_WIRE_BYTES
         verdict.judge("credit_lag_credits", credits, CREDIT_LAG_WARN_CREDITS, CREDIT_LAG_FAIL_CREDITS,
@@ -244,6 +275,13 @@ def judge(seen: Observation) -> Verdict:
         verdict.judge("tunnel_spread_p99_frames", spread, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
                       f"the tunnels between machines ({between}, the worst) varied their one-way delay by "
                       f"{spread:.1f} frame times (p99 over their least): cut links were slower than wires")
+    if seen.below_ideal is not None:
+        below, flows, least = seen.below_ideal
+        verdict.figures["least_fct_of_ideal"] = round(least, 4)
+        if below:
+            verdict.flag(WARN, f"{below} of {flows} flows finished faster than their own ideal FCT (the least in "
+                               f"{least:.3f} of it): no store-and-forward network can; the delay line or the base "
+                               "RTT is off")
     if seen.residues:
         verdict.flag(WARN, f"queues did not drain after the traffic stopped (packets lost between a port and its "
                            f"peer stay counted as queued): {', '.join(seen.residues[:5])}"

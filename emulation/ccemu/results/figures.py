@@ -228,8 +228,12 @@ def credit_waste(tables: Tables, scheme: str, point: str | None = None, n: int |
 
 @dataclass(frozen=True)
 class QueueFigures:
-    max_bytes: int  # largest data queue any of the ports reached, bytes on the wire
-    mean_bytes: float  # mean data queue a packet found on arrival, over the ports' packets
+    """Data queues of a set of ports, in bytes on the wire, from the port programs' exact sums."""
+
+    max_bytes: int  # largest data queue any of the ports reached
+    mean_bytes: float  # per arrival: the mean queue an admitted frame joined (itself included), over all their frames
+    # Over time: each port's queue averaged over the block's traffic span, then over the ports (None: no span).
+    time_mean_bytes: float | None
 
     @property
     def max_kb(self) -> float:
@@ -240,12 +244,35 @@ class QueueFigures:
         return self.mean_bytes / KB
 
     @property
+    def time_mean_kb(self) -> float | None:
+        return None if self.time_mean_bytes is None else self.time_mean_bytes / KB
+
+    @property
     def max_packets(self) -> float:
         return self.max_bytes / DATA_WIRE_BYTES
 
     @property
     def mean_packets(self) -> float:
         return self.mean_bytes / DATA_WIRE_BYTES
+
+    @property
+    def time_mean_packets(self) -> float | None:
+        return None if self.time_mean_bytes is None else self.time_mean_bytes / DATA_WIRE_BYTES
+
+
+def traffic_span_s(tables: Tables, scheme: str, point: str | None = None, n: int | None = None) -> float:
+    """Wall seconds from the block's first flow start to its last flow end: the span a queue's time
+    average is over (what the papers' simulations average over is their run; ccemu's blocks start and
+    end idle, and the idle time outside the traffic would only dilute the average)."""
+    flows = [f for f in tables.flows_of(scheme, point, n) if f.get("start") not in (None, "")
+             and f.get("end") not in (None, "")]
+    if not flows:
+        raise NoData(f"no flow of {label(scheme, point, n)} finished with its times: no span to average its queues "
+                     "over")
+    span = max(float(f["end"]) for f in flows) - min(float(f["start"]) for f in flows)
+    if span <= 0:
+        raise NoData(f"the flows of {label(scheme, point, n)} span no time")
+    return span
 
 
 def queue_ports(tables: Tables, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
@@ -263,11 +290,17 @@ def queues(tables: Tables, scheme: str, point: str | None = None, n: int | None 
     ports = queue_ports(tables, scheme, point, n) if ports is None else ports
     if not ports:
         raise NoData(f"ports.csv has no switch port of {label(scheme, point, n)}")
+    if "mean_data_queue_arrival" not in ports[0]:
+        raise NoData("ports.csv has no exact queue averages (a bundle from before they were recorded, whose mean "
+                     "was the histogram's bucket midpoints)")
     biggest = max(int(p["max_data_queue"]) for p in ports)
     packets = sum(int(p["data_enqueued"]) for p in ports)
     if not packets:
         raise NoData(f"no data packet reached a switch port of {label(scheme, point, n)}")
-    return QueueFigures(biggest, sum(float(p["mean_data_queue"]) * int(p["data_enqueued"]) for p in ports) / packets)
+    per_arrival = sum(float(p["mean_data_queue_arrival"]) * int(p["data_enqueued"]) for p in ports) / packets
+    span = optional(lambda: traffic_span_s(tables, scheme, point, n))
+    over_time = sum(float(p["data_queue_byte_s"]) for p in ports) / span / len(ports) if span else None
+    return QueueFigures(biggest, per_arrival, over_time)
 
 
 # Incast ------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from ..bench import capacity as bench_capacity
 from . import figures, papers
 from .bundle import block_label
 from .figures import Tables
-from .markdown import by, save, schemes
+from .markdown import by, cell, save, schemes
+from ..ports.histograms import queue_bucket_bounds
 from .stats import BUCKETS, histogram_cdf
 
 
@@ -105,7 +106,9 @@ def _datacenter_lines(tables: Tables) -> list[str]:
                      "unless marked wall.")
     if dc.get("link_delay_us") is not None:
         lines.append(f"Propagation: {dc['link_delay_us']:g} us per link, {dc['host_delay_us']:g} us per host, added "
-                     "by cchost's delay line at the receiving host (what the idle fabric lacks of it).")
+                     "by cchost's delay line at the receiving host (what the idle fabric lacks of it), with every "
+                     "packet's serialization at each link of its path (store-and-forward: the emulated ports release "
+                     "a frame as its transmission starts). The base RTT is the propagation, as the papers give it.")
     setting = papers.settings().get(tables.kind)
     bdp = dc["bdp_packets_max_rtt"]
     lines += ["", "| | ccemu | paper | ccemu / paper |", "|---|---|---|---|",
@@ -115,6 +118,8 @@ def _datacenter_lines(tables: Tables) -> list[str]:
               f"| base RTT, longest path (us) | {dc['base_rtt_max_us']:.1f} | - | - |",
               f"| BDP at that RTT (packets of 1538 B) | {bdp:.1f} | "
               + (f"{setting['bdp_packets']} | {bdp / setting['bdp_packets']:.2f} |" if setting else "- | - |"),
+              *([f"| with a full frame's serialization at every link there and a minimum frame's back, longest (us) | "
+                 f"{dc['frame_rtt_max_us']:.1f} | | |"] if "frame_rtt_max_us" in dc else []),
               f"| idle fabric alone, longest RTT (us) | {dc['idle_fabric_rtt_max_us']:.1f} | | |", ""]
     if setting:
         lines += [f"Paper's setting: {setting['source']}.", ""]
@@ -141,12 +146,14 @@ def _fct_by_bucket_lines(tables: Tables) -> list[str]:
 FIDELITY_COLUMNS = [  # (figure in the verdict, column title, format)
     ("steal", "steal", "{:.1%}"), ("cpu_busy", "CPU busy", "{:.0%}"),
     ("bottleneck_lag_frames", "bottleneck lag (frames)", "{:.2f}"),
+    ("worst_port_lag_frames", "worst port lag (frames)", "{:.2f}"),
     ("credit_lag_credits", "credit lag (credits)", "{:.2f}"),
     ("switch_residence_p50_frames", "switch residence p50 (frames)", "{:.2f}"),
     ("switch_residence_p99_frames", "p99 (frames)", "{:.2f}"),
     ("worst_switch_residence_p99_frames", "worst switch p99 (judged)", "{:.2f}"),
     ("switch_lost_ratio", "lost in switches", "{:.3%}"),
     ("pacing_lateness_of_gap", "timer lateness / credit gap", "{:.0%}"),
+    ("least_fct_of_ideal", "least FCT / ideal", "{:.3f}"),
 ]
 
 
@@ -191,22 +198,24 @@ def plot(directory: Path) -> list[Path]:
     bottleneck = any(p["bottleneck"] == "1" for p in tables.ports)
     fig, ax = plt.subplots(figsize=(6, 4))
     for scheme in schemes(tables.ports):
-        counts: list[int] = []
-        bucket = 0
-        for p in figures.queue_ports(tables, scheme):
-            histogram = [int(c) for c in p["histogram"].split()]
-            counts = [a + b for a, b in zip(counts, histogram)] if counts else histogram
-            bucket = int(p["bucket_bytes"])
-        points = histogram_cdf(counts, bucket)
-        queue = figures.optional(lambda: figures.queues(tables, scheme))  # the tables' mean, every block
+        ports = figures.queue_ports(tables, scheme)
+        counts = [sum(column) for column in zip(*([int(c) for c in p["histogram"].split()] for p in ports))]
+        largest = max((int(p["max_data_queue"]) for p in ports), default=0)
+        edges = [min(queue_bucket_bounds(i)[1], largest) for i in range(len(counts))]
+        points = histogram_cdf(counts, edges)
+        queue = figures.optional(lambda: figures.queues(tables, scheme))  # the tables' means, every block
         if points:
-            ax.step([q / 1e3 for q, _ in points], [c for _, c in points], where="post",
-                    label=f"{scheme} (mean {queue.mean_kb:.1f} KB)" if queue else scheme)
-    ax.set(xlabel=f"{'bottleneck' if bottleneck else 'switch port'} data queue at enqueue (KB)", ylabel="CDF",
+            ax.step([0.0] + [q / 1e3 for q, _ in points], [0.0] + [c for _, c in points], where="post",
+                    label=f"{scheme} (mean {queue.mean_kb:.2f} KB at arrival, {cell(queue.time_mean_kb, '{:.2f}')} KB "
+                    "over time)" if queue else scheme)
+    ax.set(xlabel=f"{'bottleneck' if bottleneck else 'switch port'} data queue a frame joined (KB; log scale, "
+                  "buckets a quarter of a doubling wide)", ylabel="CDF",
            title="Queue length" if tables.ports else "Queue length: ports.csv holds no port")
+    if any(p["histogram"] for p in tables.ports):
+        ax.set_xscale("symlog", linthresh=0.1)
     ax.grid(alpha=0.3)
     if tables.ports:
-        ax.legend()
+        ax.legend(fontsize="small")
     written.append(save(fig, out / "queue_cdf.png"))
     written += _kind(tables).plots(tables, out, plt)
     return written

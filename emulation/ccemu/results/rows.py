@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, ClassVar
 
+from ..model.dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES
 from ..programs.cchost import host_number
-from .stats import histogram_mean, size_bucket
+from .stats import size_bucket
 
 if TYPE_CHECKING:
     from ..containers.cgroups import CgroupFigures
@@ -115,10 +116,13 @@ class RoundRow(Row):
 
 @dataclass(frozen=True)
 class PortRow(Row):
-    """ports.csv: one port over a block. Queues, lags and residue in wire bytes; residence: time
-    inside the switch before leaving by the port (switch ports only); marks: packets this port set
-    CE on (each packet counts once), and UE on (TCD); lossless ports: this port's pauses, and the
-    most its ingress held (PFC)."""
+    """ports.csv: one port over a block. Queues, lags and residue in wire bytes; the data queue's
+    exact averages: per arrival (the mean queue an admitted frame joined, itself included) and its
+    integral over wall time (byte x s: over a span, its time average); residence: time inside the
+    switch before leaving by the port (switch ports only); marks: packets this port set CE on (each
+    packet counts once), and UE on (TCD); lossless ports: this port's pauses, and the most its
+    ingress held (PFC); the data queue's histogram (bpf/port.h: log-linear buckets from 64 B, four
+    per doubling)."""
 
     table = "ports"
 
@@ -129,7 +133,8 @@ class PortRow(Row):
     data_dropped: int
     data_marked: int
     max_data_queue: int
-    mean_data_queue: int
+    mean_data_queue_arrival: float
+    data_queue_byte_s: float
     mean_lag: int
     max_lag: int
     credit_enqueued: int
@@ -148,8 +153,7 @@ class PortRow(Row):
     pause_events: int
     paused_s: float
     max_held_bytes: int
-    bucket_bytes: int
-    histogram: str  # the data queue's exact histogram, counts space-separated
+    histogram: str  # the data queue's histogram, counts space-separated (ports/maps.py queue_bucket_bounds)
 
     @classmethod
     def of(cls, key: "BlockKey", p: "PortStats", bottleneck: bool) -> "PortRow":
@@ -157,7 +161,8 @@ class PortRow(Row):
         return cls(key, node=p.node, port=p.port, bottleneck=int(bottleneck),
                    data_enqueued=p.data.enqueued_packets, data_dropped=p.data.dropped_packets,
                    data_marked=p.data.marked_packets, max_data_queue=p.data.max_queue_bytes,
-                   mean_data_queue=round(histogram_mean(p.data.histogram, p.data.bucket_bytes)),
+                   mean_data_queue_arrival=round(p.data.mean_queue_per_arrival_bytes, 2),
+                   data_queue_byte_s=round(p.data.queue_area_byte_s, 9),
                    mean_lag=round(p.data.mean_lag_bytes), max_lag=p.data.max_lag_bytes,
                    credit_enqueued=p.credit.enqueued_packets, credit_dropped=p.credit.dropped_packets,
                    credit_marked=p.credit.marked_packets, max_credit_queue=p.credit.max_queue_bytes,
@@ -168,13 +173,15 @@ class PortRow(Row):
                    residence_max_us=round(p.residence.max_ns / 1e3, 1), residue_bytes=sum(p.queue_bytes),
                    data_ue_marked=p.data.ue_marked_packets, pause_events=p.pfc.pause_events,
                    paused_s=round(p.pfc.paused_s, 6), max_held_bytes=p.pfc.max_held_bytes,
-                   bucket_bytes=p.data.bucket_bytes, histogram=" ".join(map(str, p.data.histogram)))
+                   histogram=" ".join(map(str, p.data.histogram)))
 
 
 @dataclass(frozen=True)
 class RttRow(Row):
-    """rtts.csv: a host pair's idle RTT through the fabric, the RTT it stands for, and the delay
-    each end added (wall milliseconds)."""
+    """rtts.csv: a host pair's idle RTT through the fabric, the RTT it stands for (propagation),
+    the delay each end added, and the serialization the pair's packets pay on top, store-and-forward
+    at every link: a full frame (1538 B) from src to dst, and a minimum frame (84 B: the credit or
+    ack that answers it) back (wall milliseconds)."""
 
     table = "rtts"
 
@@ -184,11 +191,15 @@ class RttRow(Row):
     floor_ms: float
     target_ms: float
     added_one_way_ms: float
+    frame_there_ms: float
+    answer_back_ms: float
 
     @classmethod
     def of(cls, key: "BlockKey", pair: "PairDelay", links: int) -> "RttRow":
         return cls(key, src=pair.src, dst=pair.dst, links=links, floor_ms=round(pair.floor_rtt_s * 1e3, 3),
-                   target_ms=round(pair.target_rtt_s * 1e3, 3), added_one_way_ms=round(pair.added_one_way_s * 1e3, 3))
+                   target_ms=round(pair.target_rtt_s * 1e3, 3), added_one_way_ms=round(pair.added_one_way_s * 1e3, 3),
+                   frame_there_ms=round(pair.there.ns_per_byte * DATA_WIRE_BYTES / 1e6, 4),
+                   answer_back_ms=round(pair.back.ns_per_byte * CREDIT_WIRE_BYTES / 1e6, 4))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Statistics of a run: flow-size buckets, percentiles, per-bucket FCT summaries, queue-length
-distributions from the port programs' exact histograms."""
+distributions from the port programs' histograms."""
 
 from __future__ import annotations
 
@@ -31,22 +31,18 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def histogram_cdf(counts: Sequence[int], bucket_bytes: int) -> list[tuple[float, float]]:
-    """(queue bytes at the bucket's upper edge, cumulative fraction of enqueues) per bucket."""
+def histogram_cdf(counts: Sequence[int], upper_edges: Sequence[float]) -> list[tuple[float, float]]:
+    """(a bucket's upper edge, cumulative fraction of the counts) for every bucket up to the last
+    that holds any."""
     total = sum(counts)
     if not total:
         return []
+    last = max(i for i, count in enumerate(counts) if count)
     cumulative, points = 0, []
-    for i, count in enumerate(counts):
+    for count, edge in zip(counts[:last + 1], upper_edges):
         cumulative += count
-        points.append(((i + 1) * bucket_bytes, cumulative / total))
+        points.append((edge, cumulative / total))
     return points
-
-
-def histogram_mean(counts: Sequence[int], bucket_bytes: int) -> float:
-    """Mean queue length at enqueue, bucket midpoints."""
-    total = sum(counts)
-    return sum((i + 0.5) * bucket_bytes * c for i, c in enumerate(counts)) / total if total else 0.0
 
 
 def jain_fairness(rates: Sequence[float]) -> float:

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -11,6 +12,7 @@ from ccemu.fabric.net import FabricNet
 from ccemu.polling import wait_until
 from ccemu.programs import udpgen
 from ccemu.ports.program import PortProgram
+from ccemu.ports.histograms import queue_bucket_bounds
 from ccemu.ports.maps import LAYOUTS, PortMaps, queue_minus_backlog
 
 DATA_PAYLOAD = 1000
@@ -145,7 +147,7 @@ def test_dctcp_marks_ect_packets_above_k_only_and_drops_at_the_buffer(tmp_path):
     assert after.data.dropped_packets > 0
     assert after.data.max_queue_bytes <= buffer
     top_bucket = max(i for i, count in enumerate(after.data.histogram) if count)
-    assert top_bucket * after.data.bucket_bytes <= buffer
+    assert queue_bucket_bounds(top_bucket)[0] <= buffer < queue_bucket_bounds(top_bucket)[1] * 1.25
 
 
 def rate_pps(received):
@@ -202,3 +204,56 @@ def test_the_programs_queue_tracks_the_fifo_backlog_tc_shows_under_overload(tmp_
     # Departures are counted at the peer, in another namespace: a port numbered wrong would
     # be left with a phantom queue here.
     assert [(p.node, p.port, p.queue_bytes) for p in drained if p.queue_bytes != (0, 0)] == []
+
+
+@pytest.mark.root
+def test_one_packet_on_an_empty_port_averages_its_own_size_at_arrival_and_over_the_time_it_was_queued(tmp_path):
+    """The exact sums, not a histogram's bucket midpoints (which read half a bucket for every packet
+    that found the port empty): one datagram through an idle star, at every port it crossed."""
+    with star(tmp_path, 2, 5, {"profile": "droptail", "buffer_bytes": 384_500}) as net:
+        receiver = start_receiver(net, "h2", 3)
+        result(start_sender(net, "h1", "h2", 10, 0.1))  # one datagram
+        assert result(receiver)["packets"] == 1
+        crossed = [p for p in all_ports(net) if p.data.enqueued_packets]
+    assert {p.node for p in crossed} == {"h1", net.switch_namespaces[0].name}
+    for p in crossed:
+        assert (p.data.enqueued_packets, p.data.max_queue_bytes) == (1, DATA_WIRE_BYTES)
+        assert p.data.mean_queue_per_arrival_bytes == DATA_WIRE_BYTES
+        # It was queued from its admission until it arrived at the next hop: well under a second here,
+        # and its integral is its size times that time.
+        assert 0 < p.data.queue_area_byte_s < DATA_WIRE_BYTES * 1.0
+        assert sum(p.data.histogram) == 1 and queue_bucket_bounds(p.data.histogram.index(1)) == (1024.0, 1280.0)
+
+
+@pytest.mark.root
+def test_the_time_integral_of_a_busy_port_is_the_integral_of_its_queue_sampled_every_few_milliseconds(tmp_path):
+    """Two senders at 0.6 of the line each overload a 5 Mbit/s port for 4 s: its queue climbs to the
+    buffer and sits there, a frame more or less. The integral the program keeps between two reads,
+    against the integral of the queue read every ~5 ms in between (a Riemann sum: each read's queue
+    held until the next read)."""
+    rate_mbps = 5
+    line_pps = rate_mbps * 1e6 / 8 / DATA_WIRE_BYTES
+    with star(tmp_path, 3, rate_mbps, {"profile": "droptail", "buffer_bytes": 60_000}) as net:
+        egress, namespace = net.switches[0].intfs[3].name, net.switch_namespaces[0].name
+        receiver = start_receiver(net, "h3", 7)
+        senders = [start_sender(net, h, "h3", 0.6 * line_pps, 4) for h in ("h1", "h2")]
+        with PortMaps(net.inventory.state_dir) as maps:
+            def read():
+                (stats,) = [p for p in maps.read() if (p.node, p.port) == (namespace, egress)]
+                return time.monotonic(), stats
+
+            assert wait_until(lambda: read()[1].queue_bytes[0] > 30_000, 10, 0.01)
+            reads = []
+            while any(s.poll() is None for s in senders) and len(reads) < 400:
+                reads.append(read())
+                time.sleep(0.005)
+        for s in senders:
+            result(s)
+        result(receiver)
+    (t0, first), (t1, last) = reads[0], reads[-1]
+    program = last.data.queue_area_byte_s - first.data.queue_area_byte_s
+    sampled = sum(p.queue_bytes[0] * (t_next - t) for (t, p), (t_next, _) in zip(reads, reads[1:]))
+    print(f"over {t1 - t0:.2f} s: program {program / (t1 - t0):.0f} B on average, sampled {sampled / (t1 - t0):.0f} B "
+          f"({len(reads)} reads); per-arrival mean {last.data.mean_queue_per_arrival_bytes:.0f} B")
+    assert sampled / (t1 - t0) > 30_000  # the queue sat near the buffer
+    assert program == pytest.approx(sampled, rel=0.03)

@@ -1,12 +1,14 @@
 """Datacenter time: the dilation arithmetic and how a config declares it."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import yaml
 
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.config import ConfigError, parse_config, read_yaml
-from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, FaithfulRates, PairDelay, auto_dilation, bdp_packets,
-                                  delay_lines, ideal_fct_s, one_way_delay_us, wire_bytes)
+from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, FaithfulRates, PairDelay, Serialization, auto_dilation,
+                                  bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us, wire_bytes)
 
 NO_MODULES = KernelFeatures(openvswitch=False)
 
@@ -86,19 +88,54 @@ def test_the_bdp_in_packets_is_the_same_at_any_dilation():
     assert bdp_packets(10e9 / d.factor, d.wall_s(52e-6)) == pytest.approx(dc)
 
 
-def test_the_ideal_fct_is_half_the_rtt_plus_the_wire_bytes_at_the_link_rate():
+def test_the_ideal_fct_over_one_link_is_half_the_rtt_plus_the_wire_bytes_at_the_link_rate():
     assert wire_bytes(1450) == 1538 and wire_bytes(1451) == 1451 + 2 * 88 and wire_bytes(1) == 89
-    assert ideal_fct_s(14500, 10e9, 52e-6) == pytest.approx(26e-6 + 10 * 1538 * 8 / 10e9)
+    assert ideal_fct_s(14500, [10e9], 52e-6) == pytest.approx(26e-6 + 10 * 1538 * 8 / 10e9)
     # Dilation-free: the same flow at d = 1000 has 1000x the ideal FCT.
-    assert ideal_fct_s(14500, 10e6, 52e-3) == pytest.approx(1000 * ideal_fct_s(14500, 10e9, 52e-6))
+    assert ideal_fct_s(14500, [10e6] * 6, 52e-3) == pytest.approx(1000 * ideal_fct_s(14500, [10e9] * 6, 52e-6))
 
 
-def test_each_end_holds_the_others_packets_for_half_of_what_the_fabric_lacks():
+def test_the_ideal_fct_pays_a_full_frames_store_and_forward_at_every_further_link():
+    frame = 1538 * 8 / 10e9
+    # Ten full frames over six equal links: the bytes at the link rate, and the last frame once more per link after
+    # the first (the ExpressPass fat-tree across pods: 5 x 1.23 us on top).
+    assert ideal_fct_s(14500, [10e9] * 6, 52e-6) == pytest.approx(26e-6 + 10 * frame + 5 * frame)
+    # One packet: its own bytes at every link.
+    assert ideal_fct_s(100, [10e9] * 6, 52e-6) == pytest.approx(26e-6 + 6 * (100 + 88) * 8 / 10e9)
+    # The realistic experiment's 3:1 fabric: one full frame across pods takes 17.2 us (two host links at 10 Gbit/s,
+    # four between switches at a third of it).
+    assert ideal_fct_s(1450, [10e9, *[10e9 / 3] * 4, 10e9], 0) == pytest.approx(17.2e-6, rel=0.01)
+
+
+def tandem_s(frames: list[int], rates_bps: list[float]) -> float:
+    """Frames sent back to back through store-and-forward links, each link sending a frame once it has it whole and
+    has sent the one before: when the last is through (the recurrence, frame by frame and link by link)."""
+    left = [0.0] * len(rates_bps)  # when each link sent the previous frame
+    for size in frames:
+        arrived = 0.0
+        for j, rate in enumerate(rates_bps):
+            arrived = left[j] = max(arrived, left[j]) + size * 8 / rate
+    return arrived
+
+
+@given(size=st.integers(1, 40 * 1450), rates=st.lists(st.sampled_from([1e9, 2.5e9, 10e9 / 3, 10e9, 40e9]), min_size=1,
+                                                       max_size=6))
+def test_the_ideal_fct_is_the_tandem_of_the_flows_frames_through_its_links(size, rates):
+    frames = max(1, -(-size // 1450))
+    sizes = [1538] * (frames - 1) + [wire_bytes(size) - (frames - 1) * 1538]
+    assert ideal_fct_s(size, rates, 0) == pytest.approx(tandem_s(sizes, rates), rel=1e-9)
+
+
+def test_each_end_holds_the_others_packets_for_half_of_what_the_fabric_lacks_and_their_serialization():
     near = PairDelay("h1", "h2", floor_rtt_s=0.002, target_rtt_s=0.020)
     slow = PairDelay("h1", "h9", floor_rtt_s=0.060, target_rtt_s=0.052)
     assert near.added_one_way_s == pytest.approx(0.009)
     assert slow.added_one_way_s == 0 and slow.floor_exceeds_target
-    assert delay_lines([near, slow]) == {"h2": [("h1", 9000.0)], "h1": [("h2", 9000.0)]}
+    assert delay_lines([near, slow]) == {"h2": [("h1", 9000.0, ())], "h1": [("h2", 9000.0, ())]}
+    # h1 sends at half the rate (its NIC's share): its packets take longer at its link than h9's at its own.
+    serialized = PairDelay("h1", "h9", floor_rtt_s=0.060, target_rtt_s=0.052, there=Serialization.of([5e6, 10e6]),
+                           back=Serialization.of([10e6, 10e6]))
+    assert delay_lines([serialized]) == {"h9": [("h1", 0.0, (1600.0, 800.0))], "h1": [("h9", 0.0, (800.0, 800.0))]}
 
 
 def test_a_dilated_config_written_back_validates_to_the_same_config():

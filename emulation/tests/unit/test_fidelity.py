@@ -1,6 +1,9 @@
 import pytest
 
-from ccemu.results.fidelity import FAIL, PASS, WARN, CpuTimes, Observation, SwitchFigures, judge
+from types import SimpleNamespace
+
+from ccemu.results.fidelity import (FAIL, PASS, WARN, CpuTimes, Observation, SwitchFigures, below_ideal, judge,
+                                    worst_port_lag)
 from ccemu.ports.maps import RESIDENCE_BUCKETS, Residence, residence_bucket_bounds
 
 FRAME = 1538
@@ -38,6 +41,28 @@ def test_the_worst_finding_decides_and_every_finding_is_a_reason():
     assert verdict.status == FAIL
     assert [r.split(":")[0] for r in verdict.reasons] == [WARN, WARN, FAIL, FAIL]
     assert "links drained slower than configured" in verdict.reasons[2]
+
+
+def port(name: str, enqueued: int, mean_lag_frames: float, pauses: int = 0):
+    """A port's figures as far as the lag is concerned."""
+    return SimpleNamespace(node="sw0", port=name, pfc=SimpleNamespace(pause_events=pauses),
+                           data=SimpleNamespace(enqueued_packets=enqueued, mean_lag_bytes=mean_lag_frames * FRAME))
+
+
+def test_the_port_that_lagged_most_is_judged_among_those_that_carried_a_thousand_packets():
+    quiet = [port(f"e{i}-eth1", 50_000, 0.5) for i in range(1, 20)]
+    assert worst_port_lag([*quiet, port("c1-eth4", 1000, 17.7), port("a1-eth1", 999, 40)]) == (17.7 * FRAME,
+                                                                                                  "sw0/c1-eth4")
+    assert worst_port_lag([port("a1-eth1", 999, 40)]) is None
+    # PFC paused it: its ideal twin drained through the pauses (the victim experiment's: 54-72 frames).
+    assert worst_port_lag([*quiet, port("s1-eth9", 50_000, 53.9, pauses=12)]) == (0.5 * FRAME, "sw0/e1-eth1")
+    for frames, status in ((1.5, PASS), (3, WARN), (17.7, FAIL)):
+        verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, bottleneck_lag_bytes=0.5 * FRAME,
+                                    worst_port_lag=(frames * FRAME, "sw0/c1-eth4")))
+        assert verdict.status == status, frames
+    assert "port sw0/c1-eth4's queue was" in verdict.reasons[0]
+    assert "drained slower than configured" in verdict.reasons[0]
+    assert verdict.figures["worst_port_lag_frames"] == 17.7
 
 
 def test_packets_held_inside_the_switches_warn_from_two_frame_times_and_fail_from_eight():
@@ -128,3 +153,16 @@ def test_a_tunnel_whose_delay_varies_by_frames_is_judged_as_a_switch_residence_w
     # The p99 of 100 round trips is the 99th (nearest rank), of 40 the greatest; no round trip, no figure.
     assert spread_us([100.0] * 98 + [300.0, 900.0]) == 100.0 and spread_us([100.0] * 39 + [900.0]) == 400.0
     assert spread_us([]) is None
+
+
+def test_a_flow_that_finished_faster_than_its_own_ideal_fct_warns_with_the_least_ratio():
+    flows = [{"fct": "0.0105", "ideal_fct": "0.01"}, {"fct": "0.004", "ideal_fct": "0.004"},
+             {"fct": "0.5", "ideal_fct": ""}]  # a flow without an ideal is not judged
+    assert below_ideal(flows) == (0, 2, 1.0)
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, below_ideal=below_ideal(flows)))
+    assert (verdict.status, verdict.figures["least_fct_of_ideal"]) == (PASS, 1.0)
+    fast = below_ideal([*flows, {"fct": "0.00655", "ideal_fct": "0.01"}])
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, below_ideal=fast))
+    assert verdict.status == WARN and "1 of 3 flows finished faster than their own ideal FCT" in verdict.reasons[0]
+    assert "0.655" in verdict.reasons[0]
+    assert below_ideal([]) is None

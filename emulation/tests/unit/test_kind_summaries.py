@@ -92,20 +92,21 @@ def test_the_incast_section_counts_goodput_and_timeouts_over_the_settled_rounds_
         *(f for r in rounds for f in r),
         RoundRow.not_run(n4, 1, 4, "no aggregator"),
         row(PortRow, n2, node="s1", port="s1-eth1", bottleneck=1, data_enqueued=100, max_data_queue=12_000,
-            mean_data_queue=3_000, data_dropped=1, data_marked=4),
-        row(PortRow, n2, node="s2", port="s2-eth3", data_enqueued=50, max_data_queue=50_000, mean_data_queue=9_000,
-            data_dropped=2, data_marked=6),
+            mean_data_queue_arrival=3_000, data_queue_byte_s=1_800, data_dropped=1, data_marked=4),
+        row(PortRow, n2, node="s2", port="s2-eth3", data_enqueued=50, max_data_queue=50_000,
+            mean_data_queue_arrival=9_000, data_queue_byte_s=9_000, data_dropped=2, data_marked=6),
         dilation=10, workload={"settle_rounds": 1})
     lines = section(summary_markdown(directory), INCAST_HEADING)
     # Goodput: 200 000 B x 8 / 0.4 s = 4 Mbit/s wall = 40 Mbit/s datacenter, 0.40 of the 10 Mbit/s link; a
     # round: 0.2 s / 10 = 20 ms. FCTs / 10 in ms: 90 50 10 20 15 5: mean 190 / 6 = 31.7; p99 at rank
-    # 5 x 0.99 = 4.95: 50 + 0.95 x 40 = 88.0; max 90. Queues: the bottleneck port's only (12 000, 3 000);
+    # 5 x 0.99 = 4.95: 50 + 0.95 x 40 = 88.0; max 90. Queues: the bottleneck port's only (12 000, 3 000 at
+    # arrival, and over time 1 800 B x s over the flows' span of 0.9 s wall: 2 000);
     # drops 1 + 2 and marks 4 + 6 over every port. Timeouts of the settled rounds: 1 of 4 x ceil(50 000 /
     # 1450) = 140 first copies + 2 retransmissions: 1 / 142 = 0.70 %; retransmits over every round: 3 + 2.
     assert table_rows(lines, "dctcp") == [
-        "| dctcp | 2 | 3 (0) | 40.00 | 0.40 | 20.0 | 31.7 | 88.0 | 90.0 | 12000 | 3000 | 3 | 10 | 1 (0.70%) | 5 | "
-        "0 | 0 | - | 0 |",
-        "| dctcp | 4 | 1 (1) | - | - | - | - | - | - | - | - | 0 | 0 | 0 (-) | 0 | 0 | 0 | - | 4 |"]
+        "| dctcp | 2 | 3 (0) | 40.00 | 0.40 | 20.0 | 31.7 | 88.0 | 90.0 | 12000 | 3000 | 2000 | 3 | 10 | 1 (0.70%) | "
+        "5 | 0 | 0 | - | 0 |",
+        "| dctcp | 4 | 1 (1) | - | - | - | - | - | - | - | - | - | 0 | 0 | 0 (-) | 0 | 0 | 0 | - | 4 |"]
     rounds_lines = section(summary_markdown(directory), "### Goodput per round")
     # 100 000 B x 8 / 1 s = 0.8 Mbit/s: 0.08 of the link; 0.40 in rounds 2 and 3; N=4's one round never ran.
     assert table_rows(rounds_lines) == ["| dctcp | 2 | 0.08 | 0.40 | 0.40 |", "| dctcp | 4 | unfinished | - | - |"]
@@ -129,13 +130,13 @@ def test_the_realistic_section_puts_each_load_in_order_with_slowdowns_per_bucket
         tmp_path, "realistic",
         RoundRow.not_run(high, 1, 5, "a host failed"),  # ran first: the section still lists load 0.2 first
         ran(low, flows), *flows,
-        row(PortRow, low, node="s1", port="s1-eth1", data_enqueued=100, max_data_queue=15_380, mean_data_queue=1_538,
-            data_dropped=2),
-        row(PortRow, low, node="s2", port="s2-eth2", data_enqueued=300, max_data_queue=3_076, mean_data_queue=3_076,
-            data_dropped=3),
+        row(PortRow, low, node="s1", port="s1-eth1", data_enqueued=100, max_data_queue=15_380,
+            mean_data_queue_arrival=1_538, data_queue_byte_s=769, data_dropped=2),
+        row(PortRow, low, node="s2", port="s2-eth2", data_enqueued=300, max_data_queue=3_076,
+            mean_data_queue_arrival=3_076, data_queue_byte_s=1_538, data_dropped=3),
         # A host NIC: neither its queue nor its drops are a switch port's.
         row(PortRow, low, node="h1", port="h1-eth0", data_enqueued=900, max_data_queue=99_999,
-            mean_data_queue=50_000, data_dropped=7),
+            mean_data_queue_arrival=50_000, data_queue_byte_s=50_000, data_dropped=7),
         ran(xp, [xp_flow := flow(xp, "h2", 5_000, 0.002, 0.001)]), xp_flow,
         row(TransportRow, xp, host="h2", credits_received=100, credits_wasted=5),
         row(TransportRow, xp, host="h3", credits_received=300, credits_wasted=15),
@@ -143,13 +144,15 @@ def test_the_realistic_section_puts_each_load_in_order_with_slowdowns_per_bucket
     lines = section(summary_markdown(directory), REALISTIC_HEADING)
     # FCTs / 1000 in ms: (0.002 + 0.004 + 0.03 + 0.5) / 4 = 0.134. Slowdowns 2 4 3 10: mean 4.75; p99 at
     # rank 3 x 0.99 = 2.97 of 2 3 4 10: 4 + 0.97 x 6 = 9.82; S (2 + 4) / 2 = 3, M 3, L 10, no XL. Queues over
-    # the two switch ports: max 15 380 B = 15.4 KB = 10 frames of 1538 B; mean per packet (1538 x 100 +
-    # 3076 x 300) / 400 = 2691.5 B = 2.69 KB = 1.75 frames; drops 2 + 3. ExpressPass's credit waste:
-    # (5 + 15) / (100 + 300) = 5 %.
+    # the two switch ports: max 15 380 B = 15.4 KB = 10 frames of 1538 B; over time, each port's integral over
+    # the flows' span (0.5 s wall): 1538 and 3076 B, their mean 2307 B = 2.307 KB = 1.5 frames; per packet
+    # (1538 x 100 + 3076 x 300) / 400 = 2691.5 B = 2.69 KB = 1.75 frames; drops 2 + 3. ExpressPass's
+    # credit waste: (5 + 15) / (100 + 300) = 5 %.
     assert table_rows(lines) == [
-        "| dctcp | 0.2 | 4 | 0 | 0.134 | 4.75 | 9.82 | 3.00 | 3.00 | 10.00 | - | 15.4 (10.0) | 2.69 (1.75) | 5 | - |",
-        "| dctcp | 0.8 | 0 | 5 | - | - | - | - | - | - | - | - | - | 0 | - |",
-        "| expresspass | 0.2 | 1 | 0 | 0.002 | 2.00 | 2.00 | 2.00 | - | - | - | - | - | 0 | 5.0% |"]
+        "| dctcp | 0.2 | 4 | 0 | 0.134 | 4.75 | 9.82 | 3.00 | 3.00 | 10.00 | - | 15.4 (10.0) | 2.307 (1.500) | "
+        "2.69 (1.75) | 5 | - |",
+        "| dctcp | 0.8 | 0 | 5 | - | - | - | - | - | - | - | - | - | - | 0 | - |",
+        "| expresspass | 0.2 | 1 | 0 | 0.002 | 2.00 | 2.00 | 2.00 | - | - | - | - | - | - | 0 | 5.0% |"]
 
 
 # Permutation --------------------------------------------------------------------------------------
@@ -281,9 +284,9 @@ def test_the_victim_section_counts_marked_victims_with_their_interval_and_every_
 # A block of each kind that never ran (RoundRow.not_run, 4 flows) and nothing else: its row in the kind's table.
 NOT_RUN = {
     "incast": (BlockKey("dctcp", (("N", 8),)), INCAST_HEADING,
-               "| dctcp | 8 | 1 (1) | - | - | - | - | - | - | - | - | 0 | 0 | 0 (-) | 0 | 0 | 0 | - | 4 |"),
+               "| dctcp | 8 | 1 (1) | - | - | - | - | - | - | - | - | - | 0 | 0 | 0 (-) | 0 | 0 | 0 | - | 4 |"),
     "realistic": (BlockKey("dctcp", (("load", 0.5),)), REALISTIC_HEADING,
-                  "| dctcp | 0.5 | 0 | 4 | - | - | - | - | - | - | - | - | - | 0 | - |"),
+                  "| dctcp | 0.5 | 0 | 4 | - | - | - | - | - | - | - | - | - | - | 0 | - |"),
     "permutation": (BlockKey("dctcp"), PERMUTATION_HEADING, "| dctcp | 0 | - | - | - | - | - | 4 |"),
     "shuffle": (BlockKey("dctcp"), SHUFFLE_HEADING, "| dctcp | 0 | - | - | - | 4 |"),
     "convergence": (BlockKey("expresspass", (("alpha", 0.5),)), CONVERGENCE_HEADING,

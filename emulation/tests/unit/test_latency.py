@@ -5,7 +5,7 @@ import pytest
 import json
 
 from ccemu.fabric.latency import DelayPlan, _parse, write_delay_tables
-from ccemu.model.dilation import PairDelay
+from ccemu.model.dilation import PairDelay, Serialization
 
 PING_OUTPUT = """# h2
 64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 time=9.10 ms
@@ -32,16 +32,32 @@ def test_a_pair_that_answered_once_keeps_that_one_ping():
     assert _parse("h1", one) == {("h1", "h4"): pytest.approx(4.5e-3)}
 
 
-def test_each_host_gets_a_delay_table_of_half_what_its_pairs_lack_and_none_without_datacenter_delays(tmp_path):
+def test_each_host_gets_a_delay_table_of_half_what_its_pairs_lack_and_none_with_nothing_to_add(tmp_path):
     # h1-h2 lack 3 ms of their 4 ms RTT: each end holds the other's packets 1.5 ms; h1-h3 lack nothing.
     pairs = [PairDelay("h1", "h2", 0.001, 0.004), PairDelay("h1", "h3", 0.005, 0.004)]
     plan = DelayPlan(pairs, {("h1", "h2"): 2, ("h1", "h3"): 4}, delayed=True)
     tables = write_delay_tables(plan, tmp_path / "delays")
     assert sorted(tables) == ["h1", "h2"]
-    assert [json.loads(line) for line in tables["h2"].read_text().splitlines()] == [{"src": 1, "delay_us": 1500.0}]
-    assert [json.loads(line) for line in tables["h1"].read_text().splitlines()] == [{"src": 2, "delay_us": 1500.0}]
+    assert [json.loads(line) for line in tables["h2"].read_text().splitlines()] == [
+        {"src": 1, "delay_us": 1500.0, "link_ns_per_byte": []}]
+    assert [json.loads(line) for line in tables["h1"].read_text().splitlines()] == [
+        {"src": 2, "delay_us": 1500.0, "link_ns_per_byte": []}]
     assert plan.too_slow() == [pairs[1]]
-    undelayed = DelayPlan(pairs, plan.links, delayed=False)
+    # Without datacenter delays (no targets) and nothing to serialize: no table at all.
+    undelayed = DelayPlan([PairDelay("h1", "h2", 0.001, 0.0), PairDelay("h1", "h3", 0.005, 0.0)], plan.links,
+                          delayed=False)
     assert write_delay_tables(undelayed, tmp_path / "none") == {} and not (tmp_path / "none").exists()
     assert undelayed.too_slow() == []
 
+
+def test_without_datacenter_delays_each_host_still_holds_packets_for_their_serialization(tmp_path):
+    # h1-h3 over 4 links at 10 Mbit/s: 800 ns a byte at each; no propagation to add. h3 sends at half the rate (its
+    # share): its first link takes 1600 ns a byte.
+    there, back = Serialization.of([10e6] * 4), Serialization.of([5e6, 10e6, 10e6, 10e6])
+    assert (there.ns_per_byte, back.ns_per_byte) == pytest.approx((3200, 4000))
+    pairs = [PairDelay("h1", "h3", 0.005, 0.0, there, back)]
+    tables = write_delay_tables(DelayPlan(pairs, {("h1", "h3"): 4}, delayed=False), tmp_path / "delays")
+    assert [json.loads(line) for line in tables["h3"].read_text().splitlines()] == [
+        {"src": 1, "delay_us": 0.0, "link_ns_per_byte": [800, 800, 800, 800]}]
+    assert [json.loads(line) for line in tables["h1"].read_text().splitlines()] == [
+        {"src": 3, "delay_us": 0.0, "link_ns_per_byte": [1600, 800, 800, 800]}]

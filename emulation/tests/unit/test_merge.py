@@ -37,9 +37,11 @@ def bundle(directory, n, schemes=("dctcp",), k=32000, slowdowns=(1.0, 2.0, 3.0, 
               for s in schemes for r, duration, goodput in ((1, 0.5, 8e6), (2, 0.5, 6e6), (3, 0, 0))]
     ports = [row for s in schemes for row in (
         {"scheme": s, "n": n, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1, "data_dropped": 2,
-         "data_marked": 3, "credit_marked": 1, "max_data_queue": 15380, "data_enqueued": 20, "mean_data_queue": 3000},
+         "data_marked": 3, "credit_marked": 1, "max_data_queue": 15380, "data_enqueued": 20,
+         "mean_data_queue_arrival": 3000, "data_queue_byte_s": 900},
         {"scheme": s, "n": n, "node": "h1", "port": "h1-eth0", "bottleneck": 0, "data_dropped": 1,
-         "data_marked": 0, "credit_marked": 0, "max_data_queue": 99999, "data_enqueued": 20, "mean_data_queue": 0})]
+         "data_marked": 0, "credit_marked": 0, "max_data_queue": 99999, "data_enqueued": 20,
+         "mean_data_queue_arrival": 0, "data_queue_byte_s": 0})]
     write(directory / "flows.csv", FLOW_FIELDS, flows)
     write(directory / "rounds.csv", ROUND_FIELDS, rounds)
     write(directory / "ports.csv", PORT_FIELDS, ports)

@@ -43,9 +43,13 @@ def flow(scheme, fct, src="h2", point="", n=0, size=1000, dst="h1", start=0.0, *
             **extra}
 
 
-def port(scheme, point, max_queue, mean_queue=0, enqueued=1, node="s1", n=0):
+def port(scheme, point, max_queue, mean_queue=0, enqueued=1, node="s1", n=0, time_mean_queue=None, span_s=1.0):
+    """A port's row: its max queue, its mean queue at arrival and (`time_mean_queue`, default the same) over time,
+    the latter as the integral over `span_s`, the span its block's flows take (test flows: 0 to their FCT)."""
+    time_mean = mean_queue if time_mean_queue is None else time_mean_queue
     return {"scheme": scheme, "point": point, "n": n, "node": node, "max_data_queue": max_queue,
-            "mean_data_queue": mean_queue, "data_enqueued": enqueued, "bottleneck": 0}
+            "mean_data_queue_arrival": mean_queue, "data_queue_byte_s": time_mean * span_s, "data_enqueued": enqueued,
+            "bottleneck": 0}
 
 
 def by_id(comparisons):
@@ -411,7 +415,7 @@ def claim_line(summary: str, claim: str) -> str:
 def test_a_doctored_bundle_reports_not_comparable_where_its_data_is_gone(tmp_path):
     t = realistic()
     for p in t.ports:
-        p.update(port="s1-eth1", histogram="1", bucket_bytes=1000)
+        p.update(port="s1-eth1", histogram="1")
     bundle = write_bundle(tmp_path / "bundle", t)
     xp_small = "ExpressPass's max switch queue stays small"
     l_flows = "On Web Server, ExpressPass's large flows"

@@ -315,7 +315,7 @@ def test_what_hosts_append_comes_back_as_its_tail_and_a_rewritten_file_whole(tmp
 def test_a_ports_figures_cross_machines_as_json_and_come_back_equal():
     from ccemu.ports.maps import ClassStats, PortProgramConfig, PortStats, Residence
 
-    stats = ClassStats(1, 1538, 0, 0, 1, 1538, 0, 1538, 0, 0, (1, 0, 2), 1538)
+    stats = ClassStats(1, 1538, 0, 0, 1, 1538, 0, 1538, 0, 0, 1538, 1538 * 5000 + (1 << 70), (1, 0, 2))
     port = PortStats("sw0", "a1-eth4", 1_048_580, PortProgramConfig(625_000, 32_000, (128_000, 672), 32_000, 4, 7, 8,
                                                                     True, 10**9),
                      (0, 0), 0, (0.0, 0.0), 0.0, 0, stats, stats, Residence(packets=1, sum_ns=5, max_ns=5), 3)

@@ -47,7 +47,7 @@ def test_port_h_takes_struct_port_config_from_the_generated_header_only():
 
 def test_the_python_map_layout_is_the_field_tables():
     assert [name for name, _ in PORT_CONFIG.fields] == [f.name for f in fields.PORT_CONFIG_FIELDS]
-    assert PORT_CONFIG.size == 136
+    assert PORT_CONFIG.size == 128
 
 
 def test_the_python_map_layout_has_the_compiled_structs_offsets():

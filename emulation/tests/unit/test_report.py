@@ -25,8 +25,8 @@ def bundle(tmp_path, schemes=("expresspass", "dctcp")):
     rounds = [{"scheme": s, "n": 2, "round": 1, "flows": 2, "finished": 2, "bytes": 100_000, "duration": 0.4,
                "goodput_bps": 2_000_000, "unfinished": ""} for s in schemes]
     ports = [{"scheme": s, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1, "data_dropped": drops,
-              "max_data_queue": queue, "mean_data_queue": queue // 2, "data_enqueued": 4, "bucket_bytes": 1000,
-              "histogram": "1 1 2"}
+              "max_data_queue": queue, "mean_data_queue_arrival": queue // 2, "data_queue_byte_s": queue / 10,
+              "data_enqueued": 4, "histogram": "0 0 1 1 2"}
              for s, drops, queue in zip(schemes, (0, 5, 7, 9), (3000, 9000, 4000, 6000))]
     write(tmp_path / "flows.csv", FLOW_FIELDS, flows)
     write(tmp_path / "rounds.csv", ROUND_FIELDS, rounds)
@@ -71,7 +71,8 @@ def test_the_report_has_a_row_and_a_plot_line_for_every_scheme_including_dctcp_p
     for scheme in schemes:
         assert f"| {scheme} | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 |" in summary
         assert f"| {scheme} | M | 2 |" in summary
-    assert "| dctcp+ | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 9 |" in summary
+    # Queues: at arrival 3000 B; over time 600 B x s over the flows' span of 0.3 s: 2000 B.
+    assert "| dctcp+ | 2 | 1 (0) | 2.00 | 0.20 | 400.0 | 200.0 | 298.0 | 300.0 | 6000 | 3000 | 2000 | 9 |" in summary
     assert sorted(p.name for p in (directory / "plots").iterdir()) == ["fct_cdf.png", "incast_vs_n.png",
                                                                        "queue_cdf.png"]
 

@@ -42,7 +42,7 @@ def test_port_program_line_carries_every_setting_by_its_port_config_name():
     line = port_program_line("s1-eth3", shape_of({"profile": "spraypass", "credit_buffer_credits": 8}, rate_mbps=8),
                              port_id=7, peer_port_id=2, switch_port=True)
     v = program_values(line)
-    assert len(v) == 25  # port= and the 24 fields of struct port_config but its padding
+    assert len(v) == 24  # port= and the 23 fields of struct port_config but its padding
     assert (v["port"], v["link_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"], v["credit_mark_window"]) == (
         "s1-eth3", "1000000", "150000,672", "0", "4")
     assert v["marker"] == "spraypass"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ccemu.ports.histograms import QUEUE_BUCKETS, queue_bucket_bounds
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
 
 SMOKE = Path(__file__).resolve().parents[3] / "ci" / "smoke.py"
@@ -37,14 +38,15 @@ def write_bundle(directory: Path, *, unfinished=0, drops=None, max_queue=None, c
         rounds.append({"scheme": scheme, "n": 2, "round": 1, "flows": 2, "finished": finished,
                        "duration": 1.0, "bytes": 1_000_000, "goodput_bps": 8e6,
                        "unfinished": "h3#2" if finished < 2 else ""})
-        histogram = [0] * 64
-        histogram[(dctcp_queue if scheme == "dctcp" else 1000) // 1000] = 100
+        histogram = [0] * QUEUE_BUCKETS
+        queue = dctcp_queue if scheme == "dctcp" else 1000
+        histogram[next(b for b in range(QUEUE_BUCKETS) if queue < queue_bucket_bounds(b)[1])] = 100
         ports.append({"scheme": scheme, "n": 2, "node": "ovs0", "port": "s1-eth1", "bottleneck": 1,
                       "data_dropped": drops.get(scheme, 0 if scheme in credit_schemes else 7),
                       "data_marked": dctcp_marks if scheme == "dctcp" else 0,
                       "credit_marked": credit_marks if scheme == "spraypass" else 0,
                       "max_data_queue": max_queue.get(scheme, 10_000 if scheme in credit_schemes else 40_000),
-                      "mean_data_queue": dctcp_queue, "data_enqueued": 100, "bucket_bytes": 1000,
+                      "mean_data_queue_arrival": dctcp_queue, "data_queue_byte_s": dctcp_queue, "data_enqueued": 100,
                       "histogram": " ".join(map(str, histogram))})
     rows("flows", FLOW_FIELDS, flows)
     rows("rounds", ROUND_FIELDS, rounds)

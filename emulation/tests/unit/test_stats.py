@@ -1,7 +1,7 @@
 import pytest
 
-from ccemu.results.stats import (histogram_cdf, histogram_mean, jain_fairness, median_interval, percentile, size_bucket,
-                                 wilson_interval)
+from ccemu.ports.histograms import QUEUE_BUCKETS, histogram_quantile, queue_bucket_bounds
+from ccemu.results.stats import histogram_cdf, jain_fairness, median_interval, percentile, size_bucket, wilson_interval
 
 
 def test_sizes_fall_in_the_papers_buckets():
@@ -17,11 +17,32 @@ def test_percentiles_interpolate_between_ranks_like_numpy():
     assert percentile([42], 99) == 42
 
 
-def test_queue_histograms_give_their_cdf_and_mean():
-    counts = [2, 0, 2]
-    assert histogram_cdf(counts, 100) == [(100, 0.5), (200, 0.5), (300, 1.0)]
-    assert histogram_mean(counts, 100) == 150
-    assert histogram_cdf([0, 0], 10) == []
+def test_queue_histograms_give_their_cdf_at_each_buckets_upper_edge_up_to_the_last_that_holds_any():
+    counts = [2, 0, 2, 0]
+    assert histogram_cdf(counts, [100, 200, 300, 400]) == [(100, 0.5), (200, 0.5), (300, 1.0)]
+    assert histogram_cdf([0, 0], [10, 20]) == []
+
+
+def test_queue_buckets_are_a_quarter_of_a_doubling_wide_from_64_bytes_and_a_credit_and_a_frame_fall_apart():
+    assert queue_bucket_bounds(0) == (0.0, 64.0)
+    assert [queue_bucket_bounds(b) for b in (1, 2, 3, 4, 5)] == [(64.0, 80.0), (80.0, 96.0), (96.0, 112.0),
+                                                                 (112.0, 128.0), (128.0, 160.0)]
+    assert queue_bucket_bounds(QUEUE_BUCKETS - 1)[1] == float("inf")  # the last holds the rest
+
+    def bucket(size):
+        return next(b for b in range(QUEUE_BUCKETS) if size < queue_bucket_bounds(b)[1])
+    assert bucket(84) == 2 and bucket(1538) != bucket(2 * 1538) != bucket(84)
+    for b in range(1, QUEUE_BUCKETS - 1):  # each bucket at most a quarter of its lower edge wide
+        low, high = queue_bucket_bounds(b)
+        assert queue_bucket_bounds(b + 1)[0] == high and high - low <= low / 4
+
+
+def test_a_quantile_of_a_log_histogram_interpolates_inside_its_bucket_and_never_passes_the_largest_value():
+    counts = [0] * QUEUE_BUCKETS
+    counts[2] = 10  # ten credits: 80-96 B
+    assert histogram_quantile(counts, 0.5, queue_bucket_bounds, largest=84) == pytest.approx(80 + 4 * 0.5)
+    assert histogram_quantile(counts, 1.0, queue_bucket_bounds, largest=84) == 84
+    assert histogram_quantile([0] * QUEUE_BUCKETS, 0.5, queue_bucket_bounds, largest=0) == 0
 
 
 def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_a_hog():

@@ -56,6 +56,7 @@ def incast_table(tables: Tables) -> list[dict]:
                 "fct_mean_ms": 1e3 * fct.mean_s if fct else None, "fct_p99_ms": 1e3 * fct.p99_s if fct else None,
                 "fct_max_ms": 1e3 * fct.max_s if fct else None,
                 "max_queue": queue.max_bytes if queue else None, "mean_queue": queue.mean_bytes if queue else None,
+                "time_mean_queue": queue.time_mean_bytes if queue else None,
                 "data_drops": sum(int(p["data_dropped"]) for p in ports),
                 "marks": sum(int(p["data_marked"]) for p in ports),
                 "credit_drops": sum(int(p["credit_dropped"]) for p in ports),
@@ -71,9 +72,10 @@ def _incast_lines(tables: Tables) -> list[str]:
     manifest = tables.manifest
     lines = ["## Incast: per scheme and N", "",
              "| scheme | N | rounds (unfinished) | goodput Mbit/s | goodput / link | round ms | FCT mean ms | p99 ms | "
-             "max ms | max queue B | mean queue B | data drops | CE marks | timeouts (of transmissions) | "
-             "retransmits | credit drops | credit CE marks | credit waste | unfinished flows |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "max ms | max queue B | mean queue B at arrival | over time | data drops | CE marks | "
+             "timeouts (of transmissions) | retransmits | credit drops | credit CE marks | credit waste | "
+             "unfinished flows |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     table = incast_table(tables)
     for row in table:
         share = cell(row["timeout_share"], "{:.2%}")
@@ -82,7 +84,8 @@ def _incast_lines(tables: Tables) -> list[str]:
                      f"{cell(row['round_ms'], '{:.1f}')} | "
                      f"{cell(row['fct_mean_ms'], '{:.1f}')} | {cell(row['fct_p99_ms'], '{:.1f}')} | "
                      f"{cell(row['fct_max_ms'], '{:.1f}')} | {cell(row['max_queue'], '{:.0f}')} | "
-                     f"{cell(row['mean_queue'], '{:.0f}')} | {row['data_drops']} | {row['marks']} | "
+                     f"{cell(row['mean_queue'], '{:.0f}')} | {cell(row['time_mean_queue'], '{:.0f}')} | "
+                     f"{row['data_drops']} | {row['marks']} | "
                      f"{row['timeouts']} ({share}) | {row['retransmits']} | {row['credit_drops']} | "
                      f"{row['credit_marks']} | {cell(row['credit_waste'], '{:.1%}')} | {row['unfinished']} |")
     lines += ["", "Datacenter units. Goodput: the bytes of every finished round over the time they took (a round ends "
@@ -90,7 +93,9 @@ def _incast_lines(tables: Tables) -> list[str]:
               "goodput). Round ms: a finished round's mean duration, the request's completion time. Timeouts: "
               "retransmission timeouts, and their share of the data packets sent, first copies and retransmissions "
               "(DCTCP+ paper, Table I). Queues are the bottleneck port's (the switch port toward the aggregator), "
-              "exact at every enqueue, in bytes on the wire; drops and marks are summed over every port of the fabric "
+              "in bytes on the wire, from the port program's exact sums: the largest, the mean a data frame joined on "
+              "arrival (itself included), and the mean over time from the first flow's start to the last one's end "
+              "(the gaps between rounds included); drops and marks are summed over every port of the fabric "
               "(CE marks: data packets marked, each counted once, by the port that marked it first; credit CE marks: "
               "credits SprayPass's ports marked with the probability they drop credits).", ""]
     lines += _incast_rounds_lines(tables)

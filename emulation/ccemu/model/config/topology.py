@@ -165,6 +165,14 @@ class LinkConfig(Section):
         """What a link between two switches runs at."""
         return self.rate_mbps * self.fabric_share
 
+    def path_rates_mbps(self, src: str, links: int) -> list[float]:
+        """The rates of the links a packet from host `src` crosses to another host over `links` links,
+        in order: its NIC's (host_shares), those between switches (fabric_share), and the switch
+        port's toward the destination (rate_mbps: a share shapes only what its host sends)."""
+        if links < 2:
+            raise ValueError(f"a path between two hosts has at least 2 links (got {links})")
+        return [self.host_rate_mbps(src), *[self.fabric_rate_mbps] * (links - 2), self.rate_mbps]
+
     @field_validator("rate_mbps")
     @classmethod
     def _rate_the_port_program_represents(cls, rate: float) -> float:

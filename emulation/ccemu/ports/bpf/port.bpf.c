@@ -220,17 +220,48 @@ static __always_inline __u64 log2_u64(__u64 v)
 	return log2;
 }
 
-/* Bucket of a residence of `ns`: see port.h (log-linear, 4 buckets per doubling). */
-static __always_inline __u64 residence_bucket(__u64 ns)
+/* Bucket of `v` in a log-linear histogram whose bucket 0 holds values under 2^first_log2 and
+ * whose last of `buckets` the rest (port.h). */
+static __always_inline __u64 log_linear_bucket(__u64 v, __u64 first_log2, __u64 buckets)
 {
 	__u64 log2, bucket; /* 64-bit: see residence_key */
 
-	if (ns < (1ULL << RESIDENCE_FIRST_LOG2))
+	if (v < (1ULL << first_log2))
 		return 0;
-	log2 = log2_u64(ns);
-	bucket = 1 + ((log2 - RESIDENCE_FIRST_LOG2) << RESIDENCE_SUB_BUCKETS_LOG2) +
-		 ((ns >> (log2 - RESIDENCE_SUB_BUCKETS_LOG2)) & ((1 << RESIDENCE_SUB_BUCKETS_LOG2) - 1));
-	return bucket < PORT_RESIDENCE_BUCKETS ? bucket : PORT_RESIDENCE_BUCKETS - 1;
+	log2 = log2_u64(v);
+	bucket = 1 + ((log2 - first_log2) << LOG_SUB_BUCKETS_LOG2) +
+		 ((v >> (log2 - LOG_SUB_BUCKETS_LOG2)) & ((1 << LOG_SUB_BUCKETS_LOG2) - 1));
+	return bucket < buckets ? bucket : buckets - 1;
+}
+
+/* Adds q x dt to a 128-bit sum (lo, hi): q below 2^32, dt any. */
+static __always_inline void add_product(__u64 *lo, __u64 *hi, __u64 q, __u64 dt)
+{
+	__u64 low = q * (dt & 0xffffffff), high = q * (dt >> 32), part;
+
+	*lo += low;
+	*hi += *lo < low;
+	part = high << 32;
+	*lo += part;
+	*hi += (*lo < part) + (high >> 32);
+}
+
+/* Brings the queues' time integrals up to `now` (under the port's lock): each class's queue since
+ * the last event, times the time since. An event another CPU stamped later has already done so. */
+static __always_inline void integrate(struct port_state *st, __u64 now)
+{
+	__u64 dt, q;
+
+	if (now <= st->integral_ns)
+		return;
+	dt = now - st->integral_ns;
+	for (int cls = 0; cls < PORT_CLASSES; cls++) {
+		q = st->integral_queue_bytes[cls];
+		if (q)
+			add_product(&st->stats[cls].queue_area_lo, &st->stats[cls].queue_area_hi,
+				    q < 0xffffffffULL ? q : 0xffffffffULL, dt);
+	}
+	st->integral_ns = now;
 }
 
 /* Frames the packet leaves as. Kernel TCP hands the qdisc GSO packets (the stack always builds
@@ -370,7 +401,9 @@ static __always_inline __u32 arrive(struct __sk_buff *skb, struct parsed *p)
 	struct port_config *cfg = id ? bpf_map_lookup_elem(&port_config, &id) : NULL;
 	struct port_departures *departed;
 	struct residence_arrival arrival;
+	struct port_state *peer;
 	struct residence_key key;
+	__u64 wire, now;
 	__u32 cls;
 
 	parse(skb, p);
@@ -380,8 +413,18 @@ static __always_inline __u32 arrive(struct __sk_buff *skb, struct parsed *p)
 	if (!departed)
 		return 0;
 	cls = class_of(p, cfg) & 1;
-	__sync_fetch_and_add(&departed->bytes[cls], wire_bytes(skb, p, cfg));
+	wire = wire_bytes(skb, p, cfg);
+	__sync_fetch_and_add(&departed->bytes[cls], wire);
 	__sync_fetch_and_add(&departed->packets[cls], frames_of(skb));
+	/* The departure moves the peer's time integrals too: its queue shrinks now. */
+	peer = bpf_map_lookup_elem(&port_state, &cfg->peer_port_id);
+	if (peer) {
+		now = bpf_ktime_get_ns();
+		bpf_spin_lock(&peer->lock);
+		integrate(peer, now);
+		peer->integral_queue_bytes[cls] -= min_u64(peer->integral_queue_bytes[cls], wire);
+		bpf_spin_unlock(&peer->lock);
+	}
 	if (p->ip_offset < 0)
 		__sync_fetch_and_add(&departed->unparsed_packets, 1);
 	if (cfg->lossless)
@@ -499,7 +542,7 @@ int port_egress(struct __sk_buff *skb)
 	__u64 departed[PORT_CLASSES];
 	__u64 resumed_ns = 0;
 	__u64 paused = 0;
-	__u32 cls, bucket, random, frames, tcd = TCD_NONCONGESTION;
+	__u32 cls, random, frames, tcd = TCD_NONCONGESTION;
 	__s64 residence;
 	int drop = 0, mark = 0, ue = 0, already_ce, ect0, idle;
 
@@ -546,14 +589,19 @@ int port_egress(struct __sk_buff *skb)
 			st->reset_residue_bytes += st->admitted_bytes[PORT_CLASS_CREDIT] - departed[PORT_CLASS_CREDIT];
 		st->admitted_bytes[PORT_CLASS_DATA] = departed[PORT_CLASS_DATA];
 		st->admitted_bytes[PORT_CLASS_CREDIT] = departed[PORT_CLASS_CREDIT];
+		/* What the integrals still held was lost, not queued: nothing is added for the idle time. */
+		st->integral_queue_bytes[PORT_CLASS_DATA] = 0;
+		st->integral_queue_bytes[PORT_CLASS_CREDIT] = 0;
+		st->integral_ns = now;
 	}
+	integrate(st, now);
 	st->last_ns = now;
 	if (residence >= 0) {
 		st->residence.packets++;
 		st->residence.sum_ns += residence;
 		if ((__u64)residence > st->residence.max_ns)
 			st->residence.max_ns = residence;
-		st->residence.histogram[residence_bucket(residence)]++;
+		st->residence.histogram[log_linear_bucket(residence, RESIDENCE_FIRST_LOG2, PORT_RESIDENCE_BUCKETS)]++;
 	} else if (residence == RESIDENCE_UNTRACKED) {
 		st->residence.untracked_packets++;
 	}
@@ -612,8 +660,10 @@ int port_egress(struct __sk_buff *skb)
 	} else {
 		queue += wire;
 		st->admitted_bytes[cls] += wire;
+		st->integral_queue_bytes[cls] += wire;
 		stats->enqueued_packets += frames;
 		stats->enqueued_bytes += wire;
+		stats->queue_sum_bytes += queue * frames;
 		if (st->tokens_mbytes[cls] >= wire * 1000)
 			st->tokens_mbytes[cls] -= wire * 1000; /* leaves at once: the ideal queue stays */
 		else
@@ -625,10 +675,7 @@ int port_egress(struct __sk_buff *skb)
 			stats->max_lag_bytes = lag;
 		if (queue > stats->max_queue_bytes)
 			stats->max_queue_bytes = queue;
-		bucket = cfg->hist_bucket_bytes[cls] ? queue / cfg->hist_bucket_bytes[cls] : 0;
-		if (bucket >= PORT_HIST_BUCKETS)
-			bucket = PORT_HIST_BUCKETS - 1;
-		stats->queue_histogram[bucket & (PORT_HIST_BUCKETS - 1)]++;
+		stats->queue_histogram[log_linear_bucket(queue, QUEUE_FIRST_LOG2, PORT_QUEUE_BUCKETS)]++;
 	}
 	if (p.ip_offset >= 0 && cls == PORT_CLASS_CREDIT && cfg->marker == PORT_MARKER_SPRAYPASS) {
 		/* SprayPass: departing credits carry CE with Pd = dropped / injected credits of

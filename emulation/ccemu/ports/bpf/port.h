@@ -21,14 +21,19 @@
 #define PORT_CLASS_DATA 0
 #define PORT_CLASS_CREDIT 1
 #define PORT_CLASSES 2
-#define PORT_HIST_BUCKETS 64
 #define PORT_MAX_PORTS 4096      /* per namespace: the lines of one attach config */
 #define PORT_MAX_FABRIC_PORTS 65536 /* port ids of a whole run */
-/* Residence histogram: bucket 0 holds everything under 2^RESIDENCE_FIRST_LOG2 ns (~1 us); then
- * 4 buckets per doubling (each ~19 % wide) up to ~14 s, the last bucket holding the rest. */
+/* Histograms are log-linear: bucket 0 holds values under 2^FIRST_LOG2, then 2^LOG_SUB_BUCKETS_LOG2
+ * buckets per doubling (each 14-25 % of its lower edge wide), the last bucket holding the rest.
+ * ccemu/ports/maps.py log_linear_bounds reads them. */
+#define LOG_SUB_BUCKETS_LOG2 2
+/* Residence: from ~1 us (2^10 ns) up to ~14 s. */
 #define PORT_RESIDENCE_BUCKETS 96
 #define RESIDENCE_FIRST_LOG2 10
-#define RESIDENCE_SUB_BUCKETS_LOG2 2
+/* Queue length: from 64 B (below the smallest frame: 80-96 B holds one credit, 1536-1792 B one
+ * full frame) up to ~56 MB. */
+#define PORT_QUEUE_BUCKETS 80
+#define QUEUE_FIRST_LOG2 6
 /* A packet is recognised inside its switch by its first bytes from the IP header on: IP
  * addresses, id and length, the transport ports and the start of its payload (TCP's sequence
  * and ack numbers; ccemu's flow, sequence and echo fields). Nothing a switch forwards changes
@@ -118,7 +123,14 @@ struct port_class_stats {
 	__u64 max_queue_bytes;
 	__u64 lag_sum_bytes;        /* sum over enqueues of |real - ideal queue| */
 	__u64 max_lag_bytes;
-	__u64 queue_histogram[PORT_HIST_BUCKETS]; /* one count per enqueue, by queue length after it */
+	/* Exact averages (never a histogram's midpoints). Per arrival: over the enqueued frames, the
+	 * queue each joined, itself included (its mean: / enqueued_packets). Over time: the queue's
+	 * integral in byte x ns, brought up to date at every enqueue and every departure (128 bits:
+	 * a full 4 MB buffer would wrap 64 bits in 76 minutes). */
+	__u64 queue_sum_bytes;
+	__u64 queue_area_lo;
+	__u64 queue_area_hi;
+	__u64 queue_histogram[PORT_QUEUE_BUCKETS]; /* one count per enqueue, by queue length after it */
 };
 
 /* Time spent inside the switch by the IPv4 packets that left through this (switch) port. */
@@ -149,6 +161,10 @@ struct port_state {
 	__u32 tcd_decreasing;                 /* the queue shrank over the last trend sample */
 	__u64 tcd_sample_ns;                  /* when the trend was last sampled */
 	__u64 tcd_sample_queue;               /* the queue then */
+	/* The time integrals' own queue (port_class_stats.queue_area_*): what the real queue held
+	 * since integral_ns, moved at every enqueue (here) and departure (at the peer's ingress). */
+	__u64 integral_ns;
+	__u64 integral_queue_bytes[PORT_CLASSES];
 	struct port_class_stats stats[PORT_CLASSES];
 	struct port_residence residence;
 };

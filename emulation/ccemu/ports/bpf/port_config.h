@@ -21,7 +21,6 @@ struct port_config {
 	__u32 ecn_threshold_bytes; /* marker dctcp: K on the data queue */
 	__u32 credit_mark_window; /* marker spraypass: N_cdt credits per Pd refresh */
 	__u32 classid[PORT_CLASSES]; /* HTB class each class's packets are steered to */
-	__u32 hist_bucket_bytes[PORT_CLASSES]; /* width of one histogram bucket */
 	__u32 wire_overhead_bytes; /* preamble + SFD + FCS + IFG added to skb->len */
 	__u32 min_wire_bytes; /* a minimum frame on the wire */
 	__u32 burst_bytes[PORT_CLASSES]; /* the HTB classes' burst: what they send at once after idling */
@@ -51,7 +50,6 @@ struct port_config {
 	X(ecn_threshold_bytes, u32, 1) \
 	X(credit_mark_window, u32, 1) \
 	X(classid, u32, 2) \
-	X(hist_bucket_bytes, u32, 2) \
 	X(wire_overhead_bytes, u32, 1) \
 	X(min_wire_bytes, u32, 1) \
 	X(burst_bytes, u32, 2) \
@@ -78,7 +76,6 @@ struct port_config {
 	X(ecn_threshold_bytes) \
 	X(credit_mark_window) \
 	X(classid) \
-	X(hist_bucket_bytes) \
 	X(wire_overhead_bytes) \
 	X(min_wire_bytes) \
 	X(burst_bytes) \

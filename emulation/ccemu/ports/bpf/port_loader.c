@@ -72,6 +72,9 @@ static int print_layout(void)
 	FIELD(port_class_stats, max_queue_bytes);
 	FIELD(port_class_stats, lag_sum_bytes);
 	FIELD(port_class_stats, max_lag_bytes);
+	FIELD(port_class_stats, queue_sum_bytes);
+	FIELD(port_class_stats, queue_area_lo);
+	FIELD(port_class_stats, queue_area_hi);
 	FIELD(port_class_stats, queue_histogram);
 	SIZE(port_residence);
 	FIELD(port_residence, packets);
@@ -108,6 +111,8 @@ static int print_layout(void)
 	FIELD(port_state, tcd_decreasing);
 	FIELD(port_state, tcd_sample_ns);
 	FIELD(port_state, tcd_sample_queue);
+	FIELD(port_state, integral_ns);
+	FIELD(port_state, integral_queue_bytes);
 	FIELD(port_state, stats);
 	FIELD(port_state, residence);
 	return 0;
