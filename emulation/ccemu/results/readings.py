@@ -249,22 +249,25 @@ def min_throughput_ratio(tables: Tables, a: str, b: str) -> Figure:
 
 # Convergence (seed 000's convergence figure; seed 003 Fig. 9) -------------------------------------
 
-def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None) -> Figure:
-    """RTTs the first joining flow took to reach its fair share with the running one (the papers'
-    figures: a flow joins a running one; their label is where the two meet); at least the room it
-    had if it did not within it."""
+def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None, until: str = "reached") -> Figure:
+    """RTTs from the first joining flow's start until it `reached` its fair share, or until every running flow
+    `converged` on theirs and kept them (figures.convergence says which figures each reading stands for); at
+    least the room it had if not within it."""
+    if until not in ("reached", "converged"):
+        raise ValueError(f"until: reached or converged (got {until!r})")
     point = f"alpha={alpha:g}" if alpha is not None else ""
     checked(tables, scheme, points=[point])
     seen = figures.convergence(tables, scheme, point)
-    first = seen.reached[0]
-    return Figure.at_least(seen.room[0]) if first is None else Figure.of(first)
+    first = (seen.reached if until == "reached" else seen.converged)[0]
+    room = (seen.reached_room if until == "reached" else seen.room)[0]
+    return Figure.at_least(room) if first is None else Figure.of(first)
 
 
-def convergence_ratio(tables: Tables, a: str, b: str, alpha: float | None = None) -> Figure:
-    of_b = convergence_rtts(tables, b, alpha)
+def convergence_ratio(tables: Tables, a: str, b: str, alpha: float | None = None, until: str = "reached") -> Figure:
+    of_b = convergence_rtts(tables, b, alpha, until)
     if not of_b.low > 0:
         raise NotComparable(f"{b}'s joining flow had its share at once: no ratio")
-    return convergence_rtts(tables, a, alpha) / of_b
+    return convergence_rtts(tables, a, alpha, until) / of_b
 
 
 # Victim flows (seed 004 Table 3, Fig. 15a) -------------------------------------------------------

@@ -237,7 +237,7 @@ def join_run(tmp_path_factory):
     its tables, both readings of the join)."""
     bundle, tables = run(tmp_path_factory.mktemp("join"), "join", JOIN)
     seen = figures.convergence(tables, "expresspass", "alpha=0.5")
-    print("RTTs to the fair share after the join: reached", seen.reached, "settled", seen.settled)
+    print("RTTs to the fair share after the join: reached", seen.reached, "converged", seen.converged)
     return bundle, tables, seen
 
 
@@ -246,8 +246,9 @@ def test_a_joining_flow_reaches_its_fair_share_and_the_time_is_counted_in_rtts(j
     bundle, tables, seen = join_run
     dilation = json.loads((bundle / "manifest.json").read_text())["config"]["datacenter"]["dilation"]
     assert seen.rtt_s == pytest.approx(52e-6 * dilation, rel=0.01)  # 52 us x d (auto: the datapath's)
-    # Reached, and settled, before the interval ended (the paper's 3 RTTs: below).
-    assert seen.reached[0] is not None and seen.settled[0] is not None
+    # Reached, and converged (every flow within the band, held), before the interval ended (the paper's 3
+    # RTTs: below).
+    assert seen.reached[0] is not None and seen.converged[0] is not None
     with open(bundle / "timeline.csv") as source:
         samples = list(csv.DictReader(source))
     assert {s["src"] for s in samples} == {f["src"] for f in tables.flows}
@@ -257,18 +258,19 @@ def test_a_joining_flow_reaches_its_fair_share_and_the_time_is_counted_in_rtts(j
     second = max(tables.flows, key=lambda f: float(f["start"]))
     took = (float(second["end"]) - float(second["start"])) / (60 * seen.rtt_s)
     # The ramp counted as it was before the readings moved to the window's middle: to its start.
-    ramp = seen.settled[0] - figures.CONVERGENCE_WINDOW_RTTS / 2
+    ramp = seen.reached[0] - figures.REACHED_WINDOW_RTTS / 2
     assert 1 / 1.2 <= took <= 1 / 0.8 + ramp / 60, took
     assert "| expresspass | 0.5 | 52.0 |" in (bundle / "summary.md").read_text()
 
 
 @pytest.mark.root
-@pytest.mark.xfail(strict=False, reason="met in 1 of 3 runs here: the joining flow reached its share 24, 21 and 3 "
-                                        "RTTs after it joined, where the rule accepts 2.4-3.75, and settled after 24, "
-                                        "21 and 12.5 (2026-11-26)")
+@pytest.mark.xfail(strict=False, reason="met in 9 of 20 runs of the convergence experiment here: the first joining "
+                                        "flow reached its share 2.8-3.7 RTTs after it joined in nine, where the rule "
+                                        "accepts 2.4-3.75, and 3.9-36.5 in the others (ns-2 on the same set-up: "
+                                        "median 8.4, 2.75-23.75; 2026-11-27)")
 def test_a_joining_expresspass_flow_reaches_its_share_in_the_papers_3_rtts_at_alpha_one_half(join_run):
     _, _, seen = join_run
-    # seed 000 line 16, judged by the one rule: within [0.8, 1.25] x 3 RTTs; once settled, not 20 RTTs
+    # seed 000 line 16, judged by the one rule: within [0.8, 1.25] x 3 RTTs; converged, not 20 RTTs
     # later (the target this test asserted before it was loosened to "reached at all").
     assert rule.judge(rule.Paper(value=3), rule.Figure.of(seen.reached[0])).verdict == rule.REPRODUCED
-    assert seen.settled[0] is not None and seen.settled[0] <= 20
+    assert seen.converged[0] is not None and seen.converged[0] <= 20

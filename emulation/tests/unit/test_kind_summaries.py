@@ -200,32 +200,40 @@ PAYLOAD = RATE_MBPS * 1e6 * CREDITED_PAYLOAD_SHARE / 8  # bytes per wall second 
 
 
 def converging(key: BlockKey, joined_share: float = 0.5) -> list[Row]:
-    """A block of two flows to h1: h2#1 from t = 1 s alone at the whole payload rate P; h3#2 joins at
-    1.1 s and ends with it at 1.2 s (20 RTTs later). The joiner delivers nothing for 2.8 RTTs, then
-    `joined_share` of P; the first keeps P until 4.8 RTTs after the join, then half of it."""
-    join, end = 1.1, 1.2
-    first = [(1.0, 0), (join + 4.8 * RTT, PAYLOAD * (0.1 + 4.8 * RTT))]
-    first.append((end, first[-1][1] + PAYLOAD / 2 * (end - first[-1][0])))
-    joiner = [(join, 0), (join + 2.8 * RTT, 0), (end, PAYLOAD * joined_share * (end - join - 2.8 * RTT))]
+    """A block of two flows to h1, sampled every RTT / 4 from t = 1 s: h2#1 from 1 s alone at the whole
+    payload rate P; h3#2 joins at 1.1 s (20 RTTs later) and ends with it 50 RTTs after that. The joiner
+    delivers nothing for 2.8 RTTs, then `joined_share` of P; the first keeps P until 4.8 RTTs after the join,
+    then half of it."""
+    join, end = 1.1, 1.1 + 50 * RTT
+    drop, wake = join + 4.8 * RTT, join + 2.8 * RTT
+
+    def first(t: float) -> float:
+        return PAYLOAD * (min(t, drop) - 1.0) + PAYLOAD / 2 * max(0.0, t - drop)
+
+    def joiner(t: float) -> float:
+        return PAYLOAD * joined_share * max(0.0, t - wake)
+
     flows = [flow(key, "h2", 200_000, end - 1.0, start=1.0, flow_id=1),
              flow(key, "h3", 100_000, end - join, start=join, flow_id=2)]
+    times = [1.0 + i * RTT / 4 for i in range(1, round((end - 1.0) / (RTT / 4)) + 1)]
     return [ran(key, flows), *flows, row(RttRow, key, src="h2", dst="h1", floor_ms=4.0, target_ms=RTT * 1e3),
-            *(row(TimelineRow, key, t=t, src=src, id=i, bytes=round(b))
-              for src, i, samples in (("h2", 1, first), ("h3", 2, joiner)) for t, b in samples)]
+            *(row(TimelineRow, key, t=t, src="h2", id=1, bytes=round(first(t))) for t in times),
+            *(row(TimelineRow, key, t=t, src="h3", id=2, bytes=round(joiner(t))) for t in times if t > join)]
 
 
-def test_the_convergence_section_reads_when_the_joining_flow_reached_and_when_every_flow_settled_in_base_rtts(
-        tmp_path):
-    # Windows of 2 RTTs, read every RTT / 4 from the join, at their middle (+1 RTT). The joiner's share of
-    # the window starting x RTTs after the join is (x - 0.8) / 2: at least 0.8 from x = 2.4, first read at
-    # 2.5: reached 3.5. The first flow's is 1 + (4.8 - x) / 2: within 1.2 from x = 4.4, first read at 4.5,
-    # and both stay within the band to the end: settled 5.5. A joiner at a tenth of P never reaches 0.8:
-    # "> 19", the RTTs from its join to the last window's middle (20 - 1). Base RTT 5 ms / 100 = 50 us.
+def test_the_convergence_section_reads_in_base_rtts_when_the_joiner_reached_and_when_every_flow_converged(tmp_path):
+    # Windows end at every sample (RTT / 4 apart) and are read at their middle. Reached, 2-RTT windows: the
+    # joiner's share of the window starting x RTTs after the join is (x - 0.8) / 2, at least 0.8 from x = 2.4,
+    # first on the grid at 2.5: 3.5. Converged, 10-RTT windows: the first flow's share is 1 + (4.8 - x) / 10,
+    # within 1.2 from x = 2.8, first on the grid at 3.0 (a float's hair past it), read at 8.0 (the joiner's is
+    # in the band already),
+    # and both keep it to the end, beyond the 20-RTT hold. A joiner at a tenth of P does neither: "> 49" (the
+    # last 2-RTT window's middle) and "> 25" (the last 10-RTT window's, less the hold). Base RTT 5 ms / 100.
     alpha, slow = BlockKey("expresspass", (("alpha", 0.5),)), BlockKey("expresspass", (("alpha", 1.0),))
     directory = stored(tmp_path, "convergence", *converging(alpha), *converging(slow, joined_share=0.1), dilation=100)
     lines = section(summary_markdown(directory), CONVERGENCE_HEADING)
-    assert table_rows(lines) == ["| expresspass | 0.5 | 50.0 | 3.5 | 3.5 | 5.5 | 5.5 |",
-                                 "| expresspass | 1 | 50.0 | > 19 | - | > 19 | - |"]
+    assert table_rows(lines) == ["| expresspass | 0.5 | 50.0 | 3.5 | 3.5 | 8.0 | 8.0 |",
+                                 "| expresspass | 1 | 50.0 | > 49 | - | > 25 | - |"]
 
 
 def test_the_convergence_section_names_what_a_block_lacks_the_timeline_the_base_rtt_or_a_second_flow(tmp_path):

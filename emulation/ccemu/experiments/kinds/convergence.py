@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import defaultdict
 from pathlib import Path
 
 from ...model.config import CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig
@@ -90,7 +89,7 @@ def _joins(joins: list[float | None], room: list[float]) -> str:
 
 def _convergence_lines(tables: Tables) -> list[str]:
     lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
-             "| scheme | alpha | base RTT us | reached, per joining flow (RTTs) | median | settled, per joining flow "
+             "| scheme | alpha | base RTT us | reached, per joining flow (RTTs) | median | converged, per joining flow "
              "(RTTs) | median |", "|---|---|---|---|---|---|---|"]
     for scheme in tables.schemes():
         for point in tables.points(scheme):
@@ -101,18 +100,21 @@ def _convergence_lines(tables: Tables) -> list[str]:
             except figures.NoData as missing:  # what is missing: the timeline, the base RTT, a second flow
                 lines.append(f"| {scheme} | {alpha} | - | {missing} | - | - | - |")
                 continue
-            reached, settled = seen.median(seen.reached), seen.median(seen.settled)
             lines.append(f"| {scheme} | {alpha} | {seen.rtt_s / tables.dilation * 1e6:.1f} | "
-                         f"{_joins(seen.reached, seen.room)} | {cell(reached, '{:.1f}')} | "
-                         f"{_joins(seen.settled, seen.room)} | {cell(settled, '{:.1f}')} |")
-    band, window = f"+-{figures.CONVERGENCE_BAND:.0%}", figures.CONVERGENCE_WINDOW_RTTS
-    lines += ["", f"Reached (the papers' figures label this, and the claims read it): the joining flow's throughput "
-              f"over the next {window} base RTTs first at least {1 - figures.CONVERGENCE_BAND:.0%} of its fair share. "
-              f"Settled (stricter): every "
-              f"running flow within {band} over {window} RTTs, and so for every such window that starts within "
-              f"{figures.CONVERGENCE_HOLD_RTTS} RTTs after. Both count from the join; \"> x\": not within the x RTTs "
-              "the flow had before the next join or leave. Bytes sampled at the receiver by cchost --progress "
-              "(plots/throughput_timeline.png).", ""]
+                         f"{_joins(seen.reached, seen.reached_room)} | {cell(seen.median(seen.reached), '{:.1f}')} | "
+                         f"{_joins(seen.converged, seen.room)} | {cell(seen.median(seen.converged), '{:.1f}')} |")
+    band = f"+-{figures.CONVERGENCE_BAND:.0%}"
+    lines += ["", "Reached (the credit schemes' figures label this, and their claims read it): base RTTs from a "
+              f"flow's start until its throughput over {figures.REACHED_WINDOW_RTTS:g} base RTTs first is at least "
+              f"{1 - figures.CONVERGENCE_BAND:.0%} of its fair share (the link's payload rate / the running flows). "
+              f"Converged (DCTCP's claim reads it): until every running flow's throughput over "
+              f"{figures.CONVERGENCE_WINDOW_RTTS:g} base RTTs is within {band} of its fair share, and stays so "
+              f"{figures.CONVERGENCE_HOLD_RTTS:g} RTTs: DCTCP's flows cross their shares on the way and send in "
+              "bursts that alternate RTT by RTT, which a short window reads as convergence. Both read at the "
+              "window's middle (figures.py says where each number comes from). \"> x\": not within the x RTTs the "
+              "flow had before the next join or leave (for converged, its hold must fit). Bytes sampled at the "
+              "receiver by cchost --progress, rates over the real intervals between samples, never above the link "
+              f"(plots/throughput_timeline.png: {figures.PLOT_WINDOW_RTTS:g}-RTT windows).", ""]
     return lines
 
 
@@ -124,21 +126,15 @@ def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
     fig, axes = plt.subplots(len(blocks), 1, figsize=(8, 2.4 * len(blocks)), squeeze=False)
     d = tables.dilation
     for ax, (scheme, point) in zip(axes[:, 0], blocks):
-        series: dict[str, list[tuple[float, int]]] = defaultdict(list)
-        for s in tables.timeline:
-            if s["scheme"] == scheme and s["point"] == point:
-                series[f"{s['src']}#{s['id']}"].append((float(s["t"]), int(s["bytes"])))
         flows = tables.flows_of(scheme, point)
         rtt = figures.base_rtt_s(tables, scheme, point, flows[0]["dst"]) if flows else 0.0
         first = min((float(f["start"]) for f in flows), default=0.0)
-        for name, samples in sorted(series.items()):
-            samples.sort()
-            # Throughput over one base RTT (or 50 ms of wall time without one), datacenter Gbit/s.
-            window = rtt or 0.05
-            ts = [t for t, _ in samples if t >= samples[0][0] + window]
-            rates = [(figures.bytes_at(samples, t) - figures.bytes_at(samples, t - window)) * 8 / window * d / 1e9
-                     for t in ts]
-            ax.plot([(t - first) / d * 1e3 for t in ts], rates, label=name, linewidth=1)
+        # Throughput over windows of PLOT_WINDOW_RTTS (or 50 ms of wall time without a base RTT), as the
+        # readings compute theirs, datacenter Gbit/s, at each window's middle; a gap (NaN) breaks the line.
+        window = figures.PLOT_WINDOW_RTTS * rtt or 0.05
+        for name, rates in figures.flow_rates(tables, scheme, point, window).items():
+            ax.plot([(r.t - first) / d * 1e3 for r in rates], [r.bytes_per_s * 8 * d / 1e9 for r in rates],
+                    label=name, linewidth=1)
         ax.set(ylabel="Gbit/s", title=f"{scheme} {point}".strip())
         ax.grid(alpha=0.3)
     axes[-1, 0].set(xlabel="time since the block's first flow started (ms, datacenter)")
