@@ -142,6 +142,9 @@ def config(**sections):
      "config: workload.victim_receiver: h1 is already one of victim_senders: each host has one role"),
     (config(workload={"kind": "victim", "burst_interval_us": 1e-9}),
      "config: workload.burst_interval_us: 6 bursters every 1e-09 us over the flows' "),
+    # Found by test_fuzz_config: the smallest float (a division by zero once in seconds).
+    (config(workload={"kind": "victim", "burst_interval_us": 5e-324}),
+     "config: workload.burst_interval_us: 6 bursters every 4.94066e-324 us over the flows' "),
     (config(workload={"kind": "victim", "burst_interval_us": float("inf")}),
      "config: workload.burst_interval_us: input should be a finite number (got inf)"),
     (config(port={"profile": "dcqcn", "buffer_bytes": 3_000_000, "kmax_bytes": 5_000_000}),

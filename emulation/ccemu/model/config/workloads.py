@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Annotated, Literal, Union
 
@@ -289,10 +291,13 @@ class VictimWorkload(Workload):
         # The bursts last as long as the Poisson flows (model/workloads.py victim_flows): a congesting
         # sender's `flows` flows at `load` of its link take about flows x mean size / (load x rate).
         lasting_s = self.flows * FlowSizeCdf.named(self.cdf).mean() * 8 / (self.load * link_bps)
-        bursts = len(self.bursters) * (int(lasting_s / (self.burst_interval_us / 1e6)) + 1)
+        # Microseconds over microseconds, in floats: an interval of 5e-324 us would be 0 s (a division by zero),
+        # and its count is inf, which has no int.
+        each = lasting_s * 1e6 / self.burst_interval_us
+        bursts = len(self.bursters) * (math.floor(each) + 1 if each < MAX_FLOWS else each)
         if bursts > MAX_FLOWS:
             raise KeyedError(("burst_interval_us",), f"{len(self.bursters)} bursters every {self.burst_interval_us:g} "
-                                                     f"us over the flows' {lasting_s * 1e3:.3g} ms are {bursts} "
+                                                     f"us over the flows' {lasting_s * 1e3:.3g} ms are {bursts:.3g} "
                                                      f"flows: at most {MAX_FLOWS}")
 
 
