@@ -7,6 +7,7 @@ PYTHON := $(VENV)/bin/python
 CCEMU := $(VENV)/bin/ccemu
 NAME ?= incast
 HOSTS ?=
+DATAPATH ?=
 SWEEP ?=
 INVENTORY ?=
 # Ansible (in the virtualenv) with the playbooks' settings.

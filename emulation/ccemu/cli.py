@@ -37,8 +37,8 @@ from mininet.log import setLogLevel
 
 from . import interrupts
 from .bench import capacity as bench_capacity
-from .model.config import (EXPERIMENTS_DIR, ConfigError, ExperimentConfig, default_faithful, dilation_is_auto,
-                           fabric_section, parse_config, read_yaml)
+from .model.config import (DATAPATHS, EXPERIMENTS_DIR, ConfigError, ExperimentConfig, default_faithful,
+                           dilation_is_auto, fabric_section, parse_config, read_yaml, with_datapath)
 from .model.dilation import FaithfulRates
 from .fabric.admission import admit
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--hosts", type=int, default=4, help="star")
     check.add_argument("--rate-mbps", type=float, default=5.0)
     check.add_argument("--ovs-instances", type=int)
-    check.add_argument("--datapath", choices=["ovs", "bpf"], help="fabric.datapath (default: the file's, else ovs)")
+    check.add_argument("--datapath", choices=DATAPATHS, help="fabric.datapath, whatever the file says (default: the "
+                                                             "file's, else auto)")
     check.add_argument("--inventory", type=Path, metavar="INV",
                        help="one fabric over the machines of this Ansible inventory (README: one fabric over several "
                             "machines): its plan printed, each machine's part brought up over ssh")
@@ -169,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                             help="keep Prometheus up after the run, until Ctrl-C")
     experiment.add_argument("--hosts", choices=["namespace", "docker"],
                             help="run the hosts as this kind, whatever the file's hosts.kind says")
+    experiment.add_argument("--datapath", choices=DATAPATHS,
+                            help="forward with this fabric.datapath, whatever the file says; `dilation: auto` then "
+                                 "follows that datapath's faithful rates")
 
     validate = commands.add_parser("validate", help="judge experiment and sweep files as `ccemu experiment` and "
                                                     "`ccemu sweep` would, without root, starting nothing")
@@ -278,7 +282,8 @@ def _require_root(what: str) -> None:
 
 def _check_config(args) -> ExperimentConfig:
     if args.config:
-        config = load_experiment(args.config, RESULTS)[0]  # at the rate `ccemu experiment` would run it
+        # At the rate `ccemu experiment --datapath` would run it: the datapath set before `dilation: auto` is resolved.
+        config = load_experiment(args.config, RESULTS, with_datapath(read_yaml(args.config), args.datapath))[0]
         if args.ovs_instances is None and args.datapath is None:
             return admit(config, str(args.config))
         data = config.model_dump()
@@ -643,7 +648,8 @@ def cmd_experiment(args) -> int:
     # Before anything starts: a missing build is one line; then what `ccemu validate` judges.
     cchost_binary()
     PortProgram.built()
-    config, dilation_from = validated_experiment(args.config, args.results, args.hosts)
+    data = with_datapath(read_yaml(args.config), args.datapath) if args.datapath else None
+    config, dilation_from = validated_experiment(args.config, args.results, args.hosts, data)
     across = None  # --inventory: (machines, plan) every block's fabric is split over
     if args.inventory is not None:
         across = _planned(config, args.inventory)

@@ -46,7 +46,9 @@ def switch_flows(topo: Topology, routes: SwitchRoutes) -> list[str]:
     flows = [
         f"table=0,priority=100,udp,tp_src={PATH_ID_PORTS[0]:#x}/{PATH_ID_PORT_MASK:#x},"
         f"actions=move:NXM_OF_UDP_SRC[0..{PATH_ID_BITS - 1}]->{PATH_ID_FIELD},resubmit(,1)",
-        f"table=0,priority=90,ip,actions=multipath(symmetric_l3l4,0,modulo_n,{PATH_IDS},0,{PATH_ID_FIELD}),"
+        # +udp: without it OVS hashes the ports of TCP and SCTP only (lib/flow.c flow_hash_symmetric_l3l4), and
+        # every UDP flow between two hosts would take one path where the bpf datapath (switch.h) spreads them.
+        f"table=0,priority=90,ip,actions=multipath(symmetric_l3l4+udp,0,modulo_n,{PATH_IDS},0,{PATH_ID_FIELD}),"
         "resubmit(,1)",
         "table=0,priority=0,actions=drop",
     ]

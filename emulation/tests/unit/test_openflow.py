@@ -46,7 +46,7 @@ def test_udp_path_id_comes_from_the_source_port_and_other_ip_from_a_symmetric_ha
     topo = fat_tree(4)
     flows = "\n".join(switch_flows(topo, Routing(topo).tables["e1"]))
     assert "udp,tp_src=0xa000/0xe000,actions=move:NXM_OF_UDP_SRC[0..7]->NXM_NX_REG0[0..7]" in flows
-    assert "multipath(symmetric_l3l4," in flows
+    assert "multipath(symmetric_l3l4+udp," in flows
 
 
 def test_only_udp_from_ccemus_path_id_ports_is_routed_by_its_source_port():

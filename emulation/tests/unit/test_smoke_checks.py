@@ -19,9 +19,10 @@ K = 30_000
 
 
 def write_bundle(directory: Path, *, unfinished=0, drops=None, max_queue=None, credit_marks=40, dctcp_marks=50,
-                 dctcp_queue=K, verdict="PASS", host_failures=(), schemes=smoke.SCHEMES) -> Path:
+                 dctcp_queue=K, verdict="PASS", host_failures=(), schemes=smoke.SCHEMES, fastest=1.25) -> Path:
     """A bundle of one incast round of N=2 per scheme with the given figures; `drops` and
-    `max_queue` by scheme (credit schemes: none and 10 000 B unless given)."""
+    `max_queue` by scheme (credit schemes: none and 10 000 B unless given); `fastest`: the least
+    FCT / ideal FCT, DCTCP's first flow's (the others' 1.25)."""
     drops, max_queue = drops or {}, max_queue or {}
     credit_schemes = smoke.CREDIT_SCHEMES
     def rows(name, fields, rows):
@@ -33,8 +34,8 @@ def write_bundle(directory: Path, *, unfinished=0, drops=None, max_queue=None, c
     flows, rounds, ports = [], [], []
     for scheme in schemes:
         finished = 2 - (unfinished if scheme == "expresspass" else 0)
-        flows += [{"scheme": scheme, "n": 2, "round": 1, "id": i, "size": 500_000, "fct": 0.5, "credits_sent": 0}
-                  for i in range(finished)]
+        flows += [{"scheme": scheme, "n": 2, "round": 1, "id": i, "size": 500_000, "fct": 0.5, "credits_sent": 0,
+                   "ideal_fct": 0.5 / (fastest if (scheme, i) == ("dctcp", 0) else 1.25)} for i in range(finished)]
         rounds.append({"scheme": scheme, "n": 2, "round": 1, "flows": 2, "finished": finished,
                        "duration": 1.0, "bytes": 1_000_000, "goodput_bps": 8e6,
                        "unfinished": "h3#2" if finished < 2 else ""})
@@ -64,7 +65,7 @@ def failed(bundle: Path) -> list[str]:
 
 def test_a_good_smoke_bundle_passes_every_check(tmp_path):
     results = smoke.checks(write_bundle(tmp_path))
-    assert len(results) == 9 and all(held for held, _ in results)
+    assert len(results) == 10 and all(held for held, _ in results)
 
 
 @pytest.mark.parametrize("figures, finding", [
@@ -79,6 +80,7 @@ def test_a_good_smoke_bundle_passes_every_check(tmp_path):
     ({"dctcp_queue": 63_000}, "DCTCP's bottleneck mean queue"),
     ({"verdict": "FAIL"}, "the fidelity verdict is not FAIL"),
     ({"host_failures": [{"host": "h3"}]}, "every flow finished"),
+    ({"fastest": 0.99}, "no flow finished faster than its own ideal FCT: 1 of 8 did"),
 ])
 def test_each_broken_invariant_fails_its_check_alone(tmp_path, figures, finding):
     found = failed(write_bundle(tmp_path, **figures))

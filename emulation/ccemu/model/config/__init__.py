@@ -13,8 +13,8 @@ parsing). Everything public is re-exported here.
 from .base import HOST_NAME, Section
 from .errors import ConfigError, DoesNotFit, KeyedError, read_yaml
 from .experiment import (EXPERIMENTS_DIR, DatacenterConfig, ExperimentConfig, default_faithful, dilation_is_auto,
-                         fabric_section, load_config, parse_config)
-from .fabric import SWITCHES_PER_INSTANCE, FabricConfig
+                         fabric_section, load_config, parse_config, with_datapath)
+from .fabric import DATAPATHS, SWITCHES_PER_INSTANCE, FabricConfig
 from .hosts import HostLimits, HostsConfig
 from .ports import (CREDIT_WIRE_BYTES, DATA_WIRE_BYTES, ETHERNET_HEADER_BYTES, EXPRESSPASS_CREDIT_SHARE,
                     MAX_CREDIT_MARK_WINDOW, MAX_PORT_BUFFER_BYTES, MIN_CREDIT_RATE_BPS, PORT_PROFILES, DcqcnPort,
@@ -27,7 +27,8 @@ from .workloads import (WORKLOAD_KINDS, ConvergenceTiming, ConvergenceWorkload, 
 
 __all__ = ["HOST_NAME", "Section", "ConfigError", "DoesNotFit", "KeyedError", "read_yaml", "EXPERIMENTS_DIR",
            "DatacenterConfig", "ExperimentConfig", "default_faithful", "dilation_is_auto", "fabric_section",
-           "load_config", "parse_config", "SWITCHES_PER_INSTANCE", "FabricConfig", "HostLimits", "HostsConfig",
+           "load_config", "parse_config", "with_datapath", "DATAPATHS", "SWITCHES_PER_INSTANCE", "FabricConfig",
+           "HostLimits", "HostsConfig",
            "CREDIT_WIRE_BYTES", "DATA_WIRE_BYTES", "ETHERNET_HEADER_BYTES", "EXPRESSPASS_CREDIT_SHARE",
            "MAX_CREDIT_MARK_WINDOW", "MAX_PORT_BUFFER_BYTES", "MIN_CREDIT_RATE_BPS", "PORT_PROFILES", "DcqcnPort",
            "DctcpPort", "DropTailPort", "ExpressPassPort", "LosslessConfig", "PortConfig", "SprayPassPort",

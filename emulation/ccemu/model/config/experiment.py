@@ -258,6 +258,17 @@ def fabric_section(data: object) -> FabricConfig | None:
         return None
 
 
+def with_datapath(data: object, datapath: str | None) -> object:
+    """Raw config `data` with fabric.datapath set to `datapath` (a command's --datapath; None: as the
+    file says), before anything is derived from it: `dilation: auto` then follows the faithful rates
+    of that datapath (and `ccemu bench capacity`'s measurement of it). A name that is not a datapath
+    is the config's to refuse, in one line naming fabric.datapath; data that is not a mapping, or
+    whose fabric section is not one, is left as it is for its own rules to refuse."""
+    if datapath is None or not isinstance(data, dict) or not isinstance(data.get("fabric") or {}, dict):
+        return data
+    return {**data, "fabric": {**(data.get("fabric") or {}), "datapath": datapath}}
+
+
 def default_faithful(fabric: FabricConfig | None, kernel: KernelFeatures | None) -> FaithfulRates:
     """What `dilation: auto` follows where no capacity was measured: the figures of the datapath
     `fabric` runs on `kernel` (an invalid section: its default's; no kernel: NO_KERNEL_MODULES)."""

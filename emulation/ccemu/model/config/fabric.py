@@ -14,12 +14,14 @@ from .base import Section
 from ..excerpt import shown
 
 SWITCHES_PER_INSTANCE = 5
+# fabric.datapath's names: what forwards between a switch's ports (FabricConfig.datapath says which is which).
+DATAPATHS = ("auto", "ovs", "bpf")
 
 
 class FabricConfig(Section):
     # auto: userspace OVS forwards 5x less than the bpf datapath here (k=4, every pair >= 0.95 up to 15
     # Mbit/s per link against 75; README "This machine's limits"), so it runs only where asked for.
-    datapath: Literal["auto", "ovs", "bpf"] = Field(
+    datapath: Literal[DATAPATHS] = Field(
         "auto", description="what forwards between a switch's ports: 'ovs' (Open vSwitch: its kernel datapath where "
                             "the openvswitch module exists, else its userspace one), 'bpf' (the kernel, driven by "
                             "ccemu's program at each switch port's ingress, ports/bpf/switch.h: the same routes, "
