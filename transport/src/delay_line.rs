@@ -35,28 +35,25 @@ impl OneWay {
         Self { fixed, links_ps_per_byte: Vec::new() }
     }
 
-    fn serialized_ps(&self, wire_bytes: u64, links: &[u64]) -> u64 {
-        links.iter().map(|ps| ps.saturating_mul(wire_bytes)).fold(0, u64::saturating_add)
-    }
-
     /// The delay of a packet of `wire_bytes` on the wire that crosses the path alone.
     pub fn of(&self, wire_bytes: u64) -> Duration {
-        self.fixed + Duration::from_nanos(self.serialized_ps(wire_bytes, &self.links_ps_per_byte) / 1000)
+        let ps = self.links_ps_per_byte.iter().map(|ps| ps.saturating_mul(wire_bytes)).fold(0, u64::saturating_add);
+        self.fixed + Duration::from_nanos(ps / 1000)
     }
 
     /// The least time between the arrivals of two packets of the path, `previous_bytes` then
     /// `wire_bytes` long, that crossed it one behind the other: at each link j the second leaves
     /// after the first has, and then crosses the links from j on, while the first crossed those
     /// after j (the most over j; for frames of one size, one frame time at the slowest link).
+    /// One pass from the last link back, both sums kept as it goes: every packet that arrives
+    /// asks this.
     pub fn follow(&self, previous_bytes: u64, wire_bytes: u64) -> Duration {
-        let links = &self.links_ps_per_byte;
-        let most = (0..links.len())
-            .map(|j| {
-                self.serialized_ps(wire_bytes, &links[j..])
-                    .saturating_sub(self.serialized_ps(previous_bytes, &links[j + 1..]))
-            })
-            .max()
-            .unwrap_or(0);
+        let (mut mine_from, mut theirs_after, mut most) = (0u64, 0u64, 0u64);
+        for ps in self.links_ps_per_byte.iter().rev() {
+            mine_from = mine_from.saturating_add(ps.saturating_mul(wire_bytes));
+            most = most.max(mine_from.saturating_sub(theirs_after));
+            theirs_after = theirs_after.saturating_add(ps.saturating_mul(previous_bytes));
+        }
         Duration::from_nanos(most / 1000)
     }
 }

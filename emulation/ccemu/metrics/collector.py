@@ -31,6 +31,7 @@ from ..results.bundle import BlockKey
 from ..programs.cchost import counters_under, read_records
 from ..ports.histograms import SUB_BUCKETS, queue_bucket_bounds, residence_bucket_bounds
 from ..ports.maps import PortMaps, pause_bucket_bounds_s
+from ..model.dilation import DATA_WIRE_BYTES
 from ..results.stats import size_bucket
 
 FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -38,7 +39,7 @@ SLOWDOWN_BUCKETS = (1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 # Formatting samples is most of a scrape's cost (~20 us each): the port programs' queue histograms
 # (four buckets per doubling) are exported one bucket per doubling, and only for ports whose queue
 # ever held more than two full frames (the others say nothing a quantile would use).
-HISTOGRAM_MIN_QUEUE_BYTES = 2 * 1538
+HISTOGRAM_MIN_QUEUE_BYTES = 2 * DATA_WIRE_BYTES
 
 
 @dataclass

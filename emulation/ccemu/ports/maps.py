@@ -20,8 +20,7 @@ from pyroute2.netns import popns, pushns
 
 from .fields import MARKERS, PORT_CONFIG_FIELDS
 from .program import PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE
-from .histograms import (QUEUE_BUCKETS, RESIDENCE_BUCKETS, histogram_quantile, queue_bucket_bounds,
-                         residence_bucket_bounds)
+from .histograms import QUEUE_BUCKETS, RESIDENCE_BUCKETS, histogram_quantile, residence_bucket_bounds
 from .tc import WIRE_OVERHEAD_BYTES, PortShape
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (ports/tc.py port_qdiscs)
@@ -175,10 +174,6 @@ class ClassStats:
     def queue_area_byte_s(self) -> float:
         """The queue's integral over wall time, byte x s: / a time span = its time average."""
         return self.queue_area_byte_ns / 1e9
-
-    def queue_quantile_bytes(self, q: float) -> float:
-        """The q-quantile of the queue frames joined (itself included), from the histogram."""
-        return histogram_quantile(self.histogram, q, queue_bucket_bounds, self.max_queue_bytes)
 
 
 @dataclass(frozen=True)
