@@ -31,7 +31,7 @@ APT_PACKAGES := $(call package-names,$(PACKAGE_LISTS))
 # (roles/ccemu_build), which need no Rust toolchain.
 BUILD_OUTPUTS := $(BPF_OUT)/port.bpf.o $(BPF_OUT)/port_loader $(CCHOST)
 
-.PHONY: setup build apt-packages test-packages image experiment provision sweep reproduce test smoke bench dashboards schemes clean distclean
+.PHONY: setup build apt-packages test-packages image experiment provision sweep reproduce test smoke bench dashboards replay schemes validate clean distclean
 
 setup: $(VENV)/.installed $(BUILD_OUTPUTS) $(ACTIONLINT)
 
@@ -40,12 +40,14 @@ build: $(BUILD_OUTPUTS)
 # Checks what is missing first so that a set-up machine pays ~0.1 s, not an apt run.
 # Ubuntu (/etc/os-release; the hosted CI runner) ships bpftool in linux-tools-common before 25.04,
 # not as a package of its own. A Docker engine already there (Docker's docker-ce, as on the hosted
-# runner) stands in for docker.io: its containerd.io conflicts with docker.io's containerd.
+# runner) stands in for docker.io: its containerd.io conflicts with docker.io's containerd; its
+# compose plugin stands in for Debian's docker-compose.
 # (roles/ccemu_packages makes the same two adaptations.)
 define install-missing
 	@pkgs="$(1)"; \
 	[ "$$(. /etc/os-release && echo "$$ID")" = ubuntu ] && pkgs="$${pkgs/bpftool/linux-tools-common}"; \
 	command -v dockerd >/dev/null && pkgs="$${pkgs/docker.io/}"; \
+	docker compose version >/dev/null 2>&1 && pkgs="$${pkgs/docker-compose/}"; \
 	missing=$$(for p in $$pkgs; do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
 	done); \
@@ -90,6 +92,22 @@ $(CCHOST): transport/Cargo.toml transport/Cargo.lock $(shell find transport/src 
 	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --quiet --release --locked \
 		--manifest-path transport/Cargo.toml --target $(RUST_HOST)
 	install -D transport/target/$(RUST_HOST)/release/cchost $@
+	$(write-schemes)
+
+# model/schemes.json is cchost's scheme table checked in, so that configs are judged without a build
+# (on a controller, in `ccemu report`). The rule that builds cchost rewrites it where it differs, so
+# a scheme added in transport/ is accepted as soon as cchost is built, and the table to commit shows
+# in `git status`. (Reading build/cchost's table at run time instead would make what a config may say
+# depend on whether, and which, cchost is built on the machine judging it.) A unit test fails while
+# the two differ (a cchost built by cargo alone: `make schemes` rewrites it from build/cchost).
+SCHEMES_TABLE := emulation/ccemu/model/schemes.json
+define write-schemes
+	@set -o pipefail; $(CCHOST) --schemes --json \
+		| python3 -c 'import json, sys; json.dump(json.load(sys.stdin), sys.stdout, indent=1); print()' \
+		> $(SCHEMES_TABLE).new || { rm -f $(SCHEMES_TABLE).new; exit 1; }; \
+	if cmp -s $(SCHEMES_TABLE).new $(SCHEMES_TABLE); then rm $(SCHEMES_TABLE).new; \
+	else mv $(SCHEMES_TABLE).new $(SCHEMES_TABLE); echo "$(SCHEMES_TABLE): rewritten from $(CCHOST)'s table"; fi
+endef
 
 # Rebuilt only when missing. Without Go it says so once and make test skips the lint.
 $(ACTIONLINT):
@@ -106,9 +124,15 @@ image: setup
 	$(CCEMU) image
 
 # HOSTS=docker runs the experiment's hosts in Docker containers (HOSTS=namespace: in namespaces),
-# whatever its file says.
+# whatever its file says. ARGS: more `ccemu experiment` options (`ccemu experiment --help`), e.g. a
+# variant of the file: ARGS='--schemes expresspass,dctcp --set workload.rounds=2'.
 experiment: setup
-	$(CCEMU) experiment workloads/experiments/$(NAME).yaml $(if $(HOSTS),--hosts $(HOSTS))
+	$(CCEMU) experiment workloads/experiments/$(NAME).yaml $(if $(HOSTS),--hosts $(HOSTS)) $(ARGS)
+
+# Judges workloads/experiments/NAME.yaml as `make experiment` with the same HOSTS and ARGS would run
+# it, without root and starting nothing (it asks the built cchost about every scheme's arguments).
+validate: $(VENV)/.installed $(CCHOST)
+	$(CCEMU) validate workloads/experiments/$(NAME).yaml $(if $(HOSTS),--hosts $(HOSTS)) $(ARGS)
 
 # Provisions the machines of INVENTORY (default: this machine, in place) with playbooks/site.yml:
 # Debian packages, ccemu's tree with cchost and the port program built here, the virtualenv;
@@ -152,16 +176,25 @@ bench: setup
 	$(PYTHON) emulation/benchmarks/transport.py
 	$(PYTHON) emulation/benchmarks/datapaths.py
 
-# Loads dashboards/*.json into a running Grafana (token in $$GRAFANA_TOKEN, or user:pass@ in the URL).
-# model/schemes.json is cchost's scheme table checked in (configs are judged without a build);
-# rewrite it after changing the schemes in transport/ (a unit test fails while it is stale).
+# Rewrites model/schemes.json from build/cchost's table (building cchost does too; see there).
 schemes: $(CCHOST)
-	$(CCHOST) --schemes --json | $(PYTHON) -c 'import json, sys; json.dump(json.load(sys.stdin), sys.stdout, indent=1); print()' \
-		> emulation/ccemu/model/schemes.json
+	$(write-schemes)
 
+# Loads dashboards/*.json into a running Grafana (token in $$GRAFANA_TOKEN, or user:pass@ in the URL).
 dashboards: setup
 	@[ -n "$(GRAFANA_URL)" ] || { echo "make dashboards: set GRAFANA_URL, e.g. GRAFANA_URL=http://127.0.0.1:3000" >&2; exit 2; }
 	$(PYTHON) -m ccemu.metrics.dashboards upload $(GRAFANA_URL)
+
+# Replays a finished run in Grafana on http://127.0.0.1:3000 (docker/compose.yml's bundle profile:
+# Prometheus on a copy of its TSDB, the bundle mounted read-only) until Ctrl-C; first the links
+# that open each dashboard on the run's time range. Compose wants BUNDLE absolute.
+# Docker's compose plugin where it is installed, else Debian's docker-compose.
+COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+PROMETHEUS_PORT ?= 9090
+replay: $(VENV)/.installed
+	@[ -d "$(BUNDLE)/prometheus/data" ] || { echo "make replay: set BUNDLE to a results bundle with Prometheus data, e.g. BUNDLE=results/incast/TIME" >&2; exit 2; }
+	@$(PYTHON) -m ccemu.metrics.grafana links "$(BUNDLE)"
+	BUNDLE="$(abspath $(BUNDLE))" CCEMU_PROMETHEUS_PORT=$(PROMETHEUS_PORT) $(COMPOSE) -f docker/compose.yml --profile bundle up
 
 # Removes what killed runs left behind (by their recorded inventory).
 clean: setup

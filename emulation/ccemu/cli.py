@@ -23,23 +23,28 @@ with --debug), nothing of the run is left behind, and the exit status names the 
 from __future__ import annotations
 
 import argparse
+import copy
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from mininet.log import setLogLevel
 
 from . import interrupts
 from .bench import capacity as bench_capacity
-from .model.config import (DATAPATHS, EXPERIMENTS_DIR, ConfigError, ExperimentConfig, default_faithful,
-                           dilation_is_auto, fabric_section, parse_config, read_yaml, with_datapath)
+from .catalog import SECTIONS, listing, topology_kinds
+from .model.config import (DATAPATHS, EXPERIMENTS_DIR, ConfigError, ExperimentConfig, HostsConfig,
+                           default_faithful, dilation_is_auto, fabric_section, parse_config, read_yaml, with_datapath)
+from .model.config.overrides import changed, setting, with_schemes
 from .model.dilation import FaithfulRates
+from .model.excerpt import cut, shown
 from .fabric.admission import admit
 from .fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from .fabric.kernel import KernelFeatures
@@ -92,97 +97,135 @@ def _failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ccemu", description="Emulation testbed for datacenter congestion control",
-                                     epilog="exit status:" + __doc__.split("exit status names the kind:", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default where it has one to say. argparse's own
+    ArgumentDefaultsHelpFormatter would also print a default of None, a flag's False or an empty
+    list, which mean "not given": their help says in words what holds then (the file's value,
+    say), where `(default: None)` would mislead. Options without help still show theirs."""
+
+    @staticmethod
+    def _shows_default(action: argparse.Action) -> bool:
+        default = action.default
+        return bool(action.option_strings) and default is not None and default is not False \
+            and default != argparse.SUPPRESS and default != []
+
+    @staticmethod
+    def _default(action: argparse.Action) -> str:
+        default = action.default
+        text = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"(default: {text.replace('%', '%%')})"  # a help is a %-format
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        said = action.help or ""
+        if self._shows_default(action) and not re.search(r"\bdefault\b", said):  # unless it says its own
+            said += " " + self._default(action)
+        return said
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        # argparse measures a subcommand's name at its parent's indent but prints it 2 deeper: the
+        # longest (experiment) would go on a line of its own, its summary below it.
+        for command in getattr(action, "_get_subactions", list)():
+            self._action_max_length = max(self._action_max_length, self._current_indent + 2 + len(command.dest))
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and self._shows_default(action):
+            action = copy.copy(action)
+            action.help = self._default(action)
+        return super()._format_action(action)
+
+
+class _MainHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """`ccemu --help`: its description and epilog (the exit statuses) as written."""
+
+
+def version() -> str:
+    """ccemu's version as installed (emulation/pyproject.toml's), and the commit of this tree
+    (results/bundle.py's, as a bundle's manifest records it) where there is one."""
+    from importlib import metadata
+
+    from .results.bundle import git_commit
+
+    try:
+        installed = metadata.version("ccemu")
+    except metadata.PackageNotFoundError:  # run from a tree that was never `pip install`ed
+        installed = "(not installed: `make setup`)"
+    commit = git_commit()
+    return f"ccemu {installed}" + (f" (git {commit})" if commit != "unknown" else "")
+
+
+class _Version(argparse.Action):
+    """--version: asks git only when given (argparse's own version action takes its text when the
+    parser is built, which would run git on every command)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version())
+        parser.exit()
+
+
+def _variant_arguments(parser: argparse.ArgumentParser) -> None:
+    """--schemes and --set: the experiment file as the command line changes it (as_asked)."""
+    parser.add_argument("--schemes", metavar="A,B",
+                        help="only these of the file's schemes, comma-separated (e.g. expresspass,dctcp), each with "
+                             "the port and parameters the file gives it; others: --set 'schemes=[{scheme: dcqcn}]' "
+                             "(default: all of the file's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set the file's value at a dotted key to a YAML value, as a sweep file's set: does, e.g. "
+                             "workload.rounds=2 or 'workload.flows=[8, 32]'; repeatable, applied in order, before "
+                             "--schemes")
+
+
+# Options and arguments several commands take, each command with its own words for them.
+def _inventory(parser, said: str) -> None:
+    parser.add_argument("--inventory", type=Path, metavar="INV", help=said)
+
+
+def _hosts_kind(parser, said: str) -> None:
+    parser.add_argument("--hosts", choices=HOST_KINDS, help=said)
+
+
+def _config_file(parser, said: str) -> None:
+    parser.add_argument("config", type=Path, metavar="CONFIG", help=said)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ccemu", formatter_class=_MainHelpFormatter,
+        description="Emulation testbed for datacenter congestion control.\n`ccemu list` says what there is to run, "
+                    "`ccemu COMMAND --help` what a command takes.",
+        epilog="exit status:" + __doc__.split("exit status names the kind:", 1)[1])
+    parser.add_argument("--version", action=_Version, help="print ccemu's version and the git commit of its tree")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
-    check = commands.add_parser("check", help="bring up a fabric, verify reachability and path symmetry, tear down")
-    check.add_argument("--config", type=Path, help="take topology, link and fabric settings from this experiment file")
-    check.add_argument("--topo", choices=["fattree", "leafspine", "dumbbell", "star"], default="fattree")
-    check.add_argument("--k", type=int, default=4, help="fat-tree radix")
-    check.add_argument("--leaves", type=int, default=4)
-    check.add_argument("--spines", type=int, default=2)
-    check.add_argument("--hosts-per-leaf", type=int, default=4)
-    check.add_argument("--hosts-per-side", type=int, default=2, help="dumbbell")
-    check.add_argument("--hosts", type=int, default=4, help="star")
-    check.add_argument("--rate-mbps", type=float, default=5.0)
-    check.add_argument("--ovs-instances", type=int)
-    check.add_argument("--datapath", choices=DATAPATHS, help="fabric.datapath, whatever the file says (default: the "
-                                                             "file's, else auto)")
-    check.add_argument("--inventory", type=Path, metavar="INV",
-                       help="one fabric over the machines of this Ansible inventory (README: one fabric over several "
-                            "machines): its plan printed, each machine's part brought up over ssh")
+    def command(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        """`summary`: its line in `ccemu --help`; `description`: what `ccemu NAME --help` says (default: the same)."""
+        return commands.add_parser(name, help=summary, description=description or summary,
+                                   formatter_class=HelpFormatter)
 
-    plan = commands.add_parser("plan", help="how a fabric would split over machines: which switch where, the cut "
-                                            "links, each machine's forwarding load against its capacity")
-    plan.add_argument("config", type=Path)
-    where = plan.add_mutually_exclusive_group(required=True)
-    where.add_argument("--inventory", type=Path, metavar="INV", help="the machines of this Ansible inventory")
-    where.add_argument("--machines", type=int, metavar="N", help="N machines like this one (named m1..mN)")
-    plan.add_argument("--k", type=int, help="a fat-tree of this radix instead of the file's topology, at the file's "
-                                            "link rate (the dilation it resolves to)")
-
-    part = commands.add_parser("part", help="(run by the controller over ssh) serve this machine's part of a fabric "
-                                            "over several machines on stdin/stdout")
-    part.add_argument("--machine", required=True)
-
-    up = commands.add_parser("up", help="bring up the fabric of an experiment file and keep it until Ctrl-C")
-    up.add_argument("config", type=Path)
-    up.add_argument("--no-cli", action="store_true", help="no Mininet prompt: wait for SIGINT/SIGTERM")
-    up.add_argument("--inventory", type=Path, metavar="INV",
-                    help="one fabric over the machines of this Ansible inventory, until Ctrl-C or a machine is lost "
-                         "(no prompt)")
-
-    clean = commands.add_parser("clean", help="remove what killed runs left behind (by their recorded inventory)")
-    clean.add_argument("--inventory", type=Path, metavar="INV",
-                       help="on every machine of this Ansible inventory (after a fabric over them was killed)")
-
-    image_cmd = commands.add_parser("image", help="build the Docker host image (static cchost and busybox, FROM "
-                                                 "scratch) unless the one of this cchost build exists")
-    image_cmd.add_argument("--extend", type=Path, metavar="DIR",
-                           help="then build DIR/Dockerfile (FROM ${CCEMU_HOST}) into --tag: your tools beside cchost")
-    image_cmd.add_argument("--tag", metavar="NAME", help="the extended image's name, e.g. lab/host:1")
-
-    ports = commands.add_parser("ports", help="per-port counters and queues of a live fabric's port programs")
-    ports.add_argument("--run", help="run id (needed only when several fabrics are up)")
-
-    run_in = commands.add_parser("exec", help="run a command in a host (or OVS namespace) of a live fabric")
-    run_in.add_argument("--run", help="run id (needed only when several fabrics are up)")
-    run_in.add_argument("--in-container", action="store_true",
-                        help="Docker hosts: run it inside the host's container (its image's files, CPU and memory "
-                             "limits), as cchost runs, not only in its network namespace with this machine's tools")
-    run_in.add_argument("node", help="e.g. h1, or ovs0 / sw0 for a namespace of switch ports (OVS's / the bpf "
-                                     "datapath's)")
-    run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="command ...")
-
-    experiment = commands.add_parser("experiment", help="run an experiment file and write its results bundle")
-    experiment.add_argument("config", type=Path)
+    # The commands a researcher starts with come first: `ccemu --help` lists them in this order.
+    experiment = command("experiment", "run an experiment file and write its results bundle (results/NAME/TIME)")
+    _config_file(experiment, "an experiment file, e.g. workloads/experiments/incast.yaml (`ccemu list "
+                             "experiments`)")
     experiment.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     experiment.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
-    experiment.add_argument("--inventory", type=Path, metavar="INV",
-                            help="every block's fabric split over the machines of this Ansible inventory (README: one "
-                                 "fabric over several machines)")
+    _inventory(experiment, "split every block's fabric over the machines of this Ansible inventory "
+                           "(emulation/ccemu/machines/README.md) (default: all on this machine)")
     experiment.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
     experiment.add_argument("--keep-monitoring", action="store_true",
                             help="keep Prometheus up after the run, until Ctrl-C")
-    experiment.add_argument("--hosts", choices=["namespace", "docker"],
-                            help="run the hosts as this kind, whatever the file's hosts.kind says")
+    _hosts_kind(experiment, "run the hosts as this kind (default: the file's hosts.kind)")
     experiment.add_argument("--datapath", choices=DATAPATHS,
-                            help="forward with this fabric.datapath, whatever the file says; `dilation: auto` then "
-                                 "follows that datapath's faithful rates")
+                            help="forward with this fabric.datapath; `dilation: auto` then follows that datapath's "
+                                 "faithful rates (default: the file's fabric.datapath)")
+    _variant_arguments(experiment)
 
-    validate = commands.add_parser("validate", help="judge experiment and sweep files as `ccemu experiment` and "
-                                                    "`ccemu sweep` would, without root, starting nothing")
-    validate.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    validate.add_argument("--inventory", type=Path, help="sweep files: the machines they would run across")
-    validate.add_argument("--hosts", choices=["namespace", "docker"],
-                          help="experiment files: as `ccemu experiment --hosts` would run them")
-
-    reproduce = commands.add_parser("reproduce", help="run the seeds' experiments and write one report beside "
-                                                      "the papers' numbers (results/reproduce/TIME/REPORT.md)")
+    reproduce = command("reproduce", "run the papers' experiments; one report beside their numbers",
+                        "run the seeds' experiments and write one report beside the papers' numbers "
+                        "(results/reproduce/TIME/REPORT.md)")
     reproduce.add_argument("names", nargs="*", metavar="NAME",
                            help=f"experiments of workloads/experiments/ (default: {' '.join(REPRODUCED)})")
     reproduce.add_argument("--profile", choices=sorted(PROFILES),
@@ -191,41 +234,134 @@ def main(argv: list[str] | None = None) -> int:
     reproduce.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     reproduce.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
     reproduce.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
-    reproduce.add_argument("--hosts", choices=["namespace", "docker"], help="run every experiment's hosts as this "
-                                                                            "kind")
+    _hosts_kind(reproduce, "run every experiment's hosts as this kind (default: each file's hosts.kind)")
     reproduce.add_argument("--repeats", type=_positive_int, default=1, metavar="N",
                            help="run each experiment N times (seeds seed .. seed + N - 1) and judge each claim on the "
-                                "median of its runs, with their spread (default 1)")
+                                "median of its runs, with their spread")
 
-    monitor = commands.add_parser("monitor", help="serve a finished run's Prometheus data again (until Ctrl-C)")
-    monitor.add_argument("bundle", type=Path)
-    monitor.add_argument("--port", type=int, default=9090, help="on 127.0.0.1")
-
-    report_cmd = commands.add_parser("report", help="regenerate summary.md and plots/ of a results bundle or a sweep; "
-                                                    "with several bundles, put them side by side in --out")
-    report_cmd.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE")
+    report_cmd = command("report", "regenerate a bundle's or a sweep's summary and plots, or put bundles side by side",
+                         "regenerate summary.md and plots/ of a results bundle or a sweep; with several bundles, "
+                         "put them side by side in --out")
+    report_cmd.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE",
+                            help="a results bundle (results/NAME/TIME) or a sweep's folder (results/sweeps/NAME/TIME)")
     report_cmd.add_argument("--out", type=Path, help="several bundles: the merged summary's folder "
                                                      "(default: results/merged/TIME)")
 
-    sweep = commands.add_parser("sweep", help="run an experiment at every point of a parameter grid (a sweep file), "
-                                              "here one after another or across an Ansible inventory's machines, "
-                                              "then one summary with the points side by side")
-    sweep.add_argument("sweep", type=Path, metavar="SWEEP.yaml")
-    sweep.add_argument("--inventory", type=Path, metavar="INV",
-                       help="run the points on these machines (provisioned by playbooks/site.yml), one fabric per "
-                            "machine at a time")
-    sweep.add_argument("--results", type=Path, default=RESULTS,
-                       help="the sweep goes to RESULTS/sweeps/NAME/TIME")
+    monitor = command("monitor", "serve a finished run's Prometheus data again (until Ctrl-C)")
+    monitor.add_argument("bundle", type=Path, metavar="BUNDLE",
+                         help="a results bundle (results/NAME/TIME) of a run with monitoring")
+    monitor.add_argument("--port", type=int, help="on 127.0.0.1 (default: 9090 when free, else any free port)")
+
+    listed = command("list", "what there is to run: experiments, sweeps, schemes, profiles, topologies",
+                     "list what there is to run: the experiment and sweep files of workloads/, the schemes cchost "
+                     "runs, the profiles of `ccemu reproduce`, the topologies an experiment file takes")
+    listed.add_argument("section", nargs="?", choices=SECTIONS, metavar="SECTION",
+                        help=f"only this one: {', '.join(SECTIONS)} (default: all)")
+
+    validate = command("validate", "judge experiment and sweep files without root, starting nothing",
+                       "judge experiment and sweep files as `ccemu experiment` and `ccemu sweep` would, without "
+                       "root, starting nothing")
+    validate.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                          help="experiment or sweep files, e.g. workloads/experiments/incast.yaml")
+    _inventory(validate, "sweep files: the machines they would run across (default: here, each point "
+                         "admitted on this machine)")
+    _hosts_kind(validate, "experiment files: as `ccemu experiment --hosts` would run them (default: the file's "
+                          "hosts.kind)")
+    _variant_arguments(validate)
+
+    sweep = command("sweep", "run an experiment at every point of a sweep file's grid, here or across machines",
+                    "run an experiment at every point of a parameter grid (a sweep file), here one after another or "
+                    "across an Ansible inventory's machines, then one summary with the points side by side")
+    sweep.add_argument("sweep", type=Path, metavar="SWEEP.yaml", help="a sweep file, e.g. workloads/sweeps/incast.yaml")
+    _inventory(sweep, "run the points on these machines (provisioned by playbooks/site.yml), one fabric per "
+                      "machine at a time (default: here, one after another)")
+    sweep.add_argument("--results", type=Path, default=RESULTS, help="the sweep goes to RESULTS/sweeps/NAME/TIME")
     sweep.add_argument("--plan-only", action="store_true",
                        help="validate and write the points' experiment files; print the sweep's folder")
 
-    bench = commands.add_parser("bench", help="measure what this machine can emulate")
-    benches = bench.add_subparsers(dest="bench", required=True)
-    capacity = benches.add_parser("capacity", help="the highest link rate a k=4 fat-tree keeps 8 TCP flows at >= 0.95, "
-                                                   "per OVS instance count, pinned and not (RESULTS/capacity/TIME)")
+    check = command("check", "bring up a fabric, verify reachability and path symmetry, tear it down")
+    check.add_argument("--config", type=Path, metavar="CONFIG",
+                       help="take topology, link and fabric settings from this experiment file (then --topo, its "
+                            "sizes and --rate-mbps are not used)")
+    check.add_argument("--topo", choices=list(topology_kinds()), default="fattree",
+                       help="the fabric's shape, without --config")
+    check.add_argument("--k", type=int, default=4, help="fat-tree radix (--topo fattree)")
+    check.add_argument("--leaves", type=int, default=4, help="leaves (--topo leafspine)")
+    check.add_argument("--spines", type=int, default=2, help="spines (--topo leafspine)")
+    check.add_argument("--hosts-per-leaf", type=int, default=4, help="hosts per leaf (--topo leafspine)")
+    check.add_argument("--hosts-per-side", type=int, default=2, help="hosts per side (--topo dumbbell)")
+    check.add_argument("--hosts", type=int, default=4, help="hosts (--topo star)")
+    check.add_argument("--rate-mbps", type=float, default=5.0, help="every link's rate in Mbit/s, without --config")
+    check.add_argument("--ovs-instances", type=int, metavar="N",
+                       help="fabric.ovs_instances: the OVS daemons the switches are spread over (default: the "
+                            "--config file's fabric.ovs_instances, else auto)")
+    check.add_argument("--datapath", choices=DATAPATHS,
+                       help="forward with this fabric.datapath (default: the --config file's fabric.datapath, else "
+                            "auto: OVS where its kernel datapath exists, else bpf)")
+    _inventory(check, "one fabric over the machines of this Ansible inventory (emulation/ccemu/machines/README.md): "
+                      "its plan printed, each machine's part brought up over ssh (default: the whole fabric on this "
+                      "machine)")
+
+    up = command("up", "bring up an experiment file's fabric and keep it until Ctrl-C")
+    _config_file(up, "an experiment file: its topology, links and fabric (e.g. workloads/experiments/incast.yaml)")
+    up.add_argument("--no-cli", action="store_true", help="no Mininet prompt: wait for SIGINT/SIGTERM")
+    _inventory(up, "one fabric over the machines of this Ansible inventory, until Ctrl-C or a machine is lost "
+                   "(no prompt) (default: on this machine)")
+
+    # The tools around those.
+    plan = command("plan", "how a fabric would split over machines, against each one's capacity",
+                   "how a fabric would split over machines: which switch where, the cut links, each machine's "
+                   "forwarding load against its capacity")
+    _config_file(plan, "an experiment file: the fabric to split")
+    where = plan.add_mutually_exclusive_group(required=True)
+    _inventory(where, "the machines of this Ansible inventory")
+    where.add_argument("--machines", type=int, metavar="N", help="N machines like this one (named m1..mN)")
+    plan.add_argument("--k", type=int, help="a fat-tree of this radix instead of the file's topology, at the file's "
+                                            "link rate (the dilation it resolves to) (default: the file's topology)")
+
+    clean = command("clean", "remove what killed runs left behind",
+                    "remove what killed runs left behind (by their recorded inventory)")
+    _inventory(clean, "on every machine of this Ansible inventory (after a fabric over them was killed) "
+                      "(default: on this machine)")
+
+    image_cmd = command("image", "build the Docker host image (cchost and busybox, FROM scratch)",
+                        "build the Docker host image (static cchost and busybox, FROM scratch) unless the one of "
+                        "this cchost build exists")
+    image_cmd.add_argument("--extend", type=Path, metavar="DIR",
+                           help="then build DIR/Dockerfile (FROM ${CCEMU_HOST}) into --tag: your tools beside cchost")
+    image_cmd.add_argument("--tag", metavar="NAME", help="the extended image's name, e.g. lab/host:1")
+
+    ports = command("ports", "per-port counters and queues of a live fabric's port programs")
+    ports.add_argument("--run", help="run id (default: the one live fabric; needed only when several are up)")
+
+    run_in = command("exec", "run a command in a host (or OVS namespace) of a live fabric")
+    run_in.add_argument("--run", help="run id (default: the one live fabric; needed only when several are up)")
+    run_in.add_argument("--in-container", action="store_true",
+                        help="Docker hosts: run it inside the host's container (its image's files, CPU and memory "
+                             "limits), as cchost runs, not only in its network namespace with this machine's tools")
+    run_in.add_argument("node", metavar="NODE", help="e.g. h1, or ovs0 / sw0 for a namespace of switch ports (OVS's "
+                                                     "/ the bpf datapath's)")
+    run_in.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND ...", help="what to run there")
+
+    bench = command("bench", "measure what this machine can emulate")
+    benches = bench.add_subparsers(dest="bench", required=True, title="benchmarks", metavar="BENCHMARK",
+                                   help="what to measure")
+    measured = ("the highest link rate a k=4 fat-tree keeps 8 TCP flows at >= 0.95, per OVS instance count, pinned "
+                "and not (RESULTS/capacity/TIME)")
+    capacity = benches.add_parser("capacity", help=measured, description=measured, formatter_class=HelpFormatter)
     bench_capacity.add_arguments(capacity)
 
-    args = parser.parse_args(argv)
+    # Run by the controller over ssh (machines/session.py), never by hand: a parser without help=
+    # is left out of `ccemu --help` (help=argparse.SUPPRESS would print as "==SUPPRESS==" there).
+    part = commands.add_parser("part", formatter_class=HelpFormatter,
+                               description="serve this machine's part of a fabric over several machines on "
+                                           "stdin/stdout (run by the controller over ssh)")
+    part.add_argument("--machine", required=True, help="this machine's name in the controller's plan")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     setLogLevel("warning")
     interrupts.unwind_on_signals()  # SIGINT and SIGTERM unwind through the teardown in `finally`
     try:
@@ -233,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                     "exec": cmd_exec, "ports": cmd_ports,
                     "experiment": cmd_experiment, "validate": cmd_validate, "report": cmd_report,
                     "monitor": cmd_monitor, "reproduce": cmd_reproduce, "image": cmd_image, "sweep": cmd_sweep,
-                    "bench": cmd_bench}
+                    "bench": cmd_bench, "list": cmd_list}
         return handlers[args.command](args)
     except KeyboardInterrupt as stop:
         print(f"ccemu: {interrupts.said(stop)} (what was up is torn down)", file=sys.stderr)
@@ -260,6 +396,8 @@ def _one_line(exc: Exception) -> int:
     return EXIT_FAILED
 
 
+# --hosts: the kinds an experiment file's hosts.kind takes.
+HOST_KINDS = get_args(HostsConfig.model_fields["kind"].annotation)
 RESULTS = Path("results")  # where bundles go, and where `dilation: auto` finds this machine's capacity
 MAX_REPEATS = 100  # each repeat is a whole experiment's wall time: more is a sweep's job, not a report's
 
@@ -302,19 +440,20 @@ def _check_config(args) -> ExperimentConfig:
     return admit(parse_config(data, source="command line", kernel=KernelFeatures.probe()), "command line")
 
 
-def load_experiment(path: Path, results: Path, data: object = None) -> tuple[ExperimentConfig, FaithfulRates | None]:
+def load_experiment(path: Path, results: Path, data: object = None, source: str | None = None
+                    ) -> tuple[ExperimentConfig, FaithfulRates | None]:
     """An experiment file, its `dilation: auto` resolved from this machine's measured capacity for
-    its placement where `ccemu bench capacity --results RESULTS` measured one (DESIGN.md's figures
+    its placement where `ccemu bench capacity --results RESULTS` measured one (model/dilation.py's defaults
     otherwise); and what auto was resolved from (None: the file gives its dilation), for the summary.
     Not yet admitted: the caller admits the config it will run (fabric/admission.py). `data`: the
-    file's, where the caller read it already."""
+    file's, where the caller read it already; `source`: what messages call it (default: the path)."""
     data = read_yaml(Path(path)) if data is None else data
     faithful, kernel = None, KernelFeatures.probe()
     if dilation_is_auto(data):
         fabric = fabric_section(data)
         faithful = ((bench_capacity.faithful_rates(fabric, results) if fabric else None)
                     or default_faithful(fabric, kernel))
-    return parse_config(data, source=str(path), kernel=kernel, faithful=faithful), faithful
+    return parse_config(data, source=source or str(path), kernel=kernel, faithful=faithful), faithful
 
 
 def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
@@ -326,21 +465,45 @@ def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
     return parse_config({**config.model_dump(), "hosts": hosts}, source=f"--hosts {kind}")
 
 
-def validated_experiment(path: Path, results: Path, hosts: str | None = None, data: object = None
-                         ) -> tuple[ExperimentConfig, FaithfulRates | None]:
+def validated_experiment(path: Path, results: Path, hosts: str | None = None, data: object = None,
+                         source: str | None = None) -> tuple[ExperimentConfig, FaithfulRates | None]:
     """Everything that can be judged of an experiment file without root and without starting
     anything, in the order `ccemu experiment` meets it: the schema and its cross-checks, the
     workload against the topology, a kind and schemes to run, this machine's admission, and the
     built cchost's own argument rules for what every scheme gives its hosts (--check-args).
-    ConfigError / DoesNotFit (one line) at the first that fails."""
+    ConfigError / DoesNotFit (one line, naming `source`: default, the path) at the first that fails."""
     from .experiments import runnable_kind
     from .programs.cchost import check_args
 
-    config, dilation_from = load_experiment(path, results, data)
-    config = admit(with_hosts(config, hosts), str(path))
-    alphas = list(dict.fromkeys(spec.alpha for spec in runnable_kind(config, str(path)).blocks(config)))
-    check_args(config, alphas, str(path))
+    source = source or str(path)
+    config, dilation_from = load_experiment(path, results, data, source)
+    config = admit(with_hosts(config, hosts), source)
+    alphas = list(dict.fromkeys(spec.alpha for spec in runnable_kind(config, source).blocks(config)))
+    check_args(config, alphas, source)
     return config, dilation_from
+
+
+def as_asked(path: Path, data: object, schemes: str | None, settings: list[str]) -> tuple[object, str]:
+    """The experiment file's `data` as the command line changes it: each --set KEY=VALUE in order,
+    then --schemes A,B (model/config/overrides.py: a sweep's rules); and what messages call the
+    result: the path, with the changes (a refused value is then named as the change it came from,
+    not as something the file says). The config run is this one, so the bundle's manifest records
+    the changed values."""
+    if (schemes is None and not settings) or not isinstance(data, dict):  # no mapping: parse_config says so
+        return data, str(path)
+    said = []
+    for text in settings:
+        key, value = setting(text, f"{path}: --set")
+        data = changed(data, key, value, f"{path}: --set {key}")
+        said.append(f"--set {cut(text.strip(), 80)}")
+    if schemes is not None:
+        names = [name.strip() for name in schemes.split(",")]
+        if not all(names):
+            raise ConfigError(f"{path}: --schemes {shown(schemes, 60)}: expected scheme names separated by commas, "
+                              "e.g. expresspass,dctcp")
+        data = with_schemes(data, names, f"{path}: --schemes")
+        said.append(f"--schemes {','.join(names)}")
+    return data, f"{path} with {' '.join(said)}"
 
 
 def judged_sweep(sweep: "Sweep", inventory: Path | None) -> str:
@@ -369,12 +532,21 @@ def cmd_validate(args) -> int:
     for path in args.files:
         data = read_yaml(path)
         if isinstance(data, dict) and "grid" in data:  # a sweep file
+            if args.schemes is not None or args.set:
+                raise ConfigError(f"{path}: --schemes and --set change experiment files; a sweep file changes its "
+                                  "points with its own set: and grid:")
             print(f"{path}: valid: a sweep of {judged_sweep(load_sweep(path, data), args.inventory)}")
         else:  # read once: the strict reader is pure Python (~7 s for a file near its 1 MiB cap)
-            config, _ = validated_experiment(path, RESULTS, args.hosts, data)
-            print(f"{path}: valid: {config.workload.kind} on {config.topology.describe()}, "
+            data, source = as_asked(path, data, args.schemes, args.set)
+            config, _ = validated_experiment(path, RESULTS, args.hosts, data, source)
+            print(f"{source}: valid: {config.workload.kind} on {config.topology.describe()}, "
                   f"{len(config.schemes)} scheme{'s' if len(config.schemes) != 1 else ''}, dilation "
                   f"{config.dilation.factor:g}, admitted here, cchost accepts every scheme's arguments")
+    return 0
+
+
+def cmd_list(args) -> int:
+    print(listing(PROFILES, args.section))
     return 0
 
 
@@ -648,13 +820,16 @@ def cmd_experiment(args) -> int:
     # Before anything starts: a missing build is one line; then what `ccemu validate` judges.
     cchost_binary()
     PortProgram.built()
-    data = with_datapath(read_yaml(args.config), args.datapath) if args.datapath else None
-    config, dilation_from = validated_experiment(args.config, args.results, args.hosts, data)
+    data, source = as_asked(args.config, with_datapath(read_yaml(args.config), args.datapath), args.schemes,
+                            args.set)
+    config, dilation_from = validated_experiment(args.config, args.results, args.hosts, data, source)
     across = None  # --inventory: (machines, plan) every block's fabric is split over
     if args.inventory is not None:
         across = _planned(config, args.inventory)
     else:
         _require_root("experiment")
+    if source != str(args.config):  # the log says what ran (a plain print: rich would read a [list] as markup)
+        print(f"experiment {config.name}: {source}", flush=True)
     # Not a terminal (a pipe, a log): no squeezing into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
@@ -691,19 +866,27 @@ def cmd_experiment(args) -> int:
 
 
 def cmd_monitor(args) -> int:
+    from .metrics.grafana import bundle_links, grafana_lines
     from .metrics.monitoring import MonitoringError, Prometheus
 
     if not (args.bundle / "prometheus" / "data").is_dir():
         print(f"ccemu monitor: {args.bundle} holds no Prometheus data (run without --no-monitoring)",
               file=sys.stderr)
         return EXIT_FAILED
-    name = json.loads((args.bundle / "manifest.json").read_text())["config"]["name"]
     try:
-        prometheus = Prometheus(args.bundle, None, name, port=args.port)
+        links = bundle_links(args.bundle)
+    except (OSError, ValueError) as exc:
+        print(f"ccemu monitor: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        # Named "replay", not by the manifest: a name from a file people exchange makes no path.
+        prometheus = Prometheus(args.bundle, None, "replay", port=args.port)
     except MonitoringError as exc:
         print(f"ccemu monitor: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"Prometheus with {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it)", flush=True)
+    print(f"Prometheus with a copy of {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it)", flush=True)
+    for line in grafana_lines(prometheus.port, links):
+        print(line, flush=True)
     try:
         while True:
             time.sleep(3600)

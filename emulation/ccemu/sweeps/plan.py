@@ -18,7 +18,8 @@ A sweep is one experiment file (the base) run at every point of a parameter grid
 A value in `set` and `grid` replaces the base's value at its dotted key (sections missing from
 the base are created). Where the base holds a list and a grid value is not one (`workload.flows: 8`
 against `flows: [8, 32, 64]`), the value stands for a list of one: a grid of N is then a list of
-Ns, not a list of lists. Every point is validated as an experiment file before anything starts,
+Ns, not a list of lists (model/config/overrides.py's rules, which `ccemu experiment --set` and
+`--schemes` share). Every point is validated as an experiment file before anything starts,
 and a bad sweep is one line naming the point and the key (`sweep.yaml: point p01
 (workload.flowz=8): workload.flowz: unknown key`).
 
@@ -42,6 +43,7 @@ from pydantic import Field, ValidationError
 from ..model.config import EXPERIMENTS_DIR, ConfigError, parse_config, read_yaml
 from ..model.config.base import Section
 from ..model.config.errors import describe
+from ..model.config.overrides import changed
 from ..model.config.workloads import MAX_WAIT_S
 from ..model.names import Name
 from ..model.excerpt import shown
@@ -52,7 +54,6 @@ POINTS_DIR = "points"
 # Where each point's output goes (runs/p01/: its bundle, log and the machine that ran it), here
 # and on the machines of an inventory alike.
 RUNS_DIR = "runs"
-SCHEME_KEY = "scheme"
 # Points per sweep file: 10 000 already takes ~15 s to validate and plans 10 000 files.
 MAX_POINTS = 10_000
 # After a point's time limit: how long its SIGINT teardown may take before it is killed (a kill
@@ -172,39 +173,10 @@ def _base_file(path: Path, experiment: str) -> Path:
 
 
 def _changed(config: dict, key: str, value: object, where: str) -> dict:
-    """`config` with `value` at the dotted `key` (a copy: nothing shared is changed)."""
+    """`config` with `value` at the dotted `key`, as model/config/overrides.py changes a file."""
     if key == "name":  # each point is named <sweep>-pNN, which would silently win
         raise SweepError(f"{where}: the sweep names its points (<sweep name>-p01, ...): set the sweep's own `name:`")
-    if key == SCHEME_KEY:
-        return _with_schemes(config, value, where)
-    parts = key.split(".")
-    if not all(parts):
-        raise SweepError(f"{where}: not a dotted key of the experiment file")
-    result = json.loads(json.dumps(config))  # deep copy of plain YAML data
-    node = result
-    for part in parts[:-1]:
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise SweepError(f"{where}: {part} is not a section of the experiment file")
-        node = child
-    if isinstance(node.get(parts[-1]), list) and not isinstance(value, list):
-        value = [value]
-    node[parts[-1]] = value
-    return result
-
-
-def _with_schemes(config: dict, value: object, where: str) -> dict:
-    """Only the base's schemes named by `value` (a name or a list of names), in the base's order."""
-    wanted = value if isinstance(value, list) else [value]
-    schemes = config.get("schemes") or []
-    known = [s.get("scheme") for s in schemes if isinstance(s, dict)]
-    unknown = [w for w in wanted if w not in known]
-    if unknown:
-        raise SweepError(f"{where}: the experiment has no scheme {shown(unknown[0], 40)} "
-                         f"(it has: {', '.join(map(str, known)) or 'none'})")
-    return {**config, "schemes": [s for s in schemes if s.get("scheme") in wanted]}
+    return changed(config, key, value, where)
 
 
 def write_plan(sweep: Sweep, results_root: Path) -> Path:

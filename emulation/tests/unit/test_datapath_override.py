@@ -147,7 +147,26 @@ def test_ci_run_runs_the_smoke_on_both_datapaths_even_after_one_failed_and_fails
     stub.write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path}/made"\ncase "$*" in *"{failing}"*) exit 1;; esac\n'
                     if failing else f'#!/bin/sh\necho "$*" >> "{tmp_path}/made"\n')
     stub.chmod(0o755)
+    git = stub.parent / "git"  # the scheme table is as committed
+    git.write_text("#!/bin/sh\nexit 0\n")
+    git.chmod(0o755)
     done = subprocess.run([str(tmp_path / ".ci" / "run")], env={**os.environ, "PATH": f"{stub.parent}:/usr/bin:/bin"},
                           capture_output=True, text=True)
     assert (done.returncode, (tmp_path / "made").read_text().splitlines()) == (
         status, ["test", "smoke DATAPATH=bpf", "smoke DATAPATH=ovs"])
+
+
+def test_ci_run_fails_before_the_smokes_when_building_cchost_rewrote_its_scheme_table(tmp_path):
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    (tmp_path / "bin").mkdir()
+    stubs = (("make", f'echo "$*" >> "{tmp_path}/made"'), ("git", f'echo "$*" >> "{tmp_path}/git"; exit 1'))
+    for tool, script in stubs:
+        (tmp_path / "bin" / tool).write_text(f"#!/bin/sh\n{script}\n")
+        (tmp_path / "bin" / tool).chmod(0o755)
+    path = f"{tmp_path / 'bin'}:/usr/bin:/bin"
+    done = subprocess.run([str(tmp_path / ".ci" / "run")], env={**os.environ, "PATH": path}, capture_output=True,
+                          text=True)
+    assert done.returncode == 1 and (tmp_path / "made").read_text().splitlines() == ["test"]
+    assert (tmp_path / "git").read_text().split() == ["diff", "--exit-code", "--", "emulation/ccemu/model/schemes.json"]
+    assert "schemes.json differs from cchost's schemes: commit the rewritten file" in done.stderr

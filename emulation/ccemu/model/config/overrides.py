@@ -1,0 +1,77 @@
+"""Changes made to an experiment file's data before it is judged: a value at a dotted key, and the
+file's schemes cut down to some of them. A sweep's `set:` and `grid:` (sweeps/plan.py) and the
+command line's `--set KEY=VALUE` and `--schemes A,B` (cli.py) change a file by these same rules, so
+that a sweep's point and a command line that say the same thing run the same config.
+
+Plain YAML data in, a changed copy out (the caller's data is never changed); the config's own rules
+judge the result (parse_config). A change that cannot be made is a ConfigError of one line that
+starts with `where`, the caller's words for where the change came from.
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from ..excerpt import shown
+from .errors import ConfigError
+from .strict_yaml import ConfigLoader
+
+# Not a key of the experiment file: keeps only the named ones of its schemes (with_schemes).
+SCHEME_KEY = "scheme"
+
+
+def changed(config: dict, key: str, value: object, where: str) -> dict:
+    """`config` with `value` at the dotted `key` (sections missing from it are created). Where
+    `config` holds a list and `value` is not one (`workload.flows: 8` against `flows: [8, 32]`),
+    `value` stands for a list of one. `scheme`: with_schemes."""
+    if key == SCHEME_KEY:
+        return with_schemes(config, value, where)
+    parts = key.split(".")
+    if not all(parts):
+        raise ConfigError(f"{where}: not a dotted key of the experiment file")
+    result = json.loads(json.dumps(config))  # deep copy of plain YAML data
+    node = result
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"{where}: {part} is not a section of the experiment file")
+        node = child
+    if isinstance(node.get(parts[-1]), list) and not isinstance(value, list):
+        value = [value]
+    node[parts[-1]] = value
+    return result
+
+
+def with_schemes(config: dict, value: object, where: str) -> dict:
+    """Only the file's schemes named by `value` (a name or a list of names), in the file's order:
+    each keeps the port and parameters the file gives it."""
+    wanted = value if isinstance(value, list) else [value]
+    schemes = [s for s in config.get("schemes") or [] if isinstance(s, dict)] \
+        if isinstance(config.get("schemes"), list) else []  # what is no list of schemes: none to keep
+    known = [s.get("scheme") for s in schemes]
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ConfigError(f"{where}: the experiment has no scheme {shown(unknown[0], 40)} "
+                          f"(it has: {', '.join(map(str, known)) or 'none'})")
+    return {**config, "schemes": [s for s in schemes if s.get("scheme") in wanted]}
+
+
+def setting(text: str, where: str) -> tuple[str, object]:
+    """The dotted key and the value of a command line's KEY=VALUE, the value read as a value of
+    the config files' YAML (strict_yaml: `2`, `0.5`, `[8, 32]`, `{kind: star}`, `true`; `yes` is
+    a string), as a sweep file's values are. A refusal starts with `where` (a bad value's, then
+    with its key)."""
+    key, equals, raw = text.partition("=")
+    key = key.strip()
+    if not equals or not key:
+        raise ConfigError(f"{where}: expected KEY=VALUE, a dotted key of the experiment file (e.g. "
+                          "workload.rounds=2), got " + shown(text, 60))
+    try:
+        return key, yaml.load(raw, Loader=ConfigLoader)
+    except yaml.YAMLError as exc:  # strict_yaml's refusals too: each is a yaml.MarkedYAMLError
+        problem = getattr(exc, "problem", None) or "not YAML"
+        raise ConfigError(f"{where} {key}: the value {shown(raw, 60)} is not a YAML value ({problem})") from None
