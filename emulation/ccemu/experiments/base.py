@@ -31,6 +31,7 @@ from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
 from ..programs.cchost import counters_under, experiment_command, host_number
 from ..logs import ended, last_line
+from ..metrics import grafana
 from ..metrics.monitoring import MonitoringSession
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
@@ -171,7 +172,10 @@ class ExperimentRunner:
         self.credit_queues = 0  # on the longest credit path of the last block (the port profiles' manifest entries)
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
         self.across = across
-        self.monitoring = MonitoringSession(self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring)
+        docker_hosts = config.hosts.kind == "docker"
+        self.monitoring = MonitoringSession(
+            self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring,
+            dashboard_links=lambda started: grafana.links(self.kind.name, config.name, started, None, docker_hosts))
         self.started_at = time.monotonic()
 
     # What a kind says -------------------------------------------------------------------------
@@ -268,7 +272,8 @@ class ExperimentRunner:
             shortfalls = self._add_missing_delay(live)
             tunnel_spread = net.tunnel_spread_us() if self.across is not None else None  # on the idle fabric
             live.epoch = time.monotonic_ns()
-            with self.monitoring.watching(spec.key, net, workdir, lambda r: self.ideal_fct_s(live, r)):
+            with self.monitoring.watching(spec.key, net, workdir, config.dilation.factor,
+                                          lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
             net.collect()  # the cchosts' last records and counters, where they ran on other machines
             if live.fault is not None:

@@ -6,7 +6,12 @@ flow records in the bundle's work directory, and /proc/stat for the fidelity gau
 runner tells the collector which fabric, scheme, N and round are current.
 
 Names follow Prometheus conventions: `ccemu_` prefix, base units (bytes, seconds), `_total`
-for counters. Labels: experiment, scheme, n (incast flows; 0 for other kinds), point (the block's
+for counters. Datacenter time: a duration a packet, flow, pause or timer saw (a gauge or a
+histogram's buckets) is in datacenter seconds, divided here by the block's dilation; counters
+count over wall time, the only clock Prometheus has, so the rate of one is per wall second and
+the dashboards multiply it by `ccemu_block_dilation` (a share, such as paused seconds per second,
+needs no scaling). Everything is labelled with the block it belongs to, so each block's own d
+applies. Labels: experiment, scheme, n (incast flows; 0 for other kinds), point (the block's
 sweep value of the other kinds, e.g. load=0.5), node (namespace), switch, port, class
 (data/credit), host, bucket (flow size), src and flow (one flow of a throughput timeline).
 Docker hosts add their containers' cgroup figures (CPU used and throttled, memory) per host.
@@ -34,7 +39,8 @@ from ..ports.maps import PortMaps, pause_bucket_bounds_s
 from ..model.dilation import DATA_WIRE_BYTES
 from ..results.stats import size_bucket
 
-FCT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Datacenter seconds: from a 10 us flow to a few of seed 002's 200 ms timeouts.
+FCT_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 SLOWDOWN_BUCKETS = (1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 # Formatting samples is most of a scrape's cost (~20 us each): the port programs' queue histograms
 # (four buckets per doubling) are exported one bucket per doubling, and only for ports whose queue
@@ -52,6 +58,7 @@ class Block:
     key: BlockKey
     ports: object  # read() -> list[PortStats], frame_ns, close()
     workdir: Path
+    dilation: float = 1.0  # the block's d: wall time / datacenter time
     # A flow record's ideal FCT in seconds (model/dilation.py ideal_fct_s),
     # for the slowdown histogram; None: no slowdowns.
     ideal_fct: Callable[[dict], float] | None = None
@@ -109,7 +116,8 @@ class ExperimentCollector(Collector):
         for path in sorted([*block.workdir.glob("*.records"), *block.workdir.glob("round*/*.records")]):
             mtime = path.stat().st_mtime
             if self._read.get(path, (None,))[0] != mtime:
-                rows = [dict(r, **block.key.columns()) for r in read_records(path)]
+                # fct in datacenter seconds, as every figure of the bundle.
+                rows = [dict(r, **block.key.columns(), fct_dc=r["fct"] / block.dilation) for r in read_records(path)]
                 if block.ideal_fct:
                     for r in rows:
                         ideal = block.ideal_fct(r)
@@ -136,13 +144,13 @@ class ExperimentCollector(Collector):
         if block is None or maps is None:
             return
         base = block.labels(self.experiment)
-        yield from self._ports(maps, base)
+        yield from self._ports(maps, base, block.dilation)
         yield from self._hosts(block, base)
         yield from self._containers_of(base)
         yield from self._progress(block, base)
         yield from self._fidelity(block, base)
 
-    def _ports(self, maps: PortMaps, base: dict):
+    def _ports(self, maps: PortMaps, base: dict, dilation: float):
         labels = [*base, "switch", "port", "class"]
         queue = GaugeMetricFamily("ccemu_port_queue_bytes", "Bytes queued at the port now (measured: admitted "
                                   "minus arrived at the peer)", labels=labels)
@@ -175,10 +183,10 @@ class ExperimentCollector(Collector):
                     histogram.add_metric(values, _per_doubling(stats.histogram, queue_bucket_bounds, 1.0),
                                          stats.queue_sum_bytes)
         yield from (queue, lag, enqueued, dropped, marked, sent_bytes, area, histogram)
-        yield from self._switches(ports, maps.frame_ns, base)
-        yield from self._lossless([p for p in ports if p.config.lossless], base)
+        yield from self._switches(ports, maps.frame_ns, base, dilation)
+        yield from self._lossless([p for p in ports if p.config.lossless], base, dilation)
 
-    def _lossless(self, ports, base: dict):
+    def _lossless(self, ports, base: dict, dilation: float):
         """PFC and TCD (lossless ports only): each port's pauses and UE marks, and what its
         ingress holds."""
         labels = [*base, "switch", "port"]
@@ -188,23 +196,25 @@ class ExperimentCollector(Collector):
         paused = CounterMetricFamily("ccemu_port_paused_seconds", "Time the port spent paused by PFC", labels=labels)
         held = GaugeMetricFamily("ccemu_port_held_bytes", "Bytes that came in through the port and still sit in its "
                                  "switch's egress queues (PFC pauses the port upstream above Xoff)", labels=labels)
+        # Paused seconds stay wall: their rate is the share of the time paused.
         durations = HistogramMetricFamily("ccemu_port_pause_duration_seconds", "How long each of the port's ended "
-                                          "pauses lasted", labels=labels)
+                                          "pauses lasted (datacenter seconds)", labels=labels)
         for port in ports:
             values = [*base.values(), port.port.split("-")[0], port.port]
             ue.add_metric(values, port.data.ue_marked_packets)
             pauses.add_metric(values, port.pfc.pause_events)
             paused.add_metric(values, port.pfc.paused_s)
             held.add_metric(values, port.pfc.held_bytes)
-            durations.add_metric(values, *_pause_buckets(port.pfc.pause_histogram))
+            durations.add_metric(values, *_pause_buckets(port.pfc.pause_histogram, dilation))
         yield from (ue, pauses, paused, held, durations)
 
-    def _switches(self, ports, frame_ns: float, base: dict):
+    def _switches(self, ports, frame_ns: float, base: dict, dilation: float):
         """Switch residence: per switch (every packet that crossed it), and the fabric's
         p50/p99 in frame times as the verdict computes them."""
         labels = [*base, "switch"]
         residence = HistogramMetricFamily("ccemu_switch_residence_seconds", "Time packets spent inside the switch "
-                                          "between arriving at a port and reaching another port's queue",
+                                          "between arriving at a port and reaching another port's queue (datacenter "
+                                          "seconds)",
                                           labels=labels)
         untracked = CounterMetricFamily("ccemu_switch_residence_untracked_packets", "Packets that left a switch "
                                         "without an arrival on record (held longer than the map follows)",
@@ -212,8 +222,8 @@ class ExperimentCollector(Collector):
         switches = fidelity.SwitchFigures.of(ports, frame_ns)
         for switch, merged in switches.by_switch.items():
             values = [*base.values(), switch]
-            residence.add_metric(values, _per_doubling(merged.histogram, residence_bucket_bounds, 1e9),
-                                 merged.sum_ns / 1e9)
+            residence.add_metric(values, _per_doubling(merged.histogram, residence_bucket_bounds, 1e9 * dilation),
+                                 merged.sum_ns / 1e9 / dilation)
             untracked.add_metric(values, merged.untracked_packets)
         # "percentile", not "quantile": Prometheus keeps that label for summaries.
         frames = GaugeMetricFamily("ccemu_fidelity_switch_residence_frames", "Switch residence percentile over the "
@@ -232,7 +242,7 @@ class ExperimentCollector(Collector):
         wasted = CounterMetricFamily("ccemu_host_credits_wasted", "Credits the host received and could not use",
                                      labels=labels)
         lateness = GaugeMetricFamily("ccemu_host_timer_lateness_seconds", "Mean lateness of cchost's timers "
-                                     "(credit pacing error)", labels=labels)
+                                     "(credit pacing error; datacenter seconds)", labels=labels)
         totals: dict[str, dict[str, float]] = {}
         for host, c in counters_under(block.workdir):
             t = totals.setdefault(host, {"received": 0, "credits": 0, "reached": 0, "wasted": 0, "late": 0,
@@ -250,7 +260,7 @@ class ExperimentCollector(Collector):
             credits.add_metric(values, t["credits"])
             reached.add_metric(values, t["reached"])
             wasted.add_metric(values, t["wasted"])
-            lateness.add_metric(values, t["late"] / t["count"] / 1e6 if t["count"] else 0.0)
+            lateness.add_metric(values, t["late"] / t["count"] / 1e6 / block.dilation if t["count"] else 0.0)
         yield from (received, credits, reached, wasted, lateness)
 
     def _containers_of(self, base: dict):
@@ -288,7 +298,8 @@ class ExperimentCollector(Collector):
 
     def _flows(self, records: list[dict]):
         labels = ["experiment", "scheme", "n", "point", "bucket"]
-        fct = HistogramMetricFamily("ccemu_flow_completion_seconds", "Flow completion times (wall)", labels=labels)
+        fct = HistogramMetricFamily("ccemu_flow_completion_seconds", "Flow completion times (datacenter seconds)",
+                                    labels=labels)
         slowdown = HistogramMetricFamily("ccemu_flow_slowdown", "FCT / ideal FCT (half the pair's base RTT plus the "
                                          "flow's bytes at the link rate): dilation-free", labels=labels)
         completed = CounterMetricFamily("ccemu_flows_completed", "Flows finished", labels=labels)
@@ -298,7 +309,7 @@ class ExperimentCollector(Collector):
             grouped.setdefault((r["scheme"], str(r["n"]), r.get("point", ""), size_bucket(r["size"])), []).append(r)
         for (scheme, n, point, bucket), rows in sorted(grouped.items()):
             values = [self.experiment, scheme, n, point, bucket]
-            fcts = [r["fct"] for r in rows]
+            fcts = [r["fct_dc"] for r in rows]
             fct.add_metric(values, _cumulative(fcts, FCT_BUCKETS_S), sum_value=sum(fcts))
             slowdowns = [r["slowdown"] for r in rows if r.get("slowdown") is not None]
             if slowdowns:
@@ -331,7 +342,12 @@ class ExperimentCollector(Collector):
         labels = list(base)
         for name, doc, value in (("ccemu_fidelity_steal_ratio", "Hypervisor steal share of CPU time", steal),
                                  ("ccemu_fidelity_cpu_busy_ratio", "Busy share of CPU time", busy),
-                                 ("ccemu_incast_round", "Incast round running now", block.round)):
+                                 ("ccemu_incast_round", "Incast round running now", block.round),
+                                 # What the dashboards multiply a rate by (per wall second -> per
+                                 # datacenter second); present while the block runs, so a region of it
+                                 # marks the block on the time axis.
+                                 ("ccemu_block_dilation", "The block's dilation d: its links run at the "
+                                  "datacenter's rate / d, its times are d x the datacenter's", block.dilation)):
             gauge = GaugeMetricFamily(name, doc + " (this block)", labels=labels)
             gauge.add_metric(list(base.values()), value)
             yield gauge
@@ -353,13 +369,13 @@ def _per_doubling(counts, bounds, per_unit: float) -> list[tuple[str, int]]:
     return buckets
 
 
-def _pause_buckets(histogram: tuple[int, ...]) -> tuple[list[tuple[str, int]], float]:
-    """Cumulative Prometheus buckets in seconds (the program's, one per doubling) and the sum
-    (bucket midpoints: the program keeps no sum)."""
+def _pause_buckets(histogram: tuple[int, ...], dilation: float) -> tuple[list[tuple[str, int]], float]:
+    """Cumulative Prometheus buckets in datacenter seconds (the program's, one per doubling, / d)
+    and the sum (bucket midpoints: the program keeps no sum)."""
     cumulative, buckets, total = 0, [], 0.0
     for i, count in enumerate(histogram):
         cumulative += count
-        low, high = pause_bucket_bounds_s(i)
+        low, high = (bound / dilation for bound in pause_bucket_bounds_s(i))
         total += (low + high) / 2 * count
         buckets.append((repr(high), cumulative))
     buckets[-1] = ("+Inf", cumulative)

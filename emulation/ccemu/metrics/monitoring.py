@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import time
 import urllib.parse
@@ -26,6 +27,7 @@ from ..fabric.inventory import DEFAULT_STATE_ROOT, Inventory
 from ..logs import ended, ended_saying, last_line
 from ..results.bundle import BlockKey
 from .collector import Block, ExperimentCollector, MetricsServer
+from .grafana import grafana_lines
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_INTERVAL_S = 1
@@ -36,7 +38,7 @@ class MonitoringError(RuntimeError):
     pass
 
 
-DEFAULT_PORT = 9090  # where dashboards/provisioning's datasource looks
+DEFAULT_PORT = 9090  # where dashboards/provisioning's datasource looks unless told another
 
 
 def free_loopback_port(preferred: int = DEFAULT_PORT) -> int:
@@ -74,18 +76,58 @@ def query_range(url: str, expression: str, start: float, end: float, step: float
     return body["data"]["result"]
 
 
+def copy_plain_tree(source: Path, target: Path) -> None:
+    """Copies the directories and regular files under `source` into `target` (made here), and
+    refuses anything else: `source` is a bundle's, which people exchange, and a link in it would
+    have whoever writes to the copy (Prometheus, as root) write outside it."""
+    def plain(path: Path) -> os.stat_result:
+        status = os.lstat(path)
+        if not (stat.S_ISDIR(status.st_mode) or stat.S_ISREG(status.st_mode)):
+            raise MonitoringError(f"{path}: not a plain file or directory (a bundle's Prometheus data holds only "
+                                  "those)")
+        return status
+
+    if not stat.S_ISDIR(plain(source).st_mode):
+        raise MonitoringError(f"{source}: not a directory")
+    target.mkdir(mode=0o700)
+    for entry in sorted(source.iterdir()):
+        if stat.S_ISDIR(plain(entry).st_mode):
+            copy_plain_tree(entry, target / entry.name)
+            continue
+        reading = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            writing = os.open(target / entry.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                while chunk := os.read(reading, 1 << 20):
+                    os.write(writing, chunk)
+            finally:
+                os.close(writing)
+        finally:
+            os.close(reading)
+
+
 class Prometheus:
-    """One Prometheus process over `bundle`/prometheus/ (config and TSDB)."""
+    """One Prometheus process: a run's, scraping the collector into `bundle`/prometheus/ (config,
+    TSDB, log), or (`metrics_port` None) a finished run's, serving a copy of that TSDB from its
+    state directory: the bundle stays as it was."""
 
     def __init__(self, bundle: Path, metrics_port: int | None, experiment: str,
                  state_root: Path = DEFAULT_STATE_ROOT, port: int | None = None):
-        self.dir = bundle / "prometheus"
-        self.dir.mkdir(exist_ok=True)
         self.port = port or free_loopback_port()
-        config = self.dir / ("prometheus.yml" if metrics_port is not None else "serve.yml")
-        config.write_text(prometheus_config(metrics_port, experiment))
         self.inventory = Inventory.create(f"{experiment}-prometheus-{secrets.token_hex(3)}",
                                           state_root / MONITORING_STATE)
+        if metrics_port is None:
+            self.dir = self.inventory.state_dir
+            try:
+                copy_plain_tree(bundle / "prometheus" / "data", self.dir / "data")
+            except BaseException:
+                self.inventory.remove()
+                raise
+        else:
+            self.dir = bundle / "prometheus"
+            self.dir.mkdir(exist_ok=True)
+        config = self.dir / ("prometheus.yml" if metrics_port is not None else "serve.yml")
+        config.write_text(prometheus_config(metrics_port, experiment))
         self.log = open(self.dir / "prometheus.log", "a")
         self.process = self.inventory.spawn(
             "prometheus",
@@ -102,10 +144,11 @@ class Prometheus:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                log = self.dir / "prometheus.log"
+                said = last_line(log)  # before stop(): a replay's log goes with its state directory
                 self.stop()
-                said = last_line(self.dir / "prometheus.log")
                 raise MonitoringError(f"prometheus {ended(self.process.returncode)} at start"
-                                      f"{': ' + said if said else ''} (log: {self.dir / 'prometheus.log'})")
+                                      f"{': ' + said if said else ''}" + (f" (log: {log})" if log.exists() else ""))
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
                     if response.status == 200:
@@ -151,10 +194,13 @@ class MonitoringSession:
     stop (after Ctrl-C when asked to stay up). Off (`on` False): it starts nothing, and every call
     below does nothing."""
 
-    def __init__(self, bundle: Path, experiment: str, console, on: bool = True, keep: bool = False):
+    def __init__(self, bundle: Path, experiment: str, console, on: bool = True, keep: bool = False,
+                 dashboard_links: Callable[[str], dict[str, str]] | None = None):
         """`console`: where the run's progress goes (rich's Console); `keep`: once the run
-        finished, Prometheus stays up until Ctrl-C."""
+        finished, Prometheus stays up until Ctrl-C; `dashboard_links`: the dashboards that show
+        the run, from its start time (ISO 8601 UTC), printed with the command that starts Grafana."""
         self.bundle, self.experiment, self.console = bundle, experiment, console
+        self.dashboard_links = dashboard_links
         self.on, self.keep = on, keep
         self.collector: ExperimentCollector | None = None
         self.server: MetricsServer | None = None
@@ -175,6 +221,10 @@ class MonitoringSession:
             server.close()
             raise
         self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
+        if self.dashboard_links:
+            started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            for line in grafana_lines(prometheus.port, self.dashboard_links(started)):
+                self.console.print(line, highlight=False, soft_wrap=True)
         # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
         deadline = time.monotonic() + 15
         while collector.scrapes == 0 and time.monotonic() < deadline:
@@ -211,16 +261,16 @@ class MonitoringSession:
                 self.collector = self.server = self.prometheus = None
 
     @contextmanager
-    def watching(self, key: BlockKey, fabric, workdir: Path,
+    def watching(self, key: BlockKey, fabric, workdir: Path, dilation: float,
                  ideal_fct: Callable[[dict], float] | None = None) -> Iterator[None]:
         """The collector reads the block `key` while inside: its fabric's ports (`fabric`: a
         FabricNet, or a SplitFabric over several machines; it must stay up until the end) and its
-        cchosts' files (`workdir`), with a flow record's ideal FCT (for slowdowns); on a normal
-        exit, long enough for the block's last figures to be scraped."""
+        cchosts' files (`workdir`), at its dilation, with a flow record's ideal FCT (for slowdowns);
+        on a normal exit, long enough for the block's last figures to be scraped."""
         if self.collector is None:
             yield
             return
-        self.collector.attach(Block(key, fabric.live_ports(), workdir, ideal_fct,
+        self.collector.attach(Block(key, fabric.live_ports(), workdir, dilation, ideal_fct,
                                     {host: c.as_json() for host, c in fabric.containers.items()},
                                     fabric.cpu_shares_now))
         try:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from runs import start_config, start_experiment
 
-from ccemu.metrics.dashboards import DASHBOARD_DIR, KINDS, dashboards, panel_queries, rendered
+from ccemu.metrics.dashboards import DASHBOARD_DIR, dashboards, panel_queries, rendered
+from ccemu.metrics.grafana import KINDS, RANGE_PAD_MS
 from ccemu.metrics.monitoring import query_range
 
 def listening_sockets_of(pids: set[int]) -> list[str]:
@@ -65,15 +66,17 @@ def test_the_committed_dashboards_are_what_the_generator_writes():
             f"dashboards/{uid}.json is stale: run `python -m ccemu.metrics.dashboards write`"
 
 
-# Small runs of the kinds that have dashboards of their own, on a star (a 5-10 Mbit/s datacenter,
-# not dilated, with a few ms of propagation), each ~12 s of traffic: rates over 5 s windows need
-# several scrapes. ExpressPass for the credit panels, DCTCP for queues that grow past the two
-# histogram buckets the collector exports.
+# Small runs of the kinds that have dashboards of their own, on a star (5-10 Mbit/s links with a
+# few ms of propagation), each ~12 s of traffic: rates over 5 s windows need several scrapes. The
+# realistic one stands for a 50 Mbit/s datacenter at d = 10, so that its goodput in the dashboards
+# (per datacenter second) exceeds what its 5 Mbit/s links could carry per wall second. ExpressPass
+# for the credit panels, DCTCP for queues that grow past the two histogram buckets the collector
+# exports.
 SMALL_KINDS = {
     "realistic": """
 name: monitored
 topology: {kind: star, hosts: 5}
-datacenter: {link_gbps: 0.005, link_delay_us: 2000, dilation: 1}
+datacenter: {link_gbps: 0.05, link_delay_us: 200, dilation: 10}
 schemes: [{scheme: expresspass}, {scheme: dctcp}]
 workload: {kind: realistic, cdf: webserver, loads: [0.5], flows: 300, timeout_s: 30}
 """,
@@ -133,14 +136,18 @@ def test_a_monitored_run_feeds_every_panel_of_its_kinds_dashboards_and_listens_o
           f"Prometheus {cost['prometheus_cpu_seconds']} CPU s, over {cost['seconds']} s")
     assert cost["scrapes"] >= cost["seconds"] * 0.5
 
+    before = bundle_tree(bundle)
     monitor = subprocess.Popen([sys.executable, "-m", "ccemu.cli", "monitor", str(bundle), "--port", "0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = wait_for_line(monitor, r"(http://127\.0\.0\.1:\d+)").group(1)
-        assert set(listening_sockets_of(monitoring_pids(tmp_path / "state"))) == {"127.0.0.1"}
         # UTC stamps: timegm (mktime - timezone was an hour off wherever summer time was in force).
         start = calendar.timegm(time.strptime(manifest["started"], "%Y-%m-%dT%H:%M:%SZ"))
         end = calendar.timegm(time.strptime(manifest["finished"], "%Y-%m-%dT%H:%M:%SZ")) + 2
+        # Then the dashboards' links, on the run's own time range.
+        fabric_link = wait_for_line(monitor, r"ccemu-fabric +(http://\S+)").group(1)
+        assert f"var-experiment=monitored&from={start * 1000 - RANGE_PAD_MS}&to=" in fabric_link
+        assert set(listening_sockets_of(monitoring_pids(tmp_path / "state"))) == {"127.0.0.1"}
         empty = []
         boards = {uid: board for uid, board in dashboards().items() if kind in KINDS[uid]}
         assert len(boards) >= 4
@@ -151,7 +158,19 @@ def test_a_monitored_run_feeds_every_panel_of_its_kinds_dashboards_and_listens_o
                 if not query_range(url, concrete, start, end):
                     empty.append(f"{uid} / {title}: {concrete}")
         assert empty == []
+        if kind == "realistic":  # per datacenter second: beyond what a 5 Mbit/s link carries per wall second
+            (goodput,) = [t["expr"] for p in dashboards()["ccemu-transport"]["panels"] for t in p["targets"]
+                          if p["title"] == "Goodput per receiving host"]
+            concrete = (goodput.replace("$experiment", "monitored").replace("$scheme", ".*").replace("$n", ".*")
+                        .replace("$point", ".*").replace("$__rate_interval", "5s"))
+            peak = max(float(v) for series in query_range(url, concrete, start, end) for _, v in series["values"])
+            assert 1.2 * 5e6 < peak <= 1.05 * 5e7, peak
     finally:
         monitor.send_signal(2)
         monitor.wait(timeout=30)
     assert list((tmp_path / "state").rglob("state.json")) == []
+    assert bundle_tree(bundle) == before  # served from a copy: viewing changed nothing
+
+
+def bundle_tree(bundle: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(bundle)): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(bundle.rglob("*"))}

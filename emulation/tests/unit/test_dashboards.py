@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ccemu.metrics.dashboards import KINDS, SELECTOR, dashboards, panel_queries, upload
+from ccemu.metrics.dashboards import SELECTOR, dashboards, panel_queries, upload
+from ccemu.metrics.grafana import KINDS
 from ccemu.model.config import WORKLOAD_KINDS
 
 VARIABLES = ["experiment", "scheme", "n", "point"]
@@ -82,13 +83,84 @@ def test_the_convergence_dashboard_shows_every_flows_throughput():
     panels = panels_of(board)
     assert sorted(panels) == ["Delivered bytes per flow", "Per-flow throughput"]
     (rate,) = panels["Per-flow throughput"]["targets"]
-    assert rate["expr"] == f"8 * rate(ccemu_flow_received_bytes_total{{{SELECTOR}}}[$__rate_interval]) > 0"
+    assert rate["expr"] == (f"8 * rate(ccemu_flow_received_bytes_total{{{SELECTOR}}}[$__rate_interval]) "
+                            f"* on(experiment, scheme, n, point) group_left() ccemu_block_dilation{{{SELECTOR}}} > 0")
     assert rate["legendFormat"] == "{{scheme}} {{point}} {{src}}#{{flow}}"
     assert panels["Per-flow throughput"]["fieldConfig"]["defaults"]["unit"] == "bps"
-    assert "wall" in panels["Per-flow throughput"]["description"]
+    assert panels["Per-flow throughput"]["fieldConfig"]["defaults"]["custom"]["axisLabel"] == \
+        "bits per datacenter second"
     (delivered,) = panels["Delivered bytes per flow"]["targets"]
     assert delivered["expr"] == f"ccemu_flow_received_bytes_total{{{SELECTOR}}}"
     assert panels["Delivered bytes per flow"]["fieldConfig"]["defaults"]["unit"] == "bytes"
+
+
+RATE = re.compile(r"rate\((\w+)\{[^}]*\}\[\$__rate_interval\]\)")
+PER_DATACENTER_SECOND = f" * on(experiment, scheme, n, point) group_left() ccemu_block_dilation{{{SELECTOR}}}"
+
+
+def test_every_rate_is_per_datacenter_second_unless_it_is_a_share_of_the_time():
+    # Prometheus takes rates per wall second; a block's d turns them into the datacenter's. A
+    # counter of wall seconds (time paused, CPU time) has a rate that is a share: the same in both.
+    rates = 0
+    for uid, board in dashboards().items():
+        for title, expression in panel_queries(board):
+            for found in RATE.finditer(expression):
+                rates += 1
+                dilated = expression[found.end():].startswith(PER_DATACENTER_SECOND)
+                assert dilated != found[1].endswith("_seconds_total"), (uid, title, found[0])
+    assert rates >= 10
+
+
+def test_every_panel_names_its_unit_on_its_axis_and_times_are_datacenter_times():
+    for uid, board in dashboards().items():
+        for panel in board["panels"]:
+            defaults = panel["fieldConfig"]["defaults"]
+            axis = panel["options"]["yAxis"]["axisLabel"] if panel["type"] == "heatmap" else \
+                defaults.get("custom", {}).get("axisLabel")
+            if panel["type"] == "stat":
+                continue  # a number, no axis
+            assert defaults["unit"] and axis, (uid, panel["title"])
+            if defaults["unit"] == "s":
+                assert axis == "datacenter time", (uid, panel["title"])
+            if defaults["unit"] in ("bps", "pps"):
+                assert axis.endswith("per datacenter second"), (uid, panel["title"])
+
+
+def test_every_dashboard_marks_each_block_and_links_to_the_others_keeping_the_time_range():
+    for uid, board in dashboards().items():
+        (blocks,) = board["annotations"]["list"]
+        assert blocks["expr"] == f"ccemu_block_dilation{{{SELECTOR}}}" and blocks["enable"] is True, uid
+        assert blocks["titleFormat"] == "block {{scheme}} N={{n}} {{point}}" and blocks["step"] == "1s"
+        (link,) = board["links"]
+        assert link["type"] == "dashboards" and link["tags"] == ["ccemu"], uid
+        assert link["keepTime"] is True and link["includeVars"] is True
+        assert board["time"] == {"from": "now-15m", "to": "now"} and board["refresh"] == "5s"
+
+
+def test_a_goodput_panel_shows_the_wall_rate_times_the_blocks_dilation(tmp_path):
+    # 1250 bytes per wall second at d = 200 is 2 Mbit/s of the datacenter's; a series of another
+    # block (its own d) is scaled by its own.
+    (goodput,) = [p["targets"][0]["expr"] for p in dashboards()["ccemu-transport"]["panels"]
+                  if p["title"] == "Goodput per receiving host"]
+    variables = dashboards()["ccemu-transport"]["templating"]["list"]
+    expression = grafana_interpolates(goodput, variables, {"experiment": ["incast"], "scheme": ["$__all"],
+                                                           "n": ["$__all"], "point": ["$__all"]})
+    block = 'experiment="incast", scheme="dctcp", n="{n}"'
+    series = [{"series": f'ccemu_host_received_bytes_total{{{block.format(n=8)}, host="h1"}}', "values": "0+1250x10"},
+              {"series": f'ccemu_block_dilation{{{block.format(n=8)}}}', "values": "200x10"},
+              {"series": f'ccemu_host_received_bytes_total{{{block.format(n=16)}, host="h1"}}', "values": "0+100x10"},
+              {"series": f'ccemu_block_dilation{{{block.format(n=16)}}}', "values": "50x10"}]
+    tests = [{"interval": "1s", "input_series": series,
+              "promql_expr_test": [{"expr": expression.replace("$__rate_interval", "4s"), "eval_time": "8s",
+                                    "exp_samples": [{"labels": f'{{{block.format(n=8)}, host="h1"}}',
+                                                     "value": 2e6},
+                                                    {"labels": f'{{{block.format(n=16)}, host="h1"}}',
+                                                     "value": 4e4}]}]}]
+    # promtool evaluates at the file's evaluation_interval (1m unless given), whatever the series' interval.
+    (tmp_path / "goodput.json").write_text(json.dumps({"evaluation_interval": "1s", "tests": tests}))
+    check = subprocess.run(["promtool", "test", "rules", str(tmp_path / "goodput.json")],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_panels_do_not_overlap():

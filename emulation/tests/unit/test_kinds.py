@@ -11,7 +11,7 @@ from ccemu.experiments import WorkloadNotRunnable, kind, runner_for
 from ccemu.experiments.base import HostFailure
 from ccemu.experiments.kinds import KINDS, UnknownKind
 from ccemu.fabric.kernel import KernelFeatures
-from ccemu.metrics import dashboards
+from ccemu.metrics import grafana
 from ccemu.model.config import WORKLOAD_KINDS, ConfigError, WorkloadConfig, load_config, parse_config
 from ccemu.model.config.experiment import EXPERIMENTS_DIR
 from ccemu.results import papers
@@ -31,7 +31,7 @@ def test_the_configs_kinds_are_the_registrys_and_each_kind_runs_the_model_of_its
 
 def test_the_cli_the_dashboards_and_the_papers_list_the_registrys_kinds():
     assert cli.REPRODUCED == tuple(KINDS)
-    assert dashboards.ALL_KINDS == tuple(KINDS)
+    assert grafana.ALL_KINDS == tuple(KINDS)
     assert papers.EXPERIMENTS == tuple(KINDS)
 
 

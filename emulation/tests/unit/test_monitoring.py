@@ -21,15 +21,32 @@ def test_a_blocks_metric_labels_are_the_experiment_and_its_keys_table_columns_as
 def test_the_collectors_flow_records_carry_their_blocks_columns_and_slowdown(tmp_path):
     record = {"id": 1, "src": 2, "dst": 1, "size": 1000, "fct": 0.5, "retransmits": 0}
     (tmp_path / "h2.records").write_text(json.dumps(record) + "\n")
-    block = Block(BlockKey("dctcp", (("N", 8),)), tmp_path, tmp_path, ideal_fct=lambda r: 0.25)
+    block = Block(BlockKey("dctcp", (("N", 8),)), tmp_path, tmp_path, dilation=100.0, ideal_fct=lambda r: 0.25)
     (seen,) = ExperimentCollector("e")._flow_records(block)
-    assert seen == {**record, "scheme": "dctcp", "n": 8, "point": "", "slowdown": 2.0}
+    assert seen == {**record, "scheme": "dctcp", "n": 8, "point": "", "slowdown": 2.0, "fct_dc": 0.005}
 
 
 def test_a_session_that_is_off_starts_nothing_watches_nothing_and_adds_nothing_to_the_manifest(tmp_path):
     session = MonitoringSession(tmp_path, "e", Console(file=io.StringIO()), on=False)
     with session:
-        with session.watching(BlockKey("dctcp"), tmp_path, tmp_path):
+        with session.watching(BlockKey("dctcp"), tmp_path, tmp_path, 1.0):
             session.set_round(1)
         assert session.figures(10.0) is None and session.collector is None
     assert not (tmp_path / "prometheus").exists()
+
+
+def test_durations_are_exported_in_datacenter_seconds_and_each_block_says_its_dilation(tmp_path):
+    from ccemu.metrics.collector import _pause_buckets
+    from ccemu.ports.maps import pause_bucket_bounds_s
+
+    histogram = (0, 2, 1, 0)
+    wall, _ = _pause_buckets(histogram, 1.0)
+    datacenter, total = _pause_buckets(histogram, 100.0)
+    assert [float(b) for b, _ in datacenter[:-1]] == [float(b) / 100 for b, _ in wall[:-1]]
+    assert [c for _, c in datacenter] == [0, 2, 3, 3] and datacenter[-1][0] == "+Inf"
+    low, high = pause_bucket_bounds_s(1)
+    assert total > 0 and abs(total - (2 * (low + high) / 2 + sum(pause_bucket_bounds_s(2)) / 2) / 100) < 1e-12
+    block = Block(BlockKey("dctcp", (("N", 8),)), tmp_path, tmp_path, dilation=250.0, cpu_shares=lambda: (0.0, 0.5))
+    gauges = {family.name: family for family in ExperimentCollector("e")._fidelity(block, block.labels("e"))}
+    (sample,) = gauges["ccemu_block_dilation"].samples
+    assert sample.value == 250.0 and sample.labels == block.labels("e")
