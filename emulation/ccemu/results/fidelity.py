@@ -255,6 +255,7 @@ def judge(seen: Observation) -> Verdict:
                       f"the busiest credit queue was {credits:.1f} credits on average away from an ideal "
                       "port's: credits drained slower than configured")
     if seen.switches is not None:
+        # The reasons name no datapath: the verdict does not know which forwarded, the summary says it.
         s = seen.switches
         verdict.figures["switch_residence_p50_frames"] = round(s.residence_frames(0.5), 4)
         verdict.figures["switch_residence_p99_frames"] = round(s.residence_frames(0.99), 4)
@@ -263,11 +264,11 @@ def judge(seen: Observation) -> Verdict:
         verdict.judge("worst_switch_residence_p99_frames", worst, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
                       f"packets waited inside {where} {worst:.1f} frame times (p99; all switches: p50 "
                       f"{s.residence_frames(0.5):.2f}, p99 {s.residence_frames(0.99):.2f}) between ports, in no "
-                      "queue: ovs-vswitchd fell behind")
+                      "queue: the switches' forwarding fell behind")
         lost = s.lost_packets / s.arrived_packets if s.arrived_packets else 0.0
         verdict.judge("switch_lost_ratio", lost, SWITCH_LOSS_WARN, SWITCH_LOSS_FAIL,
-                      f"{s.lost_packets} of {s.arrived_packets} packets were lost inside the switches "
-                      "(ovs-vswitchd's sockets), not at a queue")
+                      f"{s.lost_packets} of {s.arrived_packets} packets were lost inside the switches' "
+                      "forwarding, not at a queue")
     if seen.tunnel_spread is not None:
         # A tunnel is part of its wire: its delay beyond its least is delay no wire has, judged as a
         # switch's residence is.

@@ -390,7 +390,7 @@ def incast_collapse_n(tables: Tables, scheme: str) -> tuple[int, int] | None:
 #
 # - reached: base RTTs from the join until the joining flow's throughput over REACHED_WINDOW_RTTS first is at least
 #   1 - CONVERGENCE_BAND of its fair share, read at the window's middle. The credit schemes' labels: the time for
-#   the joining flow to reach its share, the flows oscillating around it afterwards (../shared/reference/README.md).
+#   the joining flow to reach its share, the flows oscillating around it afterwards (ExpressPass's convergence figure).
 #   A window of w RTTs read at its middle enters the band about 0.3 w after a step to the share: 2 RTTs resolve
 #   the 3-RTT label within the rule's [0.8, 1.25]. This reading (2 RTTs, 80 %) is ccemu's from before issue 39's
 #   runs, and the one the ExpressPass authors' ns-2 was read with on ccemu's set-up (first join: median 8.4 RTTs

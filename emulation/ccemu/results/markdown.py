@@ -1,13 +1,17 @@
-"""Small helpers every summary section uses (report.py and each kind's own, experiments/kinds/):
-table cells, grouping, saving a plot. Nothing here knows a kind."""
+"""Small helpers every summary section uses (report.py and each kind's own, experiments/kinds/; merge.py):
+table cells, tables, grouping. Nothing here knows a kind."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# The most columns one table has: a wider one runs off a page and wraps in a terminal, and a reader loses the
+# row. It is split into tables that each repeat the row's name (table()).
+WIDEST = 10
 
 
 def by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
@@ -29,9 +33,26 @@ def cell(value: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-    plt.close(fig)
-    return path
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], keys: int = 1, breaks: Sequence[str] = ()) -> list[str]:
+    """A markdown table, split where it is wider than WIDEST columns: the first `keys` columns name a row and
+    start every part; a new part starts at each column named in `breaks` (where the figures change subject),
+    and a part still too wide is cut into even parts. The parts follow one another, a blank line apart."""
+    rest = list(range(keys, len(header)))
+    parts: list[list[int]] = [[]]
+    for i in rest:
+        if header[i] in breaks and parts[-1]:
+            parts.append([])
+        parts[-1].append(i)
+    room = max(1, WIDEST - keys)
+    even = []
+    for part in parts:
+        pieces = -(-len(part) // room)  # ceiling
+        size = -(-len(part) // pieces) if part else 0
+        even += [part[j:j + size] for j in range(0, len(part), size)] if part else [part]
+    lines: list[str] = []
+    for part in even:
+        columns = [*range(keys), *part]
+        lines += ([""] if lines else []) + ["| " + " | ".join(header[i] for i in columns) + " |",
+                                            "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(row[i] for i in columns) + " |" for row in rows]
+    return lines

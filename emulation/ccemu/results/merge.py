@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model.dilation import DATA_WIRE_BYTES
-from . import figures
+from . import figures, plotting
 from .bundle import block_label, point_values
 from .figures import Tables
-from .markdown import save as _save
+from .markdown import table
 
 # points.csv: these, then one column per parameter (an empty cell: the point lacks the parameter).
 POINT_FIELDS = ["label", "bundle", "machine", "status", "reason", "wall_seconds"]
@@ -40,8 +40,9 @@ METRICS = {
     "fct_p99_dc_ms": "FCT p99 ms", "max_queue_bytes": "max queue B", "max_queue_packets": "max queue pkts",
     "data_drops": "data drops", "marks": "CE marks", "timeouts": "timeouts", "verdict": "verdict",
 }
-PLOTTED = {"goodput_of_link": "goodput / link rate", "slowdown_p99": "FCT slowdown p99",
-           "max_queue_packets": f"max switch queue (packets of {DATA_WIRE_BYTES} B)"}
+PLOTTED = {"goodput_of_link": "goodput / link rate (dilation-free)",
+           "slowdown_p99": "FCT slowdown p99 (FCT / ideal FCT, dilation-free)",
+           "max_queue_packets": f"max switch queue (packets of {DATA_WIRE_BYTES} B on the wire)"}
 DONE, INTERRUPTED, FAILED, NOT_RUN = "done", "interrupted", "failed", "not run"
 
 
@@ -328,11 +329,6 @@ def _link(label: str, bundle: Path | None, directory: Path) -> str:
     return f"[{_cell(label)}]({f'<{relative}>' if ' ' in relative else relative})"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(row) + " |" for row in rows])
-
-
 def _counts_line(points: Sequence[_Point]) -> str:
     counts = Counter(p.status for p in points)
     ran = counts[DONE] + counts[INTERRUPTED]
@@ -350,23 +346,25 @@ def _points_lines(directory: Path, points: Sequence[_Point], keys: Sequence[str]
              *([_cell(_fmt(p.entry.machine))] if machines else []), p.status,
              f"{p.wall_seconds:.0f} s" if p.wall_seconds is not None else "-", _fmt(p.verdict), _cell(_fmt(p.reason))]
             for p in points]
-    return ["## Points", ""] + _table(header, rows) + [""]
+    return ["## Points", ""] + table(header, rows) + [""]
 
 
 def _side_by_side_lines(directory: Path, rows: Sequence[dict], keys: Sequence[str]) -> list[str]:
     if not rows:
         return ["## Side by side", "", "No bundle to put side by side.", ""]
     ns, at, machines = any(r["n"] for r in rows), any(r["point"] for r in rows), any(r["machine"] for r in rows)
-    header = [*keys, "scheme", *(["N"] if ns else []), *(["point"] if at else []), "label",
-              *(["machine"] if machines else []), *METRICS.values()]
-    table = []
+    named = [*keys, "scheme", *(["N"] if ns else []), *(["point"] if at else [])]  # what every part repeats
+    header = [*named, "label", *(["machine"] if machines else []), *METRICS.values()]
+    cells = []
     for r in rows:
         label = r["label"] + (" (interrupted)" if r["status"] == INTERRUPTED else "")
-        table.append([*(_cell(_fmt(r["params"].get(key))) for key in keys), r["scheme"],
+        cells.append([*(_cell(_fmt(r["params"].get(key))) for key in keys), r["scheme"],
                       *([_fmt(r["n"] or None)] if ns else []), *([_cell(_fmt(r["point"]))] if at else []),
                       _link(label, r["bundle"], directory), *([_cell(_fmt(r["machine"]))] if machines else []),
                       *(_cell(_fmt(r[m])) for m in METRICS)])
-    return ["## Side by side", ""] + _table(header, table) + [
+    # Three tables: the flows and their goodput, their slowdown and FCT, then the queues, losses and verdict.
+    return ["## Side by side", ""] + table(header, cells, keys=len(named),
+                                           breaks=(METRICS["slowdown_p50"], METRICS["max_queue_bytes"])) + [
         "", "Figures as each bundle's summary.md defines them (results/figures.py). Goodput: the bytes of the "
         "finished rounds over their time, in wall Mbit/s and as a fraction of the emulated link rate (a round with "
         "unfinished flows counts in the unfinished column only). Slowdown: FCT / the flow's ideal FCT "
@@ -395,7 +393,7 @@ def merge(directory: Path, entries: Sequence[Entry], title: str) -> Path:
                                  r["n"], _natural(r["point"]), _natural(r["label"])))
     _write_blocks(directory / "blocks.csv", rows, keys)
     shown = _shown_keys(rows, keys)
-    plots = _plot(directory / "plots", rows, shown)
+    plots = _plot(directory / "plots", rows, shown, _where(points))
     lines = [f"# {title}", "", _counts_line(points), ""]
     lines += _points_lines(directory, points, keys)
     lines += _side_by_side_lines(directory, rows, shown)
@@ -475,7 +473,16 @@ def _splits(rows: Sequence[dict], given: Sequence[_Dimension], dimension: _Dimen
     return any(len(values) > 1 for values in seen.values())
 
 
-def _plot(out: Path, rows: Sequence[dict], keys: Sequence[str]) -> list[Path]:
+def _where(points: Sequence[_Point]) -> str:
+    """The experiments the merged bundles ran, for the plots' titles (their points are the plots' x)."""
+    from ..experiments.kinds import KINDS  # here: the kinds' runners import the lifecycle, which writes reports
+
+    seen = dict.fromkeys(KINDS[p.tables.kind].where(p.tables, points=False) for p in points
+                         if p.tables is not None and p.tables.kind in KINDS)
+    return "; ".join(seen)
+
+
+def _plot(out: Path, rows: Sequence[dict], keys: Sequence[str], where: str) -> list[Path]:
     """sweep_<metric>.png for each plotted figure that some block has: against the first numeric
     dimension, one line per scheme and combination of the other dimensions; bars per block if none."""
     out.mkdir(parents=True, exist_ok=True)
@@ -493,9 +500,7 @@ def _plot(out: Path, rows: Sequence[dict], keys: Sequence[str]) -> list[Path]:
     for dimension in dimensions:
         if x is not None and dimension is not x and _splits(rows, [x, *split], dimension):
             split.append(dimension)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    scheme_colors = {s: colors[i % len(colors)] for i, s in enumerate(sorted({r["scheme"] for r in rows},
-                                                                             key=_natural))}
+    scheme_colors = {s: plotting.scheme_color(s) for s in sorted({r["scheme"] for r in rows}, key=_natural)}
     written = []
     for metric, ylabel in PLOTTED.items():
         have = [r for r in rows if r[metric] is not None and (x is None or x.number(r) is not None)]
@@ -505,10 +510,11 @@ def _plot(out: Path, rows: Sequence[dict], keys: Sequence[str]) -> list[Path]:
             fig, ax = _bars(plt, have, metric, scheme_colors)
         else:
             fig, ax = _lines(plt, have, metric, x, split, scheme_colors)
-        ax.set(ylabel=ylabel, ylim=(0, None), title=f"{ylabel}{f' vs {x.title}' if x else ''}")
+        ax.set(ylabel=ylabel, ylim=(0, None),
+               title=plotting.title(f"{ylabel.split(' (')[0]}{f' against {x.title}' if x else ''}", where))
         ax.grid(alpha=0.3, **({} if x else {"axis": "y"}))
-        ax.legend(fontsize="small")
-        written.append(_save(fig, out / f"sweep_{metric}.png"))
+        plotting.legend_beside(ax)
+        written.append(plotting.save(fig, out / f"sweep_{metric}.png"))
     return written
 
 
@@ -517,7 +523,7 @@ def _lines(plt, rows: Sequence[dict], metric: str, x: _Dimension, split: Sequenc
     series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
         series[(r["scheme"], *(d.label(r) for d in split))].append((x.number(r), r[metric]))
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plotting.subplots(plt, figsize=(6, 4))
     per_scheme: Counter[str] = Counter()
     for key in sorted(series, key=lambda k: tuple(_natural(part) for part in k)):
         # One colour per scheme; the other dimensions' combinations by marker and line style.
@@ -529,6 +535,7 @@ def _lines(plt, rows: Sequence[dict], metric: str, x: _Dimension, split: Sequenc
     xs = sorted({x.number(r) for r in rows})
     if xs[0] > 0 and xs[-1] / xs[0] >= 16:  # N or sizes swept by doubling
         ax.set_xscale("log")
+        plotting.plain_log_ticks(ax)
     if len(xs) <= 12:
         ax.set_xticks(xs, [f"{v:g}" for v in xs])
         ax.minorticks_off()
@@ -537,7 +544,7 @@ def _lines(plt, rows: Sequence[dict], metric: str, x: _Dimension, split: Sequenc
 
 
 def _bars(plt, rows: Sequence[dict], metric: str, scheme_colors: dict[str, str]):
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(rows) + 2), 4))
+    fig, ax = plotting.subplots(plt, figsize=(max(6.0, 0.45 * len(rows) + 2), 4))
     for scheme, color in scheme_colors.items():
         at = [i for i, r in enumerate(rows) if r["scheme"] == scheme]
         if at:

@@ -6,12 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..bench import capacity as bench_capacity
-from . import figures, papers
+from . import figures, papers, plotting
 from .bundle import block_label
+from .fidelity import worst
 from .figures import Tables
-from .markdown import by, cell, save, schemes
+from .markdown import by, cell, schemes, table
 from ..ports.histograms import queue_bucket_bounds
 from .stats import BUCKETS, histogram_cdf
+
+# Where a packet waits inside a switch on each datapath (the fidelity table's switch residence).
+RESIDENCE_WHERE = {"ovs": "in ovs-vswitchd's receive sockets and its forwarding thread",
+                   "bpf": "in the kernel's bpf forwarding, no OVS on the way"}
 
 
 def _kind(tables: Tables):
@@ -24,23 +29,23 @@ def summary_markdown(directory: Path) -> str:
     tables = Tables.read(directory)
     manifest = tables.manifest
     verdict = manifest.get("fidelity", {})
+    kind = _kind(tables)
+    beside = papers.compare(tables)
     lines = [f"# {manifest['config']['name']}: {manifest.get('started', '')}", ""]
     if manifest.get("interrupted"):
         lines += ["**Interrupted**: the tables hold what finished before Ctrl-C.", ""]
     if manifest.get("failed"):
         lines += [f"**Stopped by an error** ({manifest['failed']}): the tables hold what finished before it.", ""]
-    lines += [f"Fidelity: **{verdict.get('status', 'unknown')}**"]
-    lines += [f"- {reason}" for reason in verdict.get("reasons", [])]
+    lines += _result_lines(tables, kind, beside)
     link = manifest["config"]["link"]
     if manifest.get("machine_capacity"):
-        lines += ["", bench_capacity.summary_line(manifest["machine_capacity"], link["rate_mbps"])]
+        lines += [bench_capacity.summary_line(manifest["machine_capacity"], link["rate_mbps"]), ""]
     if auto := manifest.get("dilation_auto_from"):
         chosen = manifest["config"]["datacenter"]["dilation"]
-        lines += ["", f"`dilation: auto` chose {chosen:g} so that one link runs at most {auto['link_mbps']:g} "
-                      f"Mbit/s and the workload's busy links at most {auto['aggregate_mbps']:g} in all, from "
-                      f"{auto['source']}."]
-    # Bundles from before the bpf datapath (2026-11-26) name none: OVS forwarded them all.
-    lines += ["", f"Commit {manifest.get('git_commit')}; {manifest.get('datapath', 'ovs')} datapath; "
+        lines += [f"`dilation: auto` chose {chosen:g} so that one link runs at most {auto['link_mbps']:g} "
+                  f"Mbit/s and the workload's busy links at most {auto['aggregate_mbps']:g} in all, from "
+                  f"{auto['source']}.", ""]
+    lines += [f"Commit {manifest.get('git_commit')}; {_datapath(manifest)} datapath; "
               f"{link['rate_mbps']:g} Mbit/s links; "
               f"seed {manifest['config']['seed']}"
               + (f"; wall time {manifest['wall_seconds']:.0f} s" if "wall_seconds" in manifest else "") + ".", ""]
@@ -51,19 +56,45 @@ def summary_markdown(directory: Path) -> str:
         lines += [f"- {_label(f)} round {f['round']}: {f['host']}'s cchost ({f['role']}) {f['status']}"
                   + (f": {f['last_error']}" if f.get("last_error") else "") for f in failures]
         lines.append("")
-    lines += _fidelity_table(verdict.get("blocks", []))
+    lines += _fidelity_table(verdict.get("blocks", []), _datapath(manifest))
     lines += _hosts_lines(tables)
-    kind = _kind(tables)
     lines += kind.summary_lines(tables)
     if kind.fct_by_bucket:
         lines += _fct_by_bucket_lines(tables)
-    beside = papers.markdown(papers.compare(tables))
     if beside:
         lines += ["## Beside the papers", "",
                   "Each claim of workloads/reference.yaml about this experiment, read from this bundle "
                   "(dilation-free figures or datacenter time). " + papers.RULE_TEXT, ""]
-        lines += beside + [""]
+        lines += papers.markdown(beside) + [""]
     return "\n".join(lines)
+
+
+def _datapath(manifest: dict) -> str:
+    # Bundles from before the bpf datapath (2026-11-26) name none: OVS forwarded them all.
+    return manifest.get("datapath", "ovs")
+
+
+def _result_lines(tables: Tables, kind, beside: list[papers.Comparison]) -> list[str]:
+    """What the run found, first, in three paragraphs: the kind's headline figure per scheme, the fidelity
+    verdict (per scheme where the schemes' differ), and how the claims beside the papers came out."""
+    headline = kind.headline(tables)
+    lines = [f"**{headline.what}**: " + "; ".join(f"{scheme} {text}" for scheme, text in headline.by_scheme.items())
+             + ".", ""] if headline.by_scheme else []
+    status = (tables.manifest.get("fidelity") or {}).get("status", "unknown")
+    per_scheme = {}
+    for scheme, n, point in tables.blocks():
+        block = tables.verdict(scheme, n, point)
+        if block is not None:
+            per_scheme[scheme] = worst(per_scheme.get(scheme, block), block)
+    if len(set(per_scheme.values())) > 1:
+        verdicts = " (" + ", ".join(f"{scheme} {v}" for scheme, v in per_scheme.items()) + ")"
+    else:
+        verdicts = " for every scheme" if per_scheme else ""
+    lines += [f"Fidelity: **{status}**{verdicts}."]
+    lines += [f"- {reason}" for reason in (tables.manifest.get("fidelity") or {}).get("reasons", [])]
+    if beside:
+        lines += ["", f"Beside the papers: {papers.headline(beside)}; each claim in the last section."]
+    return lines + [""]
 
 
 def _hosts_lines(tables: Tables) -> list[str]:
@@ -157,18 +188,20 @@ FIDELITY_COLUMNS = [  # (figure in the verdict, column title, format)
 ]
 
 
-def _fidelity_table(blocks: list[dict]) -> list[str]:
+def _fidelity_table(blocks: list[dict], datapath: str) -> list[str]:
     """The verdict's figures per fabric (scheme and N); residence and lag in frame times at
     the link rate."""
     if not blocks:
         return []
+    cells = [[_label(block), block["status"],
+              *(fmt.format(block[name]) if name in block else "-" for name, _, fmt in FIDELITY_COLUMNS)]
+             for block in blocks]
+    # Two tables: the machine and the ports' drain, then the switches and the hosts' timers.
     lines = ["## Fidelity per fabric", "",
-             "| block | verdict | " + " | ".join(title for _, title, _ in FIDELITY_COLUMNS) + " |",
-             "|---|---|" + "---|" * len(FIDELITY_COLUMNS)]
-    for block in blocks:
-        cells = [fmt.format(block[name]) if name in block else "-" for name, _, fmt in FIDELITY_COLUMNS]
-        lines.append(f"| {_label(block)} | {block['status']} | " + " | ".join(cells) + " |")
-    return lines + ["", "Switch residence: time a packet spent inside a switch (ovs-vswitchd) between arriving at "
+             *table(["block", "verdict", *(title for _, title, _ in FIDELITY_COLUMNS)], cells,
+                    breaks=("switch residence p50 (frames)",))]
+    where = RESIDENCE_WHERE.get(datapath, f"in the {datapath} datapath's forwarding")
+    return lines + ["", f"Switch residence: time a packet spent inside a switch, {where}, between arriving at "
                     "one port and reaching the next port's queue, over every packet of every switch; a frame time "
                     "is one full frame at the link rate.", ""]
 
@@ -180,45 +213,63 @@ def plot(directory: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     tables = Tables.read(directory)
-    flows, d = tables.flows, tables.dilation
+    kind = _kind(tables)
+    where = kind.where(tables)
     out = directory / "plots"
     out.mkdir(exist_ok=True)
-    written = []
+    return [_plot_fct_cdf(tables, out, plt, where), _plot_queue_cdf(tables, out, plt, where),
+            *kind.plots(tables, out, plt)]
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for scheme in schemes(flows):
-        fcts = sorted(1e3 * float(f["fct"]) / d for f in flows if f["scheme"] == scheme)
-        ax.plot(fcts, [(i + 1) / len(fcts) for i in range(len(fcts))], label=scheme)
-    ax.set(xlabel="flow completion time (ms" + (", datacenter time)" if d != 1 else ")"), ylabel="CDF", title="FCT")
+
+def _plot_fct_cdf(tables: Tables, out: Path, plt, where: str) -> Path:
+    """Every finished flow's FCT, per scheme, on a log axis that keeps 0 (FCTs span decades)."""
+    fig, ax = plotting.subplots(plt, figsize=(7, 4))
+    smallest = []
+    for scheme in schemes(tables.flows):
+        at_zero, points = plotting.ecdf([1e3 * float(f["fct"]) / tables.dilation for f in tables.flows_of(scheme)])
+        plotting.draw_cdf(ax, at_zero, points, plotting.scheme_color(scheme), scheme)
+        smallest += points[:1]
+    if smallest:
+        plotting.symlog_from_zero(ax, min(x for x, _ in smallest))
+    pooled = ", every block of a scheme pooled" if len(tables.blocks()) > len(tables.schemes()) else ""
+    ax.set(xlabel="flow completion time (ms, datacenter time; log scale)", ylabel="CDF (share of finished flows)",
+           title=plotting.title(f"FCT of every finished flow{pooled}", where), ylim=(0, 1.02))
     ax.grid(alpha=0.3)
-    ax.legend()
-    written.append(save(fig, out / "fct_cdf.png"))
+    plotting.legend_beside(ax)
+    return plotting.save(fig, out / "fct_cdf.png")
 
+
+def _plot_queue_cdf(tables: Tables, out: Path, plt, where: str) -> Path:
+    """The queue each data frame joined, per scheme, from the ports' histograms, with K and the buffer marked."""
     # The ports the kind's queue figures read (figures.queue_ports): the bottleneck's, or every switch port.
     bottleneck = any(p["bottleneck"] == "1" for p in tables.ports)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plotting.subplots(plt, figsize=(8, 5.5))
+    drawn = False
     for scheme in schemes(tables.ports):
         ports = figures.queue_ports(tables, scheme)
         counts = [sum(column) for column in zip(*([int(c) for c in p["histogram"].split()] for p in ports))]
         largest = max((int(p["max_data_queue"]) for p in ports), default=0)
-        edges = [min(queue_bucket_bounds(i)[1], largest) for i in range(len(counts))]
+        edges = [min(queue_bucket_bounds(i)[1], largest) / plotting.KB for i in range(len(counts))]
         points = histogram_cdf(counts, edges)
+        if not points:
+            continue
         queue = figures.optional(lambda: figures.queues(tables, scheme))  # the tables' means, every block
-        if points:
-            ax.step([0.0] + [q / 1e3 for q, _ in points], [0.0] + [c for _, c in points], where="post",
-                    label=f"{scheme} (mean {queue.mean_kb:.2f} KB at arrival, {cell(queue.time_mean_kb, '{:.2f}')} KB "
-                    "over time)" if queue else scheme)
-    ax.set(xlabel=f"{'bottleneck' if bottleneck else 'switch port'} data queue a frame joined (KB; log scale, "
-                  "buckets a quarter of a doubling wide)", ylabel="CDF",
-           title="Queue length" if tables.ports else "Queue length: ports.csv holds no port")
-    if any(p["histogram"] for p in tables.ports):
-        ax.set_xscale("symlog", linthresh=0.1)
+        # Bucket 0 holds queues under 64 B, less than any frame: read as 0, the CDF's value there.
+        plotting.draw_cdf(ax, points[0][1], points[1:], plotting.scheme_color(scheme),
+                          f"{scheme}: mean {queue.mean_kb:.2f} KB at arrival, "
+                          f"{cell(queue.time_mean_kb, '{:.2f}')} KB over time" if queue else scheme)
+        drawn = True
+    if drawn:
+        plotting.symlog_from_zero(ax, queue_bucket_bounds(0)[1] / plotting.KB)
+        plotting.mark_levels(ax, plotting.queue_levels(tables))
+    port = "the bottleneck port" if bottleneck else "every switch port"
+    ax.set(xlabel=f"data queue at {port} as a frame joined it, the frame included (KB on the wire; log scale, "
+                  "in buckets a quarter of a doubling wide)", ylabel="CDF (share of data frames)", ylim=(0, 1.02),
+           title=plotting.title("Queue each data frame joined" if tables.ports else
+                                "Queue length: ports.csv holds no port", where))
     ax.grid(alpha=0.3)
-    if tables.ports:
-        ax.legend(fontsize="small")
-    written.append(save(fig, out / "queue_cdf.png"))
-    written += _kind(tables).plots(tables, out, plt)
-    return written
+    plotting.legend_below(fig, [ax])  # the labels carry each scheme's means: too long to sit beside
+    return plotting.save(fig, out / "queue_cdf.png")
 
 
 def report(directory: Path) -> Path:

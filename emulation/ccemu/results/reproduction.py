@@ -94,7 +94,7 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
     lines = [f"# ccemu reproduction: {started}", "",
              counted +
              f" in {total / 60:.1f} minutes of wall time. Each claim of "
-             "workloads/reference.yaml is listed, with the paper's figure (its source line in ../shared/seeds/), "
+             "workloads/reference.yaml is listed, with the paper's figure (its seed and line: workloads/README.md), "
              "ccemu's, their ratio, the claim's class and the verdict.", "",
              "## Experiments", "",
              "| experiment | dilation | link (datacenter / emulated) | base RTT us (paper) | BDP pkts (paper) | "
@@ -132,7 +132,8 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
         lines += papers.markdown([c for c in comparisons if c.claim.experiment == name]) + [""]
     lines += ["## Fidelity", "", "What the verdicts said (WARN and FAIL reasons, per block) is in each bundle's "
               "summary.md; a WARN means the emulation was near the edge of what this machine keeps faithful "
-              "(DESIGN.md), not that the figure is wrong; a claim that reads a FAIL block is not comparable.", "",
+              "(emulation/README.md, \"The fidelity verdict\"), not that the figure is wrong; a claim that reads a "
+              "FAIL block is not comparable.", "",
               "Plots of every experiment are in plots/ (experiment-plot.png; experiment-run-plot.png where it ran "
               "several times).", ""]
     report = directory / "REPORT.md"

@@ -1,5 +1,5 @@
-"""The one rule that judges every claim of the papers beside ccemu's figure (DESIGN.md, "Claims beside
-the papers"), written once:
+"""The one rule that judges every claim of the papers beside ccemu's figure (workloads/README.md), written
+once:
 
 - a claim with a paper number is **reproduced** when ccemu's figure / the paper's lies in
   [0.8, 1.25], or inside the paper's own range where the paper gives one; **same direction** when

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-# The papers' buckets (../shared/reference/README.md): S < 10 KB, M 10-100 KB, L 100 KB-1 MB, XL > 1 MB.
+# The papers' flow-size buckets (ExpressPass's realistic workloads): S < 10 KB, M 10-100 KB, L 100 KB-1 MB, XL > 1 MB.
 BUCKETS = (("S", 0, 10_000), ("M", 10_000, 100_000), ("L", 100_000, 1_000_000), ("XL", 1_000_000, math.inf))
 
 

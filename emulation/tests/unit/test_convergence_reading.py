@@ -219,10 +219,11 @@ def test_the_throughput_plot_draws_the_readings_series_with_gaps_and_never_above
     stall = (30 * RTT, 30 * RTT + 0.040)
     t.timeline = [s for s in t.timeline if not (s["src"] == "h2" and stall[0] < s["t"] < stall[1])]
     drawn = []
-    monkeypatch.setattr(kind_module, "save", lambda fig, path: drawn.append(fig) or path)
-    kind_module._plot_convergence(t, tmp_path, plt)
-    lines = {line.get_label(): line for line in drawn[0].axes[0].get_lines()}
-    assert set(lines) == {"h2#1", "h3#1"}
+    monkeypatch.setattr(kind_module.plotting, "save", lambda fig, path: drawn.append(fig) or path)
+    kind_module._plot_convergence(t, tmp_path, plt, "")
+    # Each flow's line is labelled "h2#1, joined at ... ms"; the fair share is drawn beside them.
+    lines = {line.get_label().split(",")[0]: line for line in drawn[0].axes[0].get_lines()}
+    assert set(lines) == {"h2#1", "h3#1", "fair share"}
     for name, series in figures.flow_rates(t, "dctcp", "", figures.PLOT_WINDOW_RTTS * RTT).items():
         ys = list(lines[name].get_ydata())
         assert ys == pytest.approx([r.bytes_per_s * 8 * D / 1e9 for r in series], nan_ok=True)

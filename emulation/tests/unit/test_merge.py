@@ -110,8 +110,10 @@ def test_the_summary_lists_every_point_and_every_block_with_links_to_the_bundles
     summary = merge(tmp_path / "merged", entries, "incast sweep").read_text()
     assert summary.startswith("# incast sweep\n\n2 points: 2 ran, 0 failed, 0 did not run.\n")
     assert "| [a](../bundles/a/summary.md) | [32] | m1 | done | 42 s | PASS | - |" in summary
-    assert "| [8] | dctcp | 8 | [b](../bundles/b) | m2 | 6 | 1 | 7 | 0.7 | 2.5 | 4.94 | 4.96 | 15380 | 10 | 3 | " \
-           "4 | 2 | PASS |" in summary
+    # The blocks' table in three parts, each naming the block by its parameters, scheme and N.
+    assert "| [8] | dctcp | 8 | [b](../bundles/b) | m2 | 6 | 1 | 7 | 0.7 |" in summary
+    assert "| [8] | dctcp | 8 | 2.5 | 4.94 | 4.96 |" in summary
+    assert "| [8] | dctcp | 8 | 15380 | 10 | 3 | 4 | 2 | PASS |" in summary
     assert summary.index("| [8] | dctcp |") < summary.index("| [32] | dctcp |") < summary.index("| [8] | expresspass |")
 
 
@@ -150,7 +152,9 @@ def test_empty_tables_give_rows_of_dashes_not_an_exception(tmp_path):
     [row] = blocks(tmp_path / "merged")
     assert (row["flows"], row["unfinished"], row["goodput_of_link"], row["slowdown_p99"], row["max_queue_bytes"],
             row["verdict"]) == ("4", "4", "", "", "", "FAIL")
-    assert "| dctcp | 8 | [p1](../p1) | 4 | 4 | - | - | - | - | - | - | - | 0 | 0 | 0 | FAIL |" in summary
+    assert "| dctcp | 8 | [p1](../p1) | 4 | 4 | - | - |" in summary
+    assert "| dctcp | 8 | - | - | - |" in summary
+    assert "| dctcp | 8 | - | - | 0 | 0 | 0 | FAIL |" in summary
     assert not (tmp_path / "merged" / "plots" / "sweep_goodput_of_link.png").exists()
 
 

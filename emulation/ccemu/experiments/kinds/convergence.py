@@ -11,13 +11,13 @@ from pathlib import Path
 from ...model.config import CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig
 from ...model.dilation import CREDITED_PAYLOAD_SHARE
 from ...model.workloads import Flow, convergence
-from ...results import figures
+from ...results import figures, plotting
 from ...results.bundle import BlockKey, point_values
 from ...results.figures import Tables
-from ...results.markdown import cell, save
+from ...results.markdown import cell, table
 from ...results.rows import TimelineRow
 from ..blocks import BlockSpec, WorkloadNotRunnable
-from .kind import ScheduledKind
+from .kind import Headline, ScheduledKind
 
 PROGRESS_EVERY_MS = 10  # wall: convergence samples each flow's delivered bytes this often
 
@@ -79,8 +79,27 @@ class Convergence(ScheduledKind):
     def summary_lines(self, tables: Tables) -> list[str]:
         return _convergence_lines(tables)
 
+    def headline(self, tables: Tables) -> Headline:
+        """Each block's median RTTs to the fair share, in the reading its scheme's paper labels (figures.py): the
+        credit schemes' until the joining flow reached it, the others' until every flow converged."""
+        by_scheme = {}
+        for scheme in tables.schemes():
+            medians = []
+            for point in tables.points(scheme):
+                seen = figures.optional(lambda: figures.convergence(tables, scheme, point))
+                joins = (seen.reached if scheme in CREDIT_SCHEMES else seen.converged) if seen else []
+                medians.append(cell(seen.median(joins) if seen else None, "{:.1f}")
+                               + (f" at {point.replace('=', ' ')}" if point else ""))
+            by_scheme[scheme] = ", ".join(medians)
+        return Headline("RTTs to the fair share, median over the joining flows (credit schemes: until the joiner "
+                        "reached it; the others: until every flow converged; -: not within the run)", by_scheme)
+
+    def points_text(self, tables: Tables) -> str:
+        receiver = tables.config_value("workload.receiver")
+        return f"senders joining one by one toward {receiver}" if receiver else ""
+
     def plots(self, tables: Tables, out: Path, plt) -> list[Path]:
-        return _plot_convergence(tables, out, plt)
+        return _plot_convergence(tables, out, plt, self.where(tables))
 
 
 def _joins(joins: list[float | None], room: list[float]) -> str:
@@ -88,9 +107,7 @@ def _joins(joins: list[float | None], room: list[float]) -> str:
 
 
 def _convergence_lines(tables: Tables) -> list[str]:
-    lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
-             "| scheme | alpha | base RTT us | reached, per joining flow (RTTs) | median | converged, per joining flow "
-             "(RTTs) | median |", "|---|---|---|---|---|---|---|"]
+    cells = []
     for scheme in tables.schemes():
         for point in tables.points(scheme):
             alpha = dict(point_values(point)).get("alpha")
@@ -98,11 +115,14 @@ def _convergence_lines(tables: Tables) -> list[str]:
             try:
                 seen = figures.convergence(tables, scheme, point)
             except figures.NoData as missing:  # what is missing: the timeline, the base RTT, a second flow
-                lines.append(f"| {scheme} | {alpha} | - | {missing} | - | - | - |")
+                cells.append([scheme, alpha, "-", str(missing), "-", "-", "-"])
                 continue
-            lines.append(f"| {scheme} | {alpha} | {seen.rtt_s / tables.dilation * 1e6:.1f} | "
-                         f"{_joins(seen.reached, seen.reached_room)} | {cell(seen.median(seen.reached), '{:.1f}')} | "
-                         f"{_joins(seen.converged, seen.room)} | {cell(seen.median(seen.converged), '{:.1f}')} |")
+            cells.append([scheme, alpha, f"{seen.rtt_s / tables.dilation * 1e6:.1f}",
+                          _joins(seen.reached, seen.reached_room), cell(seen.median(seen.reached), "{:.1f}"),
+                          _joins(seen.converged, seen.room), cell(seen.median(seen.converged), "{:.1f}")])
+    lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
+             *table(["scheme", "alpha", "base RTT us", "reached, per joining flow (RTTs)", "median",
+                     "converged, per joining flow (RTTs)", "median"], cells)]
     band = f"+-{figures.CONVERGENCE_BAND:.0%}"
     lines += ["", "Reached (the credit schemes' figures label this, and their claims read it): base RTTs from a "
               f"flow's start until its throughput over {figures.REACHED_WINDOW_RTTS:g} base RTTs first is at least "
@@ -118,25 +138,41 @@ def _convergence_lines(tables: Tables) -> list[str]:
     return lines
 
 
-def _plot_convergence(tables: Tables, out: Path, plt) -> list[Path]:
+def _plot_convergence(tables: Tables, out: Path, plt, where: str) -> list[Path]:
     blocks = [(s, p) for s in tables.schemes() for p in tables.points(s)]
     if not blocks or not tables.timeline:
         return []
     # Each block on its own time axis: DCTCP's flows join hundreds of RTTs apart, the credit schemes' tens.
-    fig, axes = plt.subplots(len(blocks), 1, figsize=(8, 2.4 * len(blocks)), squeeze=False)
-    d = tables.dilation
+    fig, axes = plotting.subplots(plt, len(blocks), 1, figsize=(9, 2.5 * len(blocks) + 0.6), squeeze=False)
+    d, payload = tables.dilation, figures.convergence_payload_bps(tables)
     for ax, (scheme, point) in zip(axes[:, 0], blocks):
-        flows = tables.flows_of(scheme, point)
+        flows = sorted(tables.flows_of(scheme, point), key=lambda f: float(f["start"]))
         rtt = figures.base_rtt_s(tables, scheme, point, flows[0]["dst"]) if flows else 0.0
-        first = min((float(f["start"]) for f in flows), default=0.0)
+        first = float(flows[0]["start"]) if flows else 0.0
+
+        def ms(t: float) -> float:  # wall seconds after the epoch -> datacenter ms after the first start
+            return (t - first) / d * 1e3
+
         # Throughput over windows of PLOT_WINDOW_RTTS (or 50 ms of wall time without a base RTT), as the
         # readings compute theirs, datacenter Gbit/s, at each window's middle; a gap (NaN) breaks the line.
         window = figures.PLOT_WINDOW_RTTS * rtt or 0.05
-        for name, rates in figures.flow_rates(tables, scheme, point, window).items():
-            ax.plot([(r.t - first) / d * 1e3 for r in rates], [r.bytes_per_s * 8 * d / 1e9 for r in rates],
-                    label=name, linewidth=1)
-        ax.set(ylabel="Gbit/s", title=f"{scheme} {point}".strip())
+        rates = figures.flow_rates(tables, scheme, point, window)
+        order = [f"{f['src']}#{f['id']}" for f in flows]
+        names = [k for k in order if k in rates] + sorted(set(rates) - set(order))
+        starts = {f"{f['src']}#{f['id']}": float(f["start"]) for f in flows}
+        for name, color in zip(names, plotting.shades(scheme, len(names))):
+            joined = f", joined at {ms(starts[name]):.1f} ms" if name in starts else ""
+            ax.plot([ms(r.t) for r in rates[name]], [r.bytes_per_s * 8 * d / 1e9 for r in rates[name]],
+                    color=color, linewidth=1, label=f"{name}{joined}")
+        # The fair share the readings judge against: the flows' payload rate over the flows running.
+        events = sorted({float(f["start"]) for f in flows} | {float(f["end"]) for f in flows})
+        running = [sum(float(f["start"]) <= t < float(f["end"]) for f in flows) for t in events]
+        ax.step([ms(t) for t in events], [payload * d / n / 1e9 if n else float("nan") for n in running],
+                where="post", color=plotting.LEVEL_COLOR, linestyle="--", linewidth=1, label="fair share")
+        ax.set(ylabel="Gbit/s (datacenter)", title=f"{scheme} {point.replace('=', ' ')}".strip(), ylim=(0, None))
         ax.grid(alpha=0.3)
-    axes[-1, 0].set(xlabel="time since the block's first flow started (ms, datacenter)")
-    axes[0, 0].legend(fontsize="small", ncol=4)
-    return [save(fig, out / "throughput_timeline.png")]
+        plotting.legend_beside(ax)
+    axes[-1, 0].set(xlabel="time since the block's first flow started (ms, datacenter time)")
+    fig.suptitle(plotting.title(f"Convergence: each flow's throughput at the receiver, over "
+                                f"{figures.PLOT_WINDOW_RTTS:g}-RTT windows", where))
+    return [plotting.save(fig, out / "throughput_timeline.png")]

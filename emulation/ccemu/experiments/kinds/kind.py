@@ -5,10 +5,14 @@ ask a kind; neither names one."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from pydantic import TypeAdapter, ValidationError
+
 from ...model.config import ExperimentConfig
+from ...model.config.topology import TopologyConfig
 from ...results.bundle import BlockKey
 from ..blocks import BlockSpec
 
@@ -16,6 +20,14 @@ if TYPE_CHECKING:
     from ...model.workloads import Flow
     from ...results.figures import Tables
     from ..base import ExperimentRunner, LiveBlock
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The figure a kind's papers lead with, per scheme: the first line of summary.md."""
+
+    what: str  # the figure, its unit and where it is read ("Goodput at N = 256, share of the link")
+    by_scheme: dict[str, str]  # scheme -> the figure as text ("-": the bundle has none)
 
 
 class Kind:
@@ -53,6 +65,27 @@ class Kind:
     def summary_lines(self, tables: "Tables") -> list[str]:
         """The kind's own section of summary.md."""
         raise NotImplementedError
+
+    def headline(self, tables: "Tables") -> Headline:
+        """Per scheme, the figure the kind's papers' claims read first: what summary.md opens with."""
+        raise NotImplementedError
+
+    def points_text(self, tables: "Tables") -> str:
+        """The run's points or workload in a few words, for the plots' titles ("N = 8, 20, 40")."""
+        return ""
+
+    def where(self, tables: "Tables", points: bool = True) -> str:
+        """Where the run's figures were taken, for the plots' titles: the experiment, its topology, its links
+        (at the datacenter rate they stand for) and, with `points`, its points."""
+        topology = tables.config_value("topology") or {}
+        try:
+            shape = TypeAdapter(TopologyConfig).validate_python(topology).describe()
+        except ValidationError:  # a hand-made or older manifest: its kind alone
+            shape = str(topology.get("kind", "an unnamed topology"))
+        rate = float((tables.manifest.get("datacenter") or {}).get("link_rate_bps") or tables.link_bps)
+        link = f"{rate / 1e9:g} Gbit/s" if rate >= 1e9 else f"{rate / 1e6:g} Mbit/s"
+        return ", ".join(part for part in (f"{self.name} on {shape}", f"{link} links",
+                                           self.points_text(tables) if points else "") if part)
 
     def plots(self, tables: "Tables", out: Path, plt) -> list[Path]:
         """The kind's own plots (after the FCT and queue CDFs every kind has)."""

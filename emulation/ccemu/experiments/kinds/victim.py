@@ -9,7 +9,8 @@ from ...model.config import ExperimentConfig, VictimWorkload
 from ...model.workloads import Flow, FlowSizeCdf, victim_flows
 from ...results import figures
 from ...results.figures import Tables
-from .kind import ScheduledKind
+from ...results.markdown import table
+from .kind import Headline, ScheduledKind
 
 
 class Victim(ScheduledKind):
@@ -38,27 +39,43 @@ class Victim(ScheduledKind):
     def summary_lines(self, tables: Tables) -> list[str]:
         return _victim_lines(tables)
 
+    def headline(self, tables: Tables) -> Headline:
+        """TCD's Table 3 and Fig. 15(a): the share of victim flows taken for congested, and what they suffered."""
+        by_scheme = {}
+        for scheme in tables.schemes():
+            v = figures.optional(lambda: figures.victims(tables, scheme))
+            by_scheme[scheme] = f"{v.ce_fraction:.0%} ({v.mean_slowdown:.2f})" if v else "-"
+        return Headline("Victim flows marked CE, taken for congested (the victims' mean FCT slowdown)", by_scheme)
+
+    def points_text(self, tables: Tables) -> str:
+        load = tables.config_value("workload.load")
+        bursters = tables.config_value("workload.bursters") or []
+        return ", ".join(part for part in (f"load {load:g}" if load is not None else "",
+                                           f"{len(bursters)} bursters" if bursters else "") if part)
+
 
 def _victim_lines(tables: Tables) -> list[str]:
     d = tables.dilation
-    lines = ["## Victim flows (TCD, seed 004 Table 3): flows that cross only paused ports", "",
-             "| scheme | victim flows | unfinished (all flows) | marked CE | marked UE | mean FCT ms | slowdown mean | "
-             "p99 | pauses | paused ms | drops |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    cells = []
     for scheme in tables.schemes():
         v = figures.optional(lambda: figures.victims(tables, scheme))
         ports = tables.ports_of(scheme)
         pauses = sum(int(p.get("pause_events") or 0) for p in ports)
         paused = sum(float(p.get("paused_s") or 0) for p in ports)
         drops = sum(int(p["data_dropped"]) for p in ports)
+        fabric = [str(pauses), f"{paused / d * 1e3:.3f}", str(drops)]
         if v is None:
-            lines.append(f"| {scheme} | 0 | {tables.unfinished(scheme)} | - | - | - | - | - | {pauses} | "
-                         f"{paused / d * 1e3:.3f} | {drops} |")
+            cells.append([scheme, "0", str(tables.unfinished(scheme)), "-", "-", "-", "-", "-", *fabric])
             continue
         low, high = v.ce_interval
-        lines.append(f"| {scheme} | {v.flows} | {tables.unfinished(scheme)} | {v.ce_marked} ({v.ce_fraction:.1%}; "
-                     f"95 %: {low:.1%} to {high:.1%}) | "
-                     f"{v.ue_marked} ({v.ue_marked / v.flows:.1%}) | {1e3 * v.mean_fct_s:.3f} | "
-                     f"{v.mean_slowdown:.2f} | {v.p99_slowdown:.2f} | {pauses} | {paused / d * 1e3:.3f} | {drops} |")
+        cells.append([scheme, str(v.flows), str(tables.unfinished(scheme)),
+                      f"{v.ce_marked} ({v.ce_fraction:.1%}; 95 %: {low:.1%} to {high:.1%})",
+                      f"{v.ue_marked} ({v.ue_marked / v.flows:.1%})", f"{1e3 * v.mean_fct_s:.3f}",
+                      f"{v.mean_slowdown:.2f}", f"{v.p99_slowdown:.2f}", *fabric])
+    # Two tables: the victims, then what PFC did to the whole fabric.
+    lines = ["## Victim flows (TCD, seed 004 Table 3): flows that cross only paused ports", "",
+             *table(["scheme", "victim flows", "unfinished (all flows)", "marked CE", "marked UE", "mean FCT ms",
+                     "slowdown mean", "p99", "pauses", "paused ms", "drops"], cells, breaks=("pauses",))]
     lines += ["", "Marked CE: victim flows a CE-flagged CNP came back for (a packet of theirs was CE-marked on the "
               "way: taken for congested), with the share's 95 % interval (Wilson: how far this many victims pin "
               "it; the claims judge the share itself); UE: TCD's undetermined mark. FCT in datacenter ms; "
