@@ -62,7 +62,7 @@ def checks(bundle: Path, datapath: str | None = None) -> list[tuple[bool, str]]:
         result.append((ran_on(manifest) == datapath, f"the fabric forwarded with the datapath asked for, "
                                                      f"{datapath}: {ran_on(manifest)}"))
 
-    # Store-and-forward (README, "Datacenter time"): no flow beats the flow alone on the idle path.
+    # Store-and-forward (emulation/README.md, "Datacenter time"): no flow beats the flow alone on the idle path.
     faster, judged, least = below_ideal(flows) or (0, 0, float("nan"))
     result.append((judged > 0 and faster == 0, f"no flow finished faster than its own ideal FCT: {faster} of {judged} "
                                                f"did (the least FCT / ideal: {least:.4f})"))

@@ -1,7 +1,7 @@
 """The memory allocators ovs-vswitchd can run with (`fabric.ovs_allocator`), preloaded from their
 Debian packages. Its userspace datapath allocates and frees packet buffers for every packet it
 forwards: glibc's malloc and free were up to 18 % of its CPU samples (`ccemu bench capacity
---profile`, README "This machine's limits")."""
+--profile`, emulation/README.md "This machine's limits")."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ capacity is its instances' forwarding threads. Measured with `ccemu bench capaci
 fat-tree, 8 cross-pod TCP pairs, the highest rate per link at which every pair gets >= 0.95):
 - 16 cores: 8 instances unpinned 100 Mbit/s; 16 unpinned only 50 (the scheduler stacks busy
   forwarding threads on one CPU and moves them about); 16 pinned one per CPU 150.
-- 2 cores: see README "Capacity of this machine" for the table this module's rule follows.
-- 2 cores: pinning gains nothing measurable (10 Mbit/s either way, see README), and it costs
+- 2 cores: see emulation/README.md "Userspace OVS on 2 CPUs" for the table this module's rule follows.
+- 2 cores: pinning gains nothing measurable (10 Mbit/s either way, same section), and it costs
   the hosts: cchost's delay line then delivers late (a k=4 path's RTT 1.14-1.25 of the
   configured, against 1.04-1.05 unpinned, tests/live/test_datacenter_time_live.py), since a
   host's wake-up must wait for the forwarding thread that owns its CPU.

@@ -29,7 +29,7 @@ CREDITED_PAYLOAD_SHARE = PAYLOAD_BYTES / DATA_WIRE_BYTES * (1 - CREDIT_WIRE_BYTE
                                                                                       + DATA_WIRE_BYTES))
 
 # What this machine keeps faithful with userspace OVS (2 cores, k=4 fat-tree, two OVS instances, quiet machine): one
-# link at 10 Mbit/s (DESIGN.md, "Platform facts"; emulation/benchmarks/capacity.py: 8 cross-pod
+# link at 10 Mbit/s (emulation/README.md, "This machine's limits"; emulation/benchmarks/capacity.py: 8 cross-pod
 # TCP flows at >= 0.95 of ideal goodput), and 40 Mbit/s in all when every host sends: cchost's
 # experiments of 2026-11-23 with 16 hosts at 5 Mbit/s (all-to-all shuffle; realistic load 0.8;
 # SprayPass's permutation at 0.8 of the links) made ovs-vswitchd fall behind (switch residence
@@ -67,14 +67,14 @@ class FaithfulRates:
 
 
 # Where no capacity was measured on the machine (a fresh clone, a CI runner), per datapath
-# (fabric.datapath): userspace OVS's from DESIGN.md; the bpf datapath's from `ccemu bench capacity
+# (fabric.datapath): userspace OVS's above; the bpf datapath's from `ccemu bench capacity
 # --datapath bpf` on the same 2-core machine, 2026-11-26 (every pair >= 0.95 up to 75 Mbit/s per
 # link, 0.82 at 100): 25 Mbit/s per link and 100 in all for the experiments.
 BPF_CAPACITY_MBPS = 75.0
 _UNMEASURED = "(no `ccemu bench capacity` of this machine for this placement)"
 DEFAULT_FAITHFUL = {
     "ovs": FaithfulRates(FAITHFUL_LINK_MBPS, FAITHFUL_AGGREGATE_MBPS,
-                         f"DESIGN.md's 2-core machine of 2026-11-23, userspace OVS {_UNMEASURED}"),
+                         f"userspace OVS on a 2-core machine, 2026-11-23 {_UNMEASURED}"),
     "bpf": FaithfulRates.of_capacity(BPF_CAPACITY_MBPS,
                                      f"the bpf datapath on a 2-core machine, 2026-11-26 {_UNMEASURED}", "bpf"),
 }

@@ -66,7 +66,7 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     from ccemu.model.dilation import DEFAULT_FAITHFUL
 
     path = EXPERIMENTS_DIR / "realistic.yaml"  # 10 Gbit/s links, about 5 busy: auto
-    # Nothing measured here: each datapath's default (OVS: DESIGN.md's 40 Mbit/s in all; bpf: 100).
+    # Nothing measured here: each datapath's default (OVS: 40 Mbit/s in all; bpf: 100).
     for datapath, dilation in (("ovs", 2000), ("bpf", 500)):
         data = {**yaml.safe_load(path.read_text()), "fabric": {"datapath": datapath}}
         (tmp_path / f"{datapath}.yaml").write_text(yaml.safe_dump(data))
@@ -82,7 +82,7 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     when = json.loads((written / "capacity.json").read_text())["when"]
     assert when in {time.strftime('%Y-%m-%d', time.gmtime(t)) for t in (time.time() - 60, time.time())}
     config, used = load_experiment(path, tmp_path)
-    # 25 Mbit/s per link and 100 in all (4 x, as DESIGN.md's 10 and 40): realistic keeps about 5 links busy,
+    # 25 Mbit/s per link and 100 in all (4 x, as OVS's 10 and 40): realistic keeps about 5 links busy,
     # so 20 Mbit/s each, d = 500 (at 10 and 40: 8 each, 1250, rounded up to 2000).
     assert (used.link_mbps, used.aggregate_mbps) == (25, 100) and config.datacenter.dilation == 500
     assert f"`ccemu bench capacity` of {when}, {variant}: every pair >= 0.95 " \

@@ -107,7 +107,7 @@ def plan(k: int, machines: int, rate: float, faithful: float) -> Plan:
 
 
 def test_a_machines_load_is_its_switch_ports_at_their_rates_against_the_benchmarks_busy_ports():
-    # Userspace OVS keeps 10 Mbit/s per link (DESIGN.md): k=4 at 5 on one machine is the benchmark's own load.
+    # Userspace OVS keeps 10 Mbit/s per link (model/dilation.py): k=4 at 5 on one machine is the benchmark's own load.
     assert plan(4, 1, 5, 10).shares[0].load == pytest.approx(1.0)
     assert CAPACITY_BUSY_PORTS == 8 * 5  # the benchmark's 8 flows, each through 5 switches
     one = plan(8, 1, 5, 10)

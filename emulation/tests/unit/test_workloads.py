@@ -37,7 +37,7 @@ def test_sampled_sizes_follow_the_cdf(name):
 
 
 def test_the_cdfs_have_the_papers_average_sizes():
-    # ../shared/reference/README.md: 1.6 MB, 7.41 MB, 701 KB, 64 KB. Interpolating linearly
+    # The papers' reference (ExpressPass's workloads): 1.6 MB, 7.41 MB, 701 KB, 64 KB. Interpolating linearly
     # between the points gives 1.71 MB, 7.49 MB, 713 KB, 66 KB: within 7 %.
     means = {name: FlowSizeCdf.named(name).mean() for name in CDF_NAMES}
     assert means["search"] == pytest.approx(1.6e6, rel=0.07)

@@ -20,7 +20,7 @@ DATAPATHS = ("auto", "ovs", "bpf")
 
 class FabricConfig(Section):
     # auto: userspace OVS forwards 5x less than the bpf datapath here (k=4, every pair >= 0.95 up to 15
-    # Mbit/s per link against 75; README "This machine's limits"), so it runs only where asked for.
+    # Mbit/s per link against 75; emulation/README.md "This machine's limits"), so it runs only where asked for.
     datapath: Literal[DATAPATHS] = Field(
         "auto", description="what forwards between a switch's ports: 'ovs' (Open vSwitch: its kernel datapath where "
                             "the openvswitch module exists, else its userspace one), 'bpf' (the kernel, driven by "
@@ -37,7 +37,7 @@ class FabricConfig(Section):
 
     # jemalloc by default: with glibc's, malloc and free were 18 % of ovs-vswitchd's samples; jemalloc
     # forwarded 7-9 % more at 25 and 50 Mbit/s per link on k=4 here (3 runs each, 2026-11-26,
-    # README "This machine's limits").
+    # emulation/README.md "This machine's limits").
     ovs_allocator: Literal[tuple(ALLOCATORS)] = Field(
         "jemalloc", description="the memory allocator ovs-vswitchd runs with (jemalloc, tcmalloc: preloaded from "
                                 "their Debian packages; glibc: its own); it allocates and frees buffers for every "

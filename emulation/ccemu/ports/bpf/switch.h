@@ -12,7 +12,7 @@
  * - everything that is not IPv4 is dropped (hosts use static ARP and have IPv6 off).
  *
  * Why: userspace OVS spent ~17 us of CPU per packet per switch hop here, mostly in system
- * calls, copies and malloc (README "Where forwarding time goes"); this path costs ~6, with no
+ * calls, copies and malloc (emulation/README.md "Where forwarding time goes"); this path costs ~6, with no
  * thread to wake, so the switches hold packets for no time of their own. Included by
  * port.bpf.c: one object, one load, the port maps shared. */
 #ifndef CCEMU_SWITCH_H

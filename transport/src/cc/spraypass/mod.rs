@@ -1,4 +1,4 @@
-//! SprayPass (seed 003, ../shared/seeds/003_*.txt): ExpressPass's credits sprayed over every
+//! SprayPass (seed 003: workloads/README.md lists the seeds): ExpressPass's credits sprayed over every
 //! equal-cost path, one path-id per credit ([`paths`]: uniform spraying and path probing), and
 //! a sequence-free feedback: once per RTT the receiver compares the fraction of data packets
 //! whose credit came CE-marked (the switches' credit queues mark with the probability they
