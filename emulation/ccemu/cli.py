@@ -247,7 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("--out", type=Path, help="several bundles: the merged summary's folder "
                                                      "(default: results/merged/TIME)")
 
-    monitor = command("monitor", "serve a finished run's Prometheus data again (until Ctrl-C)")
+    monitor = command("monitor", "serve a finished run's Prometheus data again (until Ctrl-C)",
+                      "serve a copy of a finished run's Prometheus data on 127.0.0.1 until Ctrl-C, and print the "
+                      "line that starts Grafana on it and the dashboards' links on the run's time range")
     monitor.add_argument("bundle", type=Path, metavar="BUNDLE",
                          help="a results bundle (results/NAME/TIME) of a run with monitoring")
     monitor.add_argument("--port", type=int, help="on 127.0.0.1 (default: 9090 when free, else any free port)")
@@ -874,7 +876,7 @@ def cmd_monitor(args) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     try:
-        links = bundle_links(args.bundle)
+        window, links = bundle_links(args.bundle)
     except (OSError, ValueError) as exc:
         print(f"ccemu monitor: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -884,7 +886,8 @@ def cmd_monitor(args) -> int:
     except MonitoringError as exc:
         print(f"ccemu monitor: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"Prometheus with a copy of {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it)", flush=True)
+    print(f"Prometheus with a copy of {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it); {window}",
+          flush=True)
     for line in grafana_lines(prometheus.port, links):
         print(line, flush=True)
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import urllib.parse
 from datetime import datetime
@@ -63,33 +65,50 @@ def links(kind: str, experiment: str, started: str, finished: str | None = None,
     return {uid: f"{grafana.rstrip('/')}/d/{uid}/{uid}?{query}" for uid in for_run(kind, docker_hosts)}
 
 
-def bundle_links(bundle: Path, grafana: str = GRAFANA_URL) -> dict[str, str]:
-    """`links` of the run a bundle holds, from its manifest.json (a file people exchange: its
-    values go into the URLs encoded, never anywhere else)."""
+def bundle_links(bundle: Path, grafana: str = GRAFANA_URL) -> tuple[str, dict[str, str]]:
+    """The run a bundle holds, from its manifest.json: its time window in words, and its `links`
+    (a file people exchange: its values go into the URLs encoded, never anywhere else)."""
     manifest = json.loads((bundle / "manifest.json").read_text())
     try:
         kind, name = str(manifest["kind"]), str(manifest["config"]["name"])
         docker = (manifest["config"].get("hosts") or {}).get("kind") == "docker"
-        return links(kind, name, str(manifest["started"]), manifest["finished"] and str(manifest["finished"]),
-                     docker, grafana)
+        started, finished = str(manifest["started"]), manifest["finished"] and str(manifest["finished"])
+        urls = links(kind, name, started, finished, docker, grafana)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{bundle / 'manifest.json'}: no run's kind, name and times ({exc})") from None
+    return f"the run: {started} to {finished or 'its interruption'} (UTC)", urls
+
+
+def compose_command() -> tuple[str, str]:
+    """How this machine runs compose (Docker's plugin, else Debian's docker-compose, as the
+    Makefile's replay does), and what it lacks when it has neither ("" when it has one)."""
+    try:
+        if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=10).returncode == 0:
+            return "docker compose", ""
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if shutil.which("docker-compose"):
+        return "docker-compose", ""
+    return "docker compose", " (this machine has no compose: Docker's compose plugin, or `apt install docker-compose`)"
 
 
 def grafana_lines(prometheus_port: int, dashboard_links: dict[str, str]) -> list[str]:
     """What to print for a user to watch: the command that starts Grafana on this Prometheus
-    (docker/compose.yml), then each dashboard's link."""
+    (docker/compose.yml; it pulls Grafana's image), then each dashboard's link."""
     compose = os.path.relpath(REPO_ROOT / "docker" / "compose.yml")
     if compose.startswith(".."):
         compose = str(REPO_ROOT / "docker" / "compose.yml")
-    return [f"Grafana: CCEMU_PROMETHEUS_PORT={prometheus_port} docker compose -f {compose} up grafana",
+    command, lacking = compose_command()
+    return [f"Grafana: CCEMU_PROMETHEUS_PORT={prometheus_port} {command} -f {compose} up grafana{lacking}",
             *(f"  {uid:18} {url}" for uid, url in dashboard_links.items())]
 
 
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "links":
         try:
-            for uid, url in bundle_links(Path(argv[1])).items():
+            window, urls = bundle_links(Path(argv[1]))
+            print(window)
+            for uid, url in urls.items():
                 print(f"{uid:18} {url}")
         except (OSError, ValueError) as exc:
             print(f"grafana links: {exc}", file=sys.stderr)

@@ -206,6 +206,14 @@ def test_set_changes_the_file_at_dotted_keys_and_schemes_keeps_only_those_named(
     assert as_asked(path, TINY, None, []) == (TINY, str(path))
 
 
+def test_set_inside_schemes_names_a_scheme_and_keeps_the_rest_of_its_entry(tmp_path):
+    path = tiny_file(tmp_path)
+    data, _ = as_asked(path, TINY, None, ["schemes.dctcp.params.g=0.0625", "schemes.expresspass.port.buffer_bytes=5"])
+    (expresspass, dctcp) = data["schemes"]
+    assert dctcp == {**TINY["schemes"][1], "params": {**TINY["schemes"][1].get("params", {}), "g": 0.0625}}
+    assert expresspass == {**TINY["schemes"][0], "port": {**TINY["schemes"][0].get("port", {}), "buffer_bytes": 5}}
+
+
 def test_set_reads_values_as_the_config_files_yaml_does(tmp_path):
     path = tiny_file(tmp_path)
     data, _ = as_asked(path, TINY, None, ["workload.flows=8", "name=yes", "seed=0x10", "link.rate_mbps=2.5e1"])
@@ -231,6 +239,10 @@ BAD = [
     (["--set", "workload.flows=[8, 32"], ": --set workload.flows: the value '[8, 32' is not a YAML value"),
     (["--set", "link.rate_mbps.x=1"], ": --set link.rate_mbps.x: rate_mbps is not a section of the experiment file"),
     (["--set", "workload..rounds=1"], ": --set workload..rounds: not a dotted key of the experiment file"),
+    (["--set", "schemes.cubic.params.g=1"], ": --set schemes.cubic.params.g: the experiment has no scheme 'cubic' "
+                                            "(it has: expresspass, dctcp)"),
+    (["--set", "schemes.dctcp=1"], ": --set schemes.dctcp: name a setting of the scheme, e.g. "
+                                   "schemes.dctcp.params.NAME"),
     (["--schemes", "cubic"], ": --schemes: the experiment has no scheme 'cubic' (it has: expresspass, dctcp)"),
     (["--schemes", "dctcp,,expresspass"], ": --schemes 'dctcp,,expresspass': expected scheme names separated by "
                                           "commas"),

@@ -119,18 +119,26 @@ def test_a_bundles_links_come_from_its_manifest_encoded_and_a_manifest_without_t
     manifest = {"kind": "victim", "config": {"name": "a&b=c d", "hosts": {"kind": "namespace"}},
                 "started": "2026-11-27T13:51:14Z", "finished": "2026-11-27T13:55:30Z"}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    urls = bundle_links(tmp_path)
+    window, urls = bundle_links(tmp_path)
+    assert window == "the run: 2026-11-27T13:51:14Z to 2026-11-27T13:55:30Z (UTC)"
     assert "ccemu-lossless" in urls and all("var-experiment=a%26b%3Dc+d&" in u for u in urls.values())
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "started": "yesterday"}))
     with pytest.raises(ValueError, match="manifest.json: no run's kind, name and times"):
         bundle_links(tmp_path)
 
 
-def test_the_lines_a_run_prints_start_grafana_on_its_prometheus_port_then_list_the_links():
+def test_the_lines_a_run_prints_start_grafana_with_this_machines_compose_on_its_port_then_list_the_links():
     first, *rest = grafana_lines(9191, {"ccemu-fabric": "http://x/d/ccemu-fabric"})
-    assert first.startswith("Grafana: CCEMU_PROMETHEUS_PORT=9191 docker compose -f ")
+    assert first.startswith(f"Grafana: CCEMU_PROMETHEUS_PORT=9191 {' '.join(compose())} -f ")
     assert first.endswith("docker/compose.yml up grafana")
     assert rest == ["  ccemu-fabric       http://x/d/ccemu-fabric"]
+
+
+def test_a_machine_without_compose_is_told_what_to_install(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    (first,) = grafana_lines(9090, {})
+    assert first.endswith("up grafana (this machine has no compose: Docker's compose plugin, or "
+                          "`apt install docker-compose`)")
 
 
 def test_copying_a_bundles_data_refuses_a_link_in_it(tmp_path):

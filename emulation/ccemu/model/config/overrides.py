@@ -25,7 +25,9 @@ SCHEME_KEY = "scheme"
 def changed(config: dict, key: str, value: object, where: str) -> dict:
     """`config` with `value` at the dotted `key` (sections missing from it are created). Where
     `config` holds a list and `value` is not one (`workload.flows: 8` against `flows: [8, 32]`),
-    `value` stands for a list of one. `scheme`: with_schemes."""
+    `value` stands for a list of one. Inside `schemes`, a part names one of the file's schemes
+    (`schemes.dctcp.params.g`: that scheme's entry, its other settings kept). `scheme`:
+    with_schemes."""
     if key == SCHEME_KEY:
         return with_schemes(config, value, where)
     parts = key.split(".")
@@ -33,17 +35,36 @@ def changed(config: dict, key: str, value: object, where: str) -> dict:
         raise ConfigError(f"{where}: not a dotted key of the experiment file")
     result = json.loads(json.dumps(config))  # deep copy of plain YAML data
     node = result
-    for part in parts[:-1]:
+    for at, part in enumerate(parts[:-1]):
+        if at == 1 and parts[0] == "schemes" and isinstance(node, list):
+            node = _scheme_entry(node, part, where)
+            continue
         child = node.get(part)
         if child is None:
             child = node[part] = {}
+        if part == "schemes" and at == 0 and isinstance(child, list):
+            node = child
+            continue
         if not isinstance(child, dict):
             raise ConfigError(f"{where}: {part} is not a section of the experiment file")
         node = child
+    if isinstance(node, list):
+        _scheme_entry(node, parts[-1], where)  # names a scheme it has, or says which it has
+        raise ConfigError(f"{where}: name a setting of the scheme, e.g. schemes.{parts[-1]}.params.NAME or "
+                          f"schemes.{parts[-1]}.port.NAME")
     if isinstance(node.get(parts[-1]), list) and not isinstance(value, list):
         value = [value]
     node[parts[-1]] = value
     return result
+
+
+def _scheme_entry(schemes: list, name: str, where: str) -> dict:
+    """The entry of the file's `schemes` that runs `name` (a scheme runs once per experiment)."""
+    for entry in schemes:
+        if isinstance(entry, dict) and entry.get("scheme") == name:
+            return entry
+    known = [str(s.get("scheme")) for s in schemes if isinstance(s, dict)]
+    raise ConfigError(f"{where}: the experiment has no scheme {shown(name, 40)} (it has: {', '.join(known) or 'none'})")
 
 
 def with_schemes(config: dict, value: object, where: str) -> dict:
