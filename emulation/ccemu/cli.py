@@ -836,7 +836,8 @@ def cmd_experiment(args) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
     try:
         runner = runner_for(config, args.results, console, monitoring=not args.no_monitoring,
-                            keep_monitoring=args.keep_monitoring, dilation_from=dilation_from, across=across)
+                            keep_monitoring=args.keep_monitoring, dilation_from=dilation_from, across=across,
+                            asked=source if source != str(args.config) else None)
     except WorkloadNotRunnable as exc:
         print(f"ccemu: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_CONFIG

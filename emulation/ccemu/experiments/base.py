@@ -153,10 +153,11 @@ class ExperimentRunner:
 
     def __init__(self, kind: "Kind", config: ExperimentConfig, results_root: Path, console: Console,
                  monitoring: bool = True, keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None,
-                 across: tuple[list, "Plan"] | None = None):
+                 across: tuple[list, "Plan"] | None = None, asked: str | None = None):
         """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
         said in the summary; None: the file gives its dilation. `across`: (machines, plan) to run
-        every block's fabric over several machines (machines/)."""
+        every block's fabric over several machines (machines/). `asked`: the file and what the
+        command line changed in it (`--set`, `--schemes`), for the manifest; None: the file as it is."""
         if not isinstance(config.workload, kind.workload):  # runner_for (runnable_kind) chose it
             raise WorkloadNotRunnable(f"{config.name}: a {kind.name} runner was given a "
                                       f"{type(config.workload).__name__}")
@@ -172,6 +173,7 @@ class ExperimentRunner:
         self.credit_queues = 0  # on the longest credit path of the last block (the port profiles' manifest entries)
         self.pause_agents: dict[str, dict] = {}  # lossless blocks: the PFC agent's figures (ports/pfc.py)
         self.across = across
+        self.asked = asked
         docker_hosts = config.hosts.kind == "docker"
         self.monitoring = MonitoringSession(
             self.bundle.dir, config.name, console, on=monitoring, keep=keep_monitoring,
@@ -445,6 +447,8 @@ class ExperimentRunner:
             manifest["machine_capacity"] = {key: self.capacity[key] for key in ("when", "variant", "capacity_mbps")}
         if self.dilation_from is not None:
             manifest["dilation_auto_from"] = asdict(self.dilation_from)
+        if self.asked is not None:  # "config" is what ran; this, how it was asked for
+            manifest["asked"] = self.asked
         if (monitoring := self.monitoring.figures(time.monotonic() - self.started_at)) is not None:
             manifest["monitoring"] = monitoring
         for scheme in self.config.schemes:

@@ -292,6 +292,22 @@ def test_the_config_run_is_the_changed_one_so_the_bundles_manifest_records_it(tm
     assert recorded["schemes"][0]["port"]["ecn_threshold_bytes"] == 15000
 
 
+def test_the_manifest_is_told_how_the_command_line_changed_the_file_and_nothing_when_it_did_not(
+        tmp_path, capsys, monkeypatch, nothing_starts):
+    from ccemu import experiments
+
+    asked = []
+
+    def runner_for(config, *args, **kwargs):
+        asked.append(kwargs["asked"])
+        raise RuntimeError("not started")
+    monkeypatch.setattr(experiments, "runner_for", runner_for)
+    path = tiny_file(tmp_path)
+    said(capsys, "experiment", str(path), "--results", str(tmp_path / "results"), "--set", "workload.rounds=2")
+    said(capsys, "experiment", str(path), "--results", str(tmp_path / "results"))
+    assert asked == [f"{path} with --set workload.rounds=2", None]
+
+
 def test_experiment_says_what_it_runs_when_the_command_line_changed_the_file(tmp_path, capsys, nothing_starts):
     path = tiny_file(tmp_path)
     _, out, _ = said(capsys, "experiment", str(path), "--results", str(tmp_path / "results"), "--set",
