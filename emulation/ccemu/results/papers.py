@@ -273,13 +273,20 @@ def not_run(claims: list[Claim], why: str) -> list[Comparison]:
 
 
 def headline(comparisons: list[Comparison]) -> str:
-    """The counts of each class, e.g. "5 reproduced, 3 same direction, ... (of 36 claims)"."""
+    """The counts of each class, e.g. "5 reproduced, 3 same direction, ... (of 36 claims)", and
+    the commonest reason a claim was not comparable (a run at another setting than the paper's
+    makes a whole experiment's claims so, which the counts alone leave unexplained)."""
     tally = Counter(c.verdict for c in comparisons)
     direction = tally[rule.DIRECTION_HOLDS] + tally[rule.DIRECTION_FAILS]
-    return (f"**{tally[rule.REPRODUCED]} reproduced, {tally[rule.SAME_DIRECTION]} same direction only, "
-            f"{tally[rule.NOT_REPRODUCED]} not reproduced, {direction} direction only "
-            f"({tally[rule.DIRECTION_HOLDS]} hold, {tally[rule.DIRECTION_FAILS]} do not), "
-            f"{tally[rule.NOT_COMPARABLE]} not comparable** (of {len(comparisons)} claims)")
+    counts = (f"**{tally[rule.REPRODUCED]} reproduced, {tally[rule.SAME_DIRECTION]} same direction only, "
+              f"{tally[rule.NOT_REPRODUCED]} not reproduced, {direction} direction only "
+              f"({tally[rule.DIRECTION_HOLDS]} hold, {tally[rule.DIRECTION_FAILS]} do not), "
+              f"{tally[rule.NOT_COMPARABLE]} not comparable** (of {len(comparisons)} claims)")
+    reasons = Counter(c.why for c in comparisons if c.verdict == rule.NOT_COMPARABLE and c.why)
+    if not reasons:
+        return counts
+    (why, count), = reasons.most_common(1)
+    return f"{counts}; {count} of the not comparable because {why}"
 
 
 RULE_TEXT = ("One rule judges every claim: **reproduced** when ccemu's figure / the paper's lies in "

@@ -574,3 +574,15 @@ def test_reproduce_repeats_each_experiment_1_to_100_times(capsys):
             main(["reproduce", "--repeats", bad, "convergence"])
         assert exit_.value.code == 2
         assert capsys.readouterr().err.splitlines()[-1] == f"ccemu reproduce: error: argument --repeats: {said}"
+
+
+def test_the_headline_counts_each_class_and_says_why_most_claims_were_not_comparable():
+    claims = papers.load_claims()[:4]
+    verdicts = [rule.Judgement(rule.NOT_COMPARABLE, "the run's RTO differs"), rule.Judgement(rule.REPRODUCED),
+                rule.Judgement(rule.NOT_COMPARABLE, "the run's RTO differs"),
+                rule.Judgement(rule.NOT_COMPARABLE, "N = 20 is missing")]
+    said = papers.headline([papers.Comparison(c, None, j) for c, j in zip(claims, verdicts)])
+    assert said == ("**1 reproduced, 0 same direction only, 0 not reproduced, 0 direction only (0 hold, 0 do not), "
+                    "3 not comparable** (of 4 claims); 2 of the not comparable because the run's RTO differs")
+    assert papers.headline([papers.Comparison(claims[0], None, rule.Judgement(rule.REPRODUCED))]).endswith(
+        "0 not comparable** (of 1 claims)")
