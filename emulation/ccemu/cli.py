@@ -887,11 +887,11 @@ def cmd_monitor(args) -> int:
     except MonitoringError as exc:
         print(f"ccemu monitor: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"Prometheus with a copy of {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it); {window}",
-          flush=True)
-    for line in grafana_lines(prometheus.port, links):
-        print(line, flush=True)
-    try:
+    try:  # from here on, a Ctrl-C (whenever it comes) stops the Prometheus started above
+        print(f"Prometheus with a copy of {args.bundle.name}'s data: {prometheus.url} (Ctrl-C stops it); {window}",
+              flush=True)
+        for line in grafana_lines(prometheus.port, links):
+            print(line, flush=True)
         while True:
             time.sleep(3600)
     finally:

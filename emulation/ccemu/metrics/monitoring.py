@@ -16,6 +16,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -220,16 +221,23 @@ class MonitoringSession:
         except BaseException:
             server.close()
             raise
-        self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
-        if self.dashboard_links:
-            started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            for line in grafana_lines(prometheus.port, self.dashboard_links(started)):
-                self.console.print(line, highlight=False, soft_wrap=True)
-        # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
-        deadline = time.monotonic() + 15
-        while collector.scrapes == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # Held from here on: a Ctrl-C before the run starts stops them too (no __exit__ follows a
+        # failed __enter__).
         self.collector, self.server, self.prometheus = collector, server, prometheus
+        try:
+            self.console.print(f"live metrics: Prometheus {prometheus.url} (collector 127.0.0.1:{server.port}/metrics)")
+            if self.dashboard_links:
+                started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                for line in grafana_lines(prometheus.port, self.dashboard_links(started)):
+                    self.console.print(line, highlight=False, soft_wrap=True)
+            # Prometheus hands new targets to its scrapers every 5 s: start once it scrapes.
+            deadline = time.monotonic() + 15
+            while collector.scrapes == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except BaseException:
+            self.keep = False
+            self.__exit__(*sys.exc_info())
+            raise
         self.started_at = time.monotonic()
         return self
 

@@ -348,4 +348,5 @@ def test_the_live_metrics_of_a_fabric_over_two_machines_cover_the_ports_of_both_
     finally:
         monitor.send_signal(signal.SIGINT)
         monitor.wait(timeout=30)
+    assert list((tmp_path / "state").rglob("state.json")) == []  # the monitor's Prometheus went with it
     nothing_left_on(machines, within_s=30)

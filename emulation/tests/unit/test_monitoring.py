@@ -1,8 +1,10 @@
-"""The run's live metrics without Prometheus: the collector names a block by its BlockKey, with
-the labels it always had, and a run without monitoring starts nothing."""
+"""The run's live metrics: the collector names a block by its BlockKey, with the labels it always
+had, and exports durations in datacenter time; a run without monitoring starts nothing, and a
+session interrupted as it starts leaves nothing (that one starts a real Prometheus)."""
 
 import io
 import json
+import secrets
 
 from rich.console import Console
 
@@ -50,3 +52,22 @@ def test_durations_are_exported_in_datacenter_seconds_and_each_block_says_its_di
     gauges = {family.name: family for family in ExperimentCollector("e")._fidelity(block, block.labels("e"))}
     (sample,) = gauges["ccemu_block_dilation"].samples
     assert sample.value == 250.0 and sample.labels == block.labels("e")
+
+
+def test_a_ctrl_c_while_the_session_starts_stops_the_prometheus_and_server_it_started(tmp_path):
+    # No __exit__ follows a failed __enter__: the session itself must stop what it started (its
+    # inventory's directory goes once every process it recorded is gone).
+    import pytest
+
+    from ccemu.fabric.inventory import DEFAULT_STATE_ROOT
+
+    class Interrupted(Console):
+        def print(self, *args, **kwargs):
+            raise KeyboardInterrupt
+
+    name = f"ctrl-c-{secrets.token_hex(3)}"  # its own: a leftover of another run is not this one's
+    session = MonitoringSession(tmp_path, name, Interrupted(file=io.StringIO()))
+    with pytest.raises(KeyboardInterrupt):
+        session.__enter__()
+    assert list((DEFAULT_STATE_ROOT / "monitoring").glob(f"{name}-prometheus-*")) == []
+    assert session.prometheus is None and session.server is None
