@@ -74,7 +74,7 @@ def bundle_links(bundle: Path, grafana: str = GRAFANA_URL) -> tuple[str, dict[st
         docker = (manifest["config"].get("hosts") or {}).get("kind") == "docker"
         started, finished = str(manifest["started"]), manifest["finished"] and str(manifest["finished"])
         urls = links(kind, name, started, finished, docker, grafana)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # times that parse are all it prints
         raise ValueError(f"{bundle / 'manifest.json'}: no run's kind, name and times ({exc})") from None
     return f"the run: {started} to {finished or 'its interruption'} (UTC)", urls
 

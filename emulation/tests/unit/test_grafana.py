@@ -122,9 +122,11 @@ def test_a_bundles_links_come_from_its_manifest_encoded_and_a_manifest_without_t
     window, urls = bundle_links(tmp_path)
     assert window == "the run: 2026-11-27T13:51:14Z to 2026-11-27T13:55:30Z (UTC)"
     assert "ccemu-lossless" in urls and all("var-experiment=a%26b%3Dc+d&" in u for u in urls.values())
-    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "started": "yesterday"}))
-    with pytest.raises(ValueError, match="manifest.json: no run's kind, name and times"):
-        bundle_links(tmp_path)
+    for wrong in ({"started": "yesterday"}, {"finished": "\x1b[2J2026-11-27T13:55:30Z"},
+                  {"config": {"name": "n", "hosts": "docker"}}):
+        (tmp_path / "manifest.json").write_text(json.dumps({**manifest, **wrong}))
+        with pytest.raises(ValueError, match="manifest.json: no run's kind, name and times"):
+            bundle_links(tmp_path)
 
 
 def test_the_lines_a_run_prints_start_grafana_with_this_machines_compose_on_its_port_then_list_the_links():
