@@ -14,14 +14,28 @@ A figure is an interval: a number is [x, x]; a figure the run could only bound i
 that had not converged when the run moved on) or [x, y] (a collapse between two N of the grid). The
 rule decides only what holds for every value of the interval; otherwise the figure is not
 comparable, and the reason says what would settle it.
+
+The rule compares exactly: a number is the decimal it prints as (Python's shortest repr, which reads
+back to the same float), the bounds are 4/5 and 5/4 of the paper's decimal, all as fractions. In
+floating point 0.8 * 3 is 2.4000000000000004, and ccemu's 2.4 against the paper's 3 (a ratio
+printed as 0.8) would be judged outside [0.8, 1.25].
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
-LOW, HIGH = 0.8, 1.25  # ccemu / paper
+LOW, HIGH = Fraction(4, 5), Fraction(5, 4)  # ccemu / paper, exactly
+
+
+def exact(value: float | Fraction) -> float | Fraction:
+    """The number as the rule compares it: a float as the decimal it prints as, exactly; the
+    infinities (open ends, unbounded figures) and NaN as they are."""
+    if isinstance(value, Fraction) or math.isinf(value) or math.isnan(value):
+        return value
+    return Fraction(repr(float(value)))
 
 REPRODUCED = "reproduced"
 SAME_DIRECTION = "same direction"
@@ -80,14 +94,14 @@ class Interval:
 
     def holds(self, figure: Figure) -> bool:
         """Every value of the figure inside."""
-        return self.low <= figure.low and figure.high <= self.high
+        return exact(self.low) <= exact(figure.low) and exact(figure.high) <= exact(self.high)
 
     def misses(self, figure: Figure) -> bool:
         """No value of the figure inside."""
-        return figure.high < self.low or figure.low > self.high
+        return exact(figure.high) < exact(self.low) or exact(figure.low) > exact(self.high)
 
     def __and__(self, other: "Interval") -> "Interval":
-        return Interval(max(self.low, other.low), min(self.high, other.high))
+        return Interval(max(self.low, other.low, key=exact), min(self.high, other.high, key=exact))
 
     def text(self) -> str:
         if self.low == self.high:
@@ -136,7 +150,7 @@ class Paper:
     def accepted(self) -> Interval:
         """What the rule accepts (numeric claims)."""
         if self.value is not None:
-            return Interval(LOW * self.value, HIGH * self.value)
+            return Interval(LOW * exact(self.value), HIGH * exact(self.value))
         return Interval(-math.inf if self.low is None else self.low, math.inf if self.high is None else self.high)
 
     def paper_side(self) -> str | None:
@@ -146,9 +160,9 @@ class Paper:
         if self.pivot is None:
             return None
         span = self.accepted() if self.value is None else Interval(self.value, self.value)
-        if span.low > self.pivot:
+        if exact(span.low) > exact(self.pivot):
             return "above"
-        if span.high < self.pivot:
+        if exact(span.high) < exact(self.pivot):
             return "below"
         return None
 
@@ -195,7 +209,8 @@ def _judge_direction(paper: Paper, figure: Figure) -> Judgement:
     if _side(figure, paper.pivot) == paper.side:
         return Judgement(DIRECTION_HOLDS)
     # Fails only where no value of the figure is on the paper's side (a figure at the pivot is on neither).
-    if (figure.high <= paper.pivot) if paper.side == "above" else (figure.low >= paper.pivot):
+    pivot = exact(paper.pivot)
+    if (exact(figure.high) <= pivot) if paper.side == "above" else (exact(figure.low) >= pivot):
         return Judgement(DIRECTION_FAILS, f"{figure.text()} is not {paper.side} {_number(paper.pivot)}")
     return Judgement(NOT_COMPARABLE, f"ccemu's figure is only known to be {figure.text()}, on both sides of "
                                      f"{_number(paper.pivot)}")
@@ -205,9 +220,9 @@ def _side(figure: Figure, pivot: float | None) -> str | None:
     """The side of the pivot every value of the figure lies on."""
     if pivot is None:
         return None
-    if figure.low > pivot:
+    if exact(figure.low) > exact(pivot):
         return "above"
-    if figure.high < pivot:
+    if exact(figure.high) < exact(pivot):
         return "below"
     return None
 
@@ -217,7 +232,7 @@ def _rule_text(paper: Paper) -> str:
         return f"the paper's range {paper.accepted().text()}"
     if paper.value == 0:
         return "0 (the paper's value is 0: only 0 is within [0.8, 1.25] of it)"
-    return f"[{LOW}, {HIGH}] x {_number(paper.value)} = {paper.accepted().text()}"
+    return f"[{float(LOW)}, {float(HIGH)}] x {_number(paper.value)} = {paper.accepted().text()}"
 
 
 def _ratio(paper: Paper, figure: Figure) -> str:
@@ -235,7 +250,7 @@ def _ratio(paper: Paper, figure: Figure) -> str:
     return "-"
 
 
-def _number(value: float) -> str:
+def _number(value: float | Fraction) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.3g}"
+    return f"{float(value):.3g}"

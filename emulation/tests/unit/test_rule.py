@@ -23,6 +23,30 @@ def test_a_ratio_of_1_26_or_0_79_is_not_reproduced_and_1_25_or_0_8_is():
     assert judge(paper, Figure.of(2.5)).ratio == "1.25"
 
 
+def test_a_figure_exactly_at_either_edge_is_reproduced_where_floating_point_would_put_it_outside():
+    # In floating point 0.8 * 3 is 2.4000000000000004, 0.8 * 8.4 is 6.720000000000001 and 1.25 * 0.34
+    # is 0.42500000000000004: each edge below would read as outside.
+    assert 0.8 * 3 > 2.4 and 0.8 * 8.4 > 6.72 and 1.25 * 0.34 > 0.425
+    assert verdict(Paper(value=3), Figure.of(2.4)) == rule.REPRODUCED
+    assert verdict(Paper(value=8.4), Figure.of(6.72)) == rule.REPRODUCED
+    assert verdict(Paper(value=0.34), Figure.of(0.425)) == rule.REPRODUCED
+    assert judge(Paper(value=3), Figure.of(2.4)).ratio == "0.8"
+
+
+def test_a_figure_one_step_past_either_edge_is_not_reproduced():
+    assert verdict(Paper(value=3), Figure.of(math.nextafter(2.4, 0))) == rule.NOT_REPRODUCED
+    assert verdict(Paper(value=3), Figure.of(math.nextafter(3.75, math.inf))) == rule.NOT_REPRODUCED
+    assert verdict(Paper(value=3), Figure.of(3.75)) == rule.REPRODUCED
+
+
+def test_the_papers_range_and_a_pivot_are_compared_exactly_at_their_ends():
+    assert verdict(Paper(low=0.1, high=0.3), Figure.of(0.1 + 0.2)) == rule.NOT_REPRODUCED  # 0.30000000000000004
+    assert verdict(Paper(low=0.6, high=0.9), Figure.of(0.6)) == rule.REPRODUCED
+    assert verdict(Paper(low=0.3, high=0.9), Figure.of(0.3)) == rule.REPRODUCED  # not 0.1 * 3
+    assert verdict(Paper(side="above", pivot=0.3), Figure.of(0.3)) == rule.DIRECTION_FAILS  # on it: not above
+    assert verdict(Paper(side="above", pivot=0.3), Figure.of(math.nextafter(0.3, 1))) == rule.DIRECTION_HOLDS
+
+
 @given(st.floats(0.001, 1e6), st.floats(0.01, 100))
 def test_a_numeric_claim_is_reproduced_exactly_when_ccemu_over_the_paper_lies_in_0_8_to_1_25(value, ratio):
     got = verdict(Paper(value=value), Figure.of(value * ratio))
