@@ -315,11 +315,22 @@ class IncastFigures:
     round_mean_s: float | None  # datacenter: a finished round's duration (the query's completion time)
     timeouts: int
     transmissions: int  # data packets sent, first copies and retransmissions
+    # Each flow's timeouts among its own transmissions. Seed 002 Table I counts "the times of
+    # timeouts among all times of transmissions for one flow randomly selected" (line 117): one
+    # flow's share, whose expectation is the mean of these; pooling every flow's packets weighs a
+    # flow by its transmissions instead.
+    flow_timeout_shares: tuple[float, ...] = ()
 
     @property
     def timeout_share(self) -> float | None:
-        """Timeouts among transmissions (seed 002 Table I: per transmission of a flow)."""
+        """Timeouts among every flow's transmissions together (pooled)."""
         return self.timeouts / self.transmissions if self.transmissions else None
+
+    @property
+    def flow_timeout_share(self) -> float | None:
+        """A flow's timeouts among its transmissions, averaged over the flows: the paper's share of
+        one flow picked at random, in expectation."""
+        return statistics.fmean(self.flow_timeout_shares) if self.flow_timeout_shares else None
 
 
 def settled(tables: Tables, rows: list[dict]) -> list[dict]:
@@ -360,7 +371,13 @@ def incast(tables: Tables, scheme: str, n: int) -> IncastFigures:
         rounds=len(every), finished_rounds=len(finished_rounds(every)), goodput_bps=goodput_bps(rounds),
         round_mean_s=round_mean_s(tables, rounds),
         timeouts=sum(int(f["timeouts"]) for f in flows),
-        transmissions=sum(math.ceil(int(f["size"]) / PAYLOAD_BYTES) + int(f["retransmits"]) for f in flows))
+        transmissions=sum(_transmissions(f) for f in flows),
+        flow_timeout_shares=tuple(int(f["timeouts"]) / _transmissions(f) for f in flows if _transmissions(f)))
+
+
+def _transmissions(flow: dict) -> int:
+    """A flow's data packets sent: first copies and retransmissions."""
+    return math.ceil(int(flow["size"]) / PAYLOAD_BYTES) + int(flow["retransmits"])
 
 
 def incast_collapse_n(tables: Tables, scheme: str) -> tuple[int, int] | None:

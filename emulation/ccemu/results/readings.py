@@ -10,6 +10,7 @@ can only bound come back as intervals (rule.Figure), never as infinity.
 from __future__ import annotations
 
 import inspect
+import statistics
 from collections.abc import Callable
 
 from . import figures
@@ -98,14 +99,14 @@ def _positive(value: float, what: str) -> Figure:
 # Incast (seed 002) ------------------------------------------------------------------------------
 
 def incast_timeout_share(tables: Tables, scheme: str, n: int | None = None, n_min: int | None = None) -> Figure:
-    """Timeouts among the data transmissions (first copies and retransmissions) of the scheme's flows
-    at N (or N >= n_min): seed 002 Table I's "timeout among all transmissions"."""
+    """A flow's timeouts among its data transmissions (first copies and retransmissions), averaged
+    over the scheme's flows at N (or N >= n_min): seed 002 Table I's "timeout among all
+    transmissions" of "one flow randomly selected" (line 117), in expectation (figures.IncastFigures)."""
     blocks = checked(tables, scheme, n=n, n_min=n_min)
-    seen = [figures.incast(tables, scheme, bn) for _, bn, _ in blocks]
-    sent = sum(f.transmissions for f in seen)
-    if not sent:
+    shares = [share for _, bn, _ in blocks for share in figures.incast(tables, scheme, bn).flow_timeout_shares]
+    if not shares:
         raise NotComparable(f"{scheme} sent no data packet")
-    return Figure.of(sum(f.timeouts for f in seen) / sent)
+    return Figure.of(statistics.fmean(shares))
 
 
 def _incast_goodput_bps(tables: Tables, scheme: str, n_min: int | None, n_max: int | None) -> float:
