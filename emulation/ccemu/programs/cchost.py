@@ -108,12 +108,15 @@ def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Pa
     return argv + list(extra)
 
 
-def transport_args(config: "ExperimentConfig", host: str, alpha: float | None = None) -> tuple[str, ...]:
-    """cchost's transport parameters for `host`; the optional ones only when the config sets them.
-    Times are the config's (datacenter time): cchost multiplies them by --dilation."""
+def transport_args(config: "ExperimentConfig", host: str, alpha: float | None = None,
+                   scheme: str | None = None) -> tuple[str, ...]:
+    """cchost's transport parameters for `host` running `scheme` (its own RTO floor where it sets
+    one); the optional ones only when the config sets them. Times are the config's (datacenter
+    time): cchost multiplies them by --dilation."""
     transport = config.transport
+    rto_min_ms = next((s.rto_min(transport) for s in config.schemes if s.scheme == scheme), transport.rto_min_ms)
     args = ("--alpha", str(alpha if alpha is not None else transport.alpha), "--rto-min-ms",
-            str(transport.rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
+            str(rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
             "--seed", str(config.seed * 1000 + host_number(host)))
     if config.dilation.factor != 1:
         args += ("--dilation", str(config.dilation.factor))
@@ -135,7 +138,7 @@ def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch
     the parameters its config sets (--param), the transport parameters (transport_args), its
     delay table when it has one, its trace when the config asks for one (`workdir`/<host>.trace,
     programs/trace.py), then `extra`."""
-    args = transport_args(config, host, alpha)
+    args = transport_args(config, host, alpha, scheme)
     if delays is not None:
         args += ("--delays", str(delays))
     if config.transport.trace:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from ..model import schemes
 from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
 from .bundle import block_label, point_values, read_table
 from .stats import BUCKETS, percentile, wilson_interval
@@ -122,17 +123,39 @@ class Tables:
         return None
 
     def config_value(self, dotted: str):
-        """A value of the run's config by its dotted key ("workload.cdf"); None if unset."""
-        value = self.manifest.get("config") or {}
-        for key in dotted.split("."):
-            value = value.get(key) if isinstance(value, dict) else None
-        return value
+        """A value of the run's config by its dotted key ("workload.cdf"); None if unset. A scheme's
+        setting by its name, "schemes.dctcp.params.min_window_segments", is the one its hosts ran:
+        unset, cchost's default for a parameter and the transport's RTO floor for its own."""
+        config = self.manifest.get("config") or {}
+        head, *rest = dotted.split(".")
+        if head == "schemes" and len(rest) >= 2:
+            return _scheme_setting(config, rest[0], rest[1:])
+        return _walk(config, [head, *rest])
 
     def port_buffer_bytes(self, scheme: str) -> int:
         for s in self.manifest["config"]["schemes"]:
             if s["scheme"] == scheme:
                 return int(s["port"]["buffer_bytes"])
         raise NoData(f"the config has no port of {scheme}")
+
+
+def _walk(value, keys: list[str]):
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _scheme_setting(config: dict, scheme: str, keys: list[str]):
+    entry = next((s for s in config.get("schemes") or [] if isinstance(s, dict) and s.get("scheme") == scheme), None)
+    if entry is None:
+        return None
+    value = _walk(entry, keys)
+    if value is None and keys == ["rto_min_ms"]:
+        return _walk(config, ["transport", "rto_min_ms"])
+    if value is None and len(keys) == 2 and keys[0] == "params":
+        param = schemes.params(scheme).get(keys[1]) if scheme in schemes.names() else None
+        return param.default if param is not None else None
+    return value
 
 
 def _n(row: dict) -> int:

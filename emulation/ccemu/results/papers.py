@@ -16,7 +16,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..experiments.kinds import KINDS
+from ..model import schemes
 from ..model.config import ExperimentConfig, read_yaml
+from ..model.config.schemes import SchemeConfig
 from . import readings, rule, stats
 from .figures import Tables
 from .readings import NotComparable
@@ -100,9 +102,17 @@ class ClaimEntry(_Strict):
 
 def _is_config_key(dotted: str) -> bool:
     """Whether `dotted` ("transport.rto_min_ms") names a field of the experiment file's schema (any
-    member of a union: workload.cdf is the realistic workload's)."""
+    member of a union: workload.cdf is the realistic workload's), or a scheme's setting by its name
+    ("schemes.dctcp.rto_min_ms", "schemes.dctcp.params.min_window_segments")."""
+    parts = dotted.split(".")
+    if parts[0] == "schemes" and len(parts) >= 3:
+        if parts[1] not in schemes.names():
+            return False
+        if parts[2] == "params":
+            return len(parts) == 4 and parts[3] in schemes.params(parts[1])
+        return len(parts) == 3 and parts[2] in SchemeConfig.model_fields
     models: list[type[BaseModel]] = [ExperimentConfig]
-    for part in dotted.split("."):
+    for part in parts:
         fields = [m.model_fields[part] for m in models if part in m.model_fields]
         if not fields:
             return False

@@ -220,6 +220,25 @@ def test_incast_timeouts_are_a_flows_share_of_its_transmissions_averaged_over_fl
     assert at_10_ms["dctcp-timeouts-n40"].why == "the paper's figure is for transport.rto_min_ms 200 (this run: 10)"
 
 
+def test_a_claim_may_require_a_schemes_own_setting_and_an_unset_one_reads_as_what_its_hosts_ran():
+    t = tables("incast", transport={"rto_min_ms": 200},
+               schemes=[{"scheme": "dctcp", "rto_min_ms": 10}, {"scheme": "dctcp+", "params": {"g": 0.125}}])
+    assert t.config_value("schemes.dctcp.rto_min_ms") == 10
+    assert t.config_value("schemes.dctcp+.rto_min_ms") == 200  # the transport's
+    assert t.config_value("schemes.dctcp.params.min_window_segments") == 2  # cchost's default
+    assert t.config_value("schemes.dctcp+.params.g") == 0.125
+    assert t.config_value("schemes.expresspass.rto_min_ms") is None  # did not run
+    claim = papers.Claim("c", "incast", "", "", "", rule.Paper(value=1.0), {"name": "incast_collapse_n"},
+                         {"schemes.dctcp.params.min_window_segments": 1})
+    assert papers.settings_differ(claim, t) == ("the paper's figure is for schemes.dctcp.params.min_window_segments 1 "
+                                                "(this run: 2.0)")
+    with pytest.raises(ValueError, match="is not a key of an experiment file"):
+        papers.ClaimEntry.model_validate({"id": "c", "experiment": "incast", "claim": "", "source": "",
+                                          "paper": {"value": 1, "unit": ""}, "reading": {"name": "incast_collapse_n",
+                                                                                         "scheme": "dctcp"},
+                                          "requires": {"schemes.dctcp.params.min_window": 1}})
+
+
 def test_an_incast_reading_over_a_range_of_n_needs_every_n_and_every_round_of_the_config():
     t = incast_tables({8: 0.9, 20: 0.8}, scheme="dctcp+", rto_min_ms=200)
     t.rounds += [dict(r, scheme="dctcp") for r in t.rounds if r["n"] == 8]

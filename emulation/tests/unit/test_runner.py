@@ -81,6 +81,15 @@ def test_w_init_and_slow_time_unit_reach_cchost_only_when_the_config_sets_them()
     assert given[given.index("--slow-time-unit-us") + 1] == "100.0"
 
 
+def test_a_scheme_with_its_own_rto_floor_runs_it_and_the_others_run_the_transports():
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "transport": {"rto_min_ms": 200},
+                           "schemes": [{"scheme": "dctcp", "rto_min_ms": 10}, {"scheme": "dctcp+"}]}, kernel=NO_MODULES)
+    rto = {scheme: args[args.index("--rto-min-ms") + 1]
+           for scheme in ("dctcp", "dctcp+") for args in [transport_args(config, "h3", scheme=scheme)]}
+    assert rto == {"dctcp": "10.0", "dctcp+": "200.0"}
+    assert "rto_min_ms" not in config.model_dump()["schemes"][1]  # unset: manifests read as before
+
+
 def test_an_experiments_cchost_argv_has_the_transports_flags_then_the_delay_table_then_the_callers(tmp_path):
     from ccemu.programs.cchost import experiment_command
     config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "seed": 2}, kernel=NO_MODULES)

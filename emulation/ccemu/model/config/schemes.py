@@ -37,6 +37,10 @@ class SchemeConfig(Section):
         {}, description="the scheme's own parameters, by cchost's names (`cchost --schemes`, model/schemes.json), "
                         "e.g. {timer_us: 55} for dcqcn; times in datacenter microseconds (cchost dilates them); "
                         "unset: cchost's defaults (the papers')")
+    rto_min_ms: Union[float, None] = Field(
+        None, gt=0, le=YEAR_MS, description="this scheme's retransmission timeout floor, datacenter ms, where it "
+                                            "differs from transport.rto_min_ms (the DCTCP+ paper's Fig. 8: DCTCP at "
+                                            "10 ms beside DCTCP+ at the default 200 ms)")
 
     @model_validator(mode="after")
     def _params_of_the_scheme(self) -> "SchemeConfig":
@@ -49,11 +53,19 @@ class SchemeConfig(Section):
 
     @model_serializer(mode="wrap")
     def _without_empty_params(self, handler):
-        # A config written back (bundles' manifests) reads as it did before schemes had params.
+        # A config written back (bundles' manifests) reads as it did before schemes had params
+        # and their own RTO.
         data = handler(self)
-        if isinstance(data, dict) and not data.get("params"):
-            data.pop("params", None)
+        if isinstance(data, dict):
+            if not data.get("params"):
+                data.pop("params", None)
+            if data.get("rto_min_ms") is None:
+                data.pop("rto_min_ms", None)
         return data
+
+    def rto_min(self, transport: "TransportConfig") -> float:
+        """The RTO floor this scheme's hosts run, datacenter ms."""
+        return transport.rto_min_ms if self.rto_min_ms is None else self.rto_min_ms
 
     def cchost_params(self) -> dict[str, float]:
         """`params` as cchost's --param names them: "<scheme>.<key>" -> value."""
