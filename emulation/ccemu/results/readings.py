@@ -127,10 +127,23 @@ def incast_goodput_ratio(tables: Tables, a: str, b: str, n_min: int | None = Non
     return Figure.of(_incast_goodput_bps(tables, a, n_min, n_max) / _incast_goodput_bps(tables, b, n_min, n_max))
 
 
-def incast_round_ms(tables: Tables, scheme: str, n_min: int) -> Figure:
-    """A settled round's mean completion time (the query's: its last response in), datacenter ms."""
+def incast_round_ms(tables: Tables, scheme: str, n: int | None = None, n_min: int | None = None) -> Figure:
+    """A settled round's mean completion time (the query's: its last response in) at N (or over
+    N >= n_min), datacenter ms."""
     return Figure.of(1e3 * figures.round_mean_s(tables, _settled_rounds(tables, scheme,
-                                                                        checked(tables, scheme, n_min=n_min))))
+                                                                        checked(tables, scheme, n=n, n_min=n_min))))
+
+
+def incast_queue_ratio(tables: Tables, a: str, b: str, n: int) -> Figure:
+    """a's mean bottleneck queue over time at N / b's (seed 002 Fig. 9 samples the queue every
+    100 us: a mean over time, idle spells included), over the block's span, every round of it."""
+    def over_time(scheme: str) -> float:
+        checked(tables, scheme, n=n)
+        mean = figures.queues(tables, scheme, n=n).time_mean_bytes
+        if mean is None:
+            raise NotComparable(f"{scheme} at N = {n} has no traffic span")
+        return mean
+    return Figure.of(over_time(a)) / Figure.of(over_time(b))
 
 
 def _settled_rounds(tables: Tables, scheme: str, blocks: list[tuple[str, int, str]]) -> list[dict]:
@@ -290,6 +303,7 @@ def victim_fct_ratio(tables: Tables, a: str, b: str) -> Figure:
 
 READINGS: dict[str, Callable[..., Figure]] = {f.__name__: f for f in (
     incast_timeout_share, incast_goodput_fraction, incast_goodput_ratio, incast_round_ms, incast_collapse_n,
+    incast_queue_ratio,
     max_queue_kb, max_queue_growth, max_queue_of_buffer, max_queue_ratio, mean_queue_kb, mean_queue_ratio,
     queue_bound_fraction, mean_fct_ratio, fct_quantile_ratio, credit_waste, throughput_ratio, min_throughput_ratio,
     convergence_rtts, convergence_ratio, victim_ce_fraction, victim_fct_ratio)}

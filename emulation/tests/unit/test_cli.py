@@ -77,7 +77,7 @@ def test_list_names_every_experiment_sweep_scheme_profile_and_topology(capsys):
     # Each experiment with its description (the file's opening comment) and what it runs.
     incast = out[out.index("\n  incast "):]
     assert incast.splitlines()[1].split(None, 1)[1] == ("Incast at the DCTCP+ paper's operating point (seed 002, "
-                                                        "Fig. 1 and 7; workloads/reference.yaml)")
+                                                        "Fig. 7; workloads/reference.yaml)")
     assert incast.splitlines()[2].strip() == "incast on fattree, k=4; schemes: expresspass, spraypass, dctcp, dctcp+"
 
 

@@ -193,8 +193,10 @@ def test_fct_claims_read_each_size_bucket_at_load_0_6():
 
 # Incast ------------------------------------------------------------------------------------------
 
-def incast_tables(goodput_by_n, scheme="dctcp", rto_min_ms=10, timeouts=0, retransmits=0, finished=None):
-    """One round per N of 1 MB; its duration gives the goodput (of 10 Mbit/s links, dilation 200)."""
+def incast_tables(goodput_by_n, scheme="dctcp", rto_min_ms=10, timeouts=0, retransmits=0, finished=None,
+                  min_window=2):
+    """One round per N of 1 MB; its duration gives the goodput (of 10 Mbit/s links, dilation 200);
+    DCTCP's minimum window `min_window` segments (section IV's 2, Fig. 7's 1)."""
     rounds, flows = [], []
     for n, fraction in goodput_by_n.items():
         duration = 1e6 * 8 / (fraction * 10e6)
@@ -203,7 +205,8 @@ def incast_tables(goodput_by_n, scheme="dctcp", rto_min_ms=10, timeouts=0, retra
         flows += [flow(scheme, duration, n=n, size=1_000_000 // n, src=f"h{2 + i % 15}",
                        timeouts=timeouts if i == 0 else 0, retransmits=retransmits if i == 0 else 0)
                   for i in range(done)]
-    return tables("incast", flows, rounds, dilation=200, transport={"rto_min_ms": rto_min_ms})
+    return tables("incast", flows, rounds, dilation=200, transport={"rto_min_ms": rto_min_ms},
+                  schemes=[{"scheme": "dctcp", "params": {"min_window_segments": min_window}}, {"scheme": "dctcp+"}])
 
 
 def test_incast_timeouts_are_a_flows_share_of_its_transmissions_averaged_over_flows_as_in_table_i_at_its_rto():
@@ -240,7 +243,7 @@ def test_a_claim_may_require_a_schemes_own_setting_and_an_unset_one_reads_as_wha
 
 
 def test_an_incast_reading_over_a_range_of_n_needs_every_n_and_every_round_of_the_config():
-    t = incast_tables({8: 0.9, 20: 0.8}, scheme="dctcp+", rto_min_ms=200)
+    t = incast_tables({8: 0.9, 20: 0.8}, scheme="dctcp+", rto_min_ms=200, min_window=1)
     t.rounds += [dict(r, scheme="dctcp") for r in t.rounds if r["n"] == 8]
     t.flows += [dict(f, scheme="dctcp") for f in t.flows if f["n"] == 8]
     t.manifest["fidelity"]["blocks"].append({"scheme": "dctcp", "n": 8, "point": "", "status": "PASS"})
@@ -502,14 +505,14 @@ def test_a_claim_reads_the_first_run_of_its_kind_at_the_figures_settings_that_ha
     dense.manifest["config"]["workload"].update(flows=[256], rounds=1)
     dense = write_bundle(tmp_path / "incast-rto200-n256", dense)
     runs = [Run("incast", at_10, 1.0), Run("incast-rto200", at_200, 1.0), Run("incast-rto200-n256", dense, 1.0)]
-    report = write_report(tmp_path / "reproduce", runs, "now", profile="full").read_text()
+    report = write_report(tmp_path / "reproduce", runs, "now", profile="default").read_text()
     by = {c["id"]: c for c in json.loads((tmp_path / "reproduce" / "reproduction.json").read_text())["claims"]}
     assert by["dctcp-timeouts-n40"]["run"] == "incast-rto200" and by["dctcp-timeouts-n40"]["ours"] is not None
     assert by["dctcp-collapse-n"]["run"] == "incast-rto200"
     assert by["plus-goodput"]["run"] == "incast-rto200-n256"
     assert by["plus-goodput"]["verdict"] == rule.REPRODUCED  # 0.7 of the link: 700 Mbit/s, inside 600-900
     assert by["shuffle-p99"]["run"] is None  # one run of its kind (none here): no run named
-    assert "4 experiments" not in report and "3 experiments (profile full)" in report
+    assert "4 experiments" not in report and "3 experiments (profile default)" in report
     assert "(run: incast-rto200-n256)" in claim_line(report, "DCTCP+ keeps 600-900")
     # Only runs at another setting: the claim is judged against the first, not comparable with why.
     runs = [Run("incast", at_10, 1.0)]
@@ -518,14 +521,14 @@ def test_a_claim_reads_the_first_run_of_its_kind_at_the_figures_settings_that_ha
     assert by["plus-goodput"]["why"] == "the paper's figure is for transport.rto_min_ms 200 (this run: 10)"
 
 
-def test_reproduce_takes_a_profile_or_names_not_both_and_the_full_profile_adds_the_200_ms_incast(capsys):
+def test_reproduce_takes_a_profile_or_names_not_both_and_the_default_profile_runs_every_claims_set_up(capsys):
     from ccemu.cli import PROFILES, REPRODUCED
     from ccemu.model.config import EXPERIMENTS_DIR, load_config
-    assert main(["reproduce", "--profile", "full", "incast"]) == 2
+    assert main(["reproduce", "--profile", "quick", "incast"]) == 2
     assert capsys.readouterr().err.strip() == "ccemu reproduce: give experiment names or --profile, not both"
-    assert PROFILES["default"] == REPRODUCED
-    assert PROFILES["full"] == REPRODUCED + ("incast-rto200", "incast-rto200-n256")
-    for name in PROFILES["full"]:  # every experiment of every profile is a file whose config is valid
+    assert PROFILES["default"] == REPRODUCED + ("incast-fig1", "incast-fig8")
+    assert PROFILES["quick"] == REPRODUCED
+    for name in PROFILES["default"]:  # every experiment of every profile is a file whose config is valid
         assert load_config(EXPERIMENTS_DIR / f"{name}.yaml").name == name
 
 
