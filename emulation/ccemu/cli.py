@@ -900,10 +900,11 @@ def cmd_monitor(args) -> int:
 
 # The seeds' experiments; each distinct topology among them is checked once, before any runs.
 REPRODUCED = tuple(EXPERIMENT_KINDS)  # workloads/experiments/KIND.yaml: one experiment per kind, named after it
-# What `make reproduce PROFILE=...` runs. default: every claim of workloads/reference.yaml where its
-# paper measured it, the incast at the DCTCP+ paper's other DCTCP set-ups too (Fig. 1 and Table I's
-# minimum window, Fig. 8's RTO); quick: one experiment per kind, those claims not comparable.
-PROFILES = {"default": REPRODUCED + ("incast-fig1", "incast-fig8"), "quick": REPRODUCED}
+# What `make reproduce PROFILE=...` runs. default: every claim of workloads/reference.yaml at the set-up
+# its paper measured it in: the incast at the DCTCP+ paper's other DCTCP set-ups too (Fig. 1 and Table
+# I's minimum window, Fig. 8's RTO), SprayPass's convergence at 100 Gbit/s; quick: one experiment per
+# kind, those claims not comparable.
+PROFILES = {"default": REPRODUCED + ("incast-fig1", "incast-fig8", "convergence-100g"), "quick": REPRODUCED}
 
 
 def cmd_reproduce(args) -> int:

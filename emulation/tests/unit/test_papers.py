@@ -275,6 +275,25 @@ def test_incast_figures_count_the_rounds_after_the_settling_ones_and_every_round
     assert by_id(papers.compare(t))["plus-goodput"].why == "dctcp+ N=256 ran 2 of its 3 rounds"
 
 
+def test_a_requests_completion_is_read_at_the_papers_n_and_dctcp_plus_queue_against_dctcps_over_time():
+    t = incast_tables({60: 0.5, 200: 0.2}, scheme="dctcp+", rto_min_ms=200, min_window=1)
+    t.rounds += [dict(r, scheme="dctcp") for r in t.rounds]
+    t.flows += [dict(f, scheme="dctcp") for f in t.flows]
+    t.manifest["fidelity"]["blocks"] += [dict(b, scheme="dctcp") for b in t.manifest["fidelity"]["blocks"]]
+    # N = 200 alone: its round of 1 MB at 0.2 of 10 Mbit/s, 4 s wall, 20 ms of datacenter time at d = 200.
+    assert readings.incast_round_ms(t, "dctcp+", n=200).low == pytest.approx(20)
+    assert readings.incast_round_ms(t, "dctcp+", n_min=60).low == pytest.approx((20 + 8) / 2)
+    assert by_id(papers.compare(t))["plus-round-fct"].verdict == rule.REPRODUCED  # 20 ms: 1.18 x 17
+    # Bottleneck queues over time at N = 60: DCTCP+'s 3 000 B, DCTCP's 12 000 B, each over its flows' span.
+    t.ports = [dict(port("dctcp+", "", 40_000, 5_000, n=60, time_mean_queue=3_000, span_s=1.6), bottleneck=1),
+               dict(port("dctcp", "", 90_000, 20_000, n=60, time_mean_queue=12_000, span_s=1.6), bottleneck=1),
+               port("dctcp", "", 120_000, 60_000, n=60, node="s2")]  # not the bottleneck: left out
+    for f in t.flows:
+        f.update(start=0.0, end=1.6)
+    assert readings.incast_queue_ratio(t, "dctcp+", "dctcp", n=60) == Figure.of(0.25)
+    assert by_id(papers.compare(t))["plus-shorter-queue"].verdict == rule.DIRECTION_HOLDS
+
+
 def test_incast_collapse_lies_between_the_last_n_above_half_the_best_and_the_first_below():
     t = incast_tables({8: 0.9, 20: 0.8, 32: 0.7, 40: 0.3, 64: 0.2})
     assert readings.incast_collapse_n(t, "dctcp") == Figure(33, 40)
@@ -526,7 +545,7 @@ def test_reproduce_takes_a_profile_or_names_not_both_and_the_default_profile_run
     from ccemu.model.config import EXPERIMENTS_DIR, load_config
     assert main(["reproduce", "--profile", "quick", "incast"]) == 2
     assert capsys.readouterr().err.strip() == "ccemu reproduce: give experiment names or --profile, not both"
-    assert PROFILES["default"] == REPRODUCED + ("incast-fig1", "incast-fig8")
+    assert PROFILES["default"] == REPRODUCED + ("incast-fig1", "incast-fig8", "convergence-100g")
     assert PROFILES["quick"] == REPRODUCED
     for name in PROFILES["default"]:  # every experiment of every profile is a file whose config is valid
         assert load_config(EXPERIMENTS_DIR / f"{name}.yaml").name == name
