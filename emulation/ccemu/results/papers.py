@@ -74,7 +74,16 @@ class ClaimEntry(_Strict):
     # Settings of the run the paper's figure needs (dotted keys of the config): another value makes
     # the claim not comparable. Only settings ccemu can run; what it cannot yet is in `differs`.
     requires: dict[str, str | float | int] = {}
-    reading: dict
+    reading: dict | None = None
+    # Why ccemu cannot run the paper's figure (an InfiniBand network, a counter cchost does not
+    # keep, an experiment not built yet): the claim is listed "not run here" with it, never read.
+    not_run_here: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _a_reading_or_why_not(self) -> "ClaimEntry":
+        if (self.reading is None) == (self.not_run_here is None):
+            raise ValueError("a claim has a reading or says why it is not run here (not_run_here), one of them")
+        return self
 
     @field_validator("requires")
     @classmethod
@@ -86,7 +95,9 @@ class ClaimEntry(_Strict):
 
     @field_validator("reading")
     @classmethod
-    def _known_reading(cls, reading: dict) -> dict:
+    def _known_reading(cls, reading: dict | None) -> dict | None:
+        if reading is None:
+            return None
         args = {k: v for k, v in reading.items() if k != "name"}
         readings.check_arguments(str(reading.get("name")), args)
         return reading
@@ -158,6 +169,7 @@ class Claim:
     reading: dict
     requires: dict
     tighter: Tighter | None = None
+    not_run_here: str = ""  # why ccemu cannot run the figure; "": it can
 
     @property
     def kind(self) -> str:
@@ -212,7 +224,7 @@ def load_claims(path: Path = REFERENCE) -> list[Claim]:
             tighter = Tighter(rule.Interval(-math.inf if t.at_least is None else t.at_least,
                                             math.inf if t.at_most is None else t.at_most), t.why)
         claims.append(Claim(c.id, c.experiment, c.claim, c.source, c.paper.unit, c.paper.paper(c.pivot),
-                            dict(c.reading), dict(c.requires), tighter))
+                            dict(c.reading or {}), dict(c.requires), tighter, c.not_run_here or ""))
     return claims
 
 
@@ -235,6 +247,8 @@ def settings_differ(claim: Claim, tables: Tables) -> str:
 def compare_claim(claim: Claim, tables: Tables) -> Comparison:
     if claim.experiment != tables.kind:
         raise ValueError(f"claim {claim.id} is about {claim.experiment}, the bundle is {tables.kind}")
+    if claim.not_run_here:
+        return _not_comparable(claim, f"not run here: {claim.not_run_here}")
     if why := settings_differ(claim, tables):
         return _not_comparable(claim, why)
     args = {k: v for k, v in claim.reading.items() if k != "name"}
@@ -279,7 +293,7 @@ def over_runs(claim: Claim, comparisons: list[Comparison]) -> Comparison:
 
 def not_run(claims: list[Claim], why: str) -> list[Comparison]:
     """The claims of an experiment that left no bundle: listed all the same."""
-    return [_not_comparable(c, why) for c in claims]
+    return [_not_comparable(c, f"not run here: {c.not_run_here}" if c.not_run_here else why) for c in claims]
 
 
 def headline(comparisons: list[Comparison]) -> str:

@@ -203,6 +203,12 @@ def mean_queue_kb(tables: Tables, scheme: str, load: float) -> Figure:
     return Figure.of(mean)
 
 
+def mean_queue_growth(tables: Tables, scheme: str, low: float, high: float) -> Figure:
+    """Switch queue averaged over time (mean_queue_kb) at load `high` / at load `low`."""
+    return mean_queue_kb(tables, scheme, high) / _positive(mean_queue_kb(tables, scheme, low).low,
+                                                           f"{scheme}'s mean queue at load {low:g}")
+
+
 def mean_queue_ratio(tables: Tables, a: str, b: str, load: float) -> Figure:
     return mean_queue_kb(tables, a, load) / _positive(mean_queue_kb(tables, b, load).low, f"{b}'s mean queue")
 
@@ -236,6 +242,29 @@ def fct_quantile_ratio(tables: Tables, a: str, b: str, q: float, load: float | N
     pb = None if load is None else at_load(tables, b, load)
     qa, qb = _fcts(tables, a, pa).quantile_s(q), _fcts(tables, b, pb).quantile_s(q)
     return Figure.of(qa) / _positive(qb, f"{b}'s FCT quantile {q:g}")
+
+
+def p99_gap_over_mean_gap(tables: Tables, a: str, b: str, load: float, bucket: str) -> Figure:
+    """How much larger `a` / `b` is at the 99th percentile of a bucket's FCTs than on their mean:
+    (a's p99 / b's p99) / (a's mean / b's mean) at `load` (seed 000 lines 117-118: "the gap is
+    larger at 99th percentile")."""
+    pa, pb = at_load(tables, a, load), at_load(tables, b, load)
+    fa, fb = _fcts(tables, a, pa, bucket), _fcts(tables, b, pb, bucket)
+    p99 = Figure.of(fa.quantile_s(99)) / _positive(fb.quantile_s(99), f"{b}'s {bucket} FCT p99")
+    mean = Figure.of(fa.mean_s) / _positive(fb.mean_s, f"{b}'s {bucket} mean FCT")
+    return p99 / mean
+
+
+def mean_fct_gain_between_loads(tables: Tables, a: str, b: str, load: float, other: float) -> Figure:
+    """(a / b mean FCT at `load`) / (the same at `other`): where a gains more over b, above 1."""
+    return mean_fct_ratio(tables, a, b, load) / mean_fct_ratio(tables, a, b, other)
+
+
+def data_drops(tables: Tables, scheme: str) -> Figure:
+    """Data packets the switch ports dropped in every block of the scheme (seed 003 line 326: zero
+    data loss)."""
+    blocks = checked(tables, scheme, needs_ports=True)
+    return Figure.of(sum(int(p["data_dropped"]) for _, bn, pt in blocks for p in tables.switch_ports(scheme, pt, bn)))
 
 
 def credit_waste(tables: Tables, scheme: str, load: float) -> Figure:
@@ -306,6 +335,7 @@ READINGS: dict[str, Callable[..., Figure]] = {f.__name__: f for f in (
     incast_queue_ratio,
     max_queue_kb, max_queue_growth, max_queue_of_buffer, max_queue_ratio, mean_queue_kb, mean_queue_ratio,
     queue_bound_fraction, mean_fct_ratio, fct_quantile_ratio, credit_waste, throughput_ratio, min_throughput_ratio,
+    mean_queue_growth, p99_gap_over_mean_gap, mean_fct_gain_between_loads, data_drops,
     convergence_rtts, convergence_ratio, victim_ce_fraction, victim_fct_ratio)}
 
 

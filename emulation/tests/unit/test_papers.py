@@ -66,7 +66,7 @@ def test_every_claim_of_the_reference_table_has_a_source_line_a_paper_figure_and
     assert len({c.id for c in claims}) == len(claims)
     for c in claims:
         assert re.search(r"seed 00[0-4] lines? \d", c.source), c.id
-        assert c.reading["name"] in readings.READINGS
+        assert (c.reading.get("name") in readings.READINGS) != bool(c.not_run_here), c.id  # a reading, or why none
     assert {c.kind for c in claims} == {rule.NUMERIC, rule.DIRECTION_ONLY}
 
 
@@ -78,6 +78,8 @@ def test_every_claim_of_the_reference_table_has_a_source_line_a_paper_figure_and
     (lambda c: c.update(criterion="at_least 1"), "Extra inputs are not permitted"),
     (lambda c: c.update(requires={"transport.rtomin_ms": 200}), "'transport.rtomin_ms' is not a key of an experiment"),
     (lambda c: c.update(tighter={"why": "no bound"}), "needs at_least or at_most"),
+    (lambda c: c.update(not_run_here="no counter"), "a reading or says why it is not run here"),
+    (lambda c: c.pop("reading"), "a reading or says why it is not run here"),
 ])
 def test_the_reference_table_refuses_a_claim_it_cannot_judge(tmp_path, change, message):
     data = yaml.safe_load(papers.REFERENCE.read_text())
@@ -111,6 +113,27 @@ def realistic(loads=("load=0.2", "load=0.6"), unfinished=0, verdict="PASS", with
                   workload={"kind": "realistic", "cdf": cdf},
                   transport={"alpha": 0.0625},
                   schemes=[{"scheme": s, "port": {"buffer_bytes": 384_500}} for s in ("expresspass", "dctcp")])
+
+
+def test_the_papers_comparisons_of_comparisons_read_as_defined():
+    t = realistic(loads=("load=0.2", "load=0.6", "load=0.8"))
+    # DCTCP twice as slow on every flow: as far ahead at the 99th percentile as on average; so too at 0.6 and 0.8.
+    assert readings.p99_gap_over_mean_gap(t, "dctcp", "expresspass", 0.6, "S") == Figure.of(1.0)
+    assert readings.mean_fct_gain_between_loads(t, "dctcp", "expresspass", 0.6, 0.8) == Figure.of(1.0)
+    assert by_id(papers.compare(t))["xp-gap-larger-p99"].verdict == rule.DIRECTION_FAILS  # on the pivot
+    for f in t.flows:  # ExpressPass's S flows at 0.6: one of two quick, one as slow as DCTCP's
+        if f["scheme"] == "expresspass" and f["point"] == "load=0.6" and f["size"] == 1000:
+            t.flows.append(dict(f, fct=0.0001, end=f["start"] + 0.0001))
+            break
+    # S at 0.6: ExpressPass 0.001 and 0.0001 s (mean 0.00055, p99 0.000991), DCTCP 0.002.
+    gap = readings.p99_gap_over_mean_gap(t, "dctcp", "expresspass", 0.6, "S").low
+    assert gap == pytest.approx((0.002 / (0.0001 + 0.99 * 0.0009)) / (0.002 / 0.00055))
+    # Queues over time grow with the load: DCTCP's 30 KB everywhere (no growth); ports' drops summed.
+    assert readings.mean_queue_growth(t, "dctcp", 0.2, 0.6) == Figure.of(1.0)
+    for p in t.ports:
+        p["data_dropped"] = 2 if p["scheme"] == "dctcp" and p["node"] == "s1" else 0
+    assert readings.data_drops(t, "dctcp") == Figure.of(2 * 3)  # its switch port at each of three loads
+    assert readings.data_drops(t, "expresspass") == Figure.of(0)
 
 
 def test_queue_claims_read_switch_ports_only_and_are_judged_by_the_rule():
@@ -338,7 +361,8 @@ def test_a_scheme_whose_flows_all_failed_makes_the_permutation_claims_not_compar
                [round_row("expresspass", flows=1), round_row("spraypass", flows=1, finished=0)])
     seen = papers.compare(t)
     assert {c.verdict for c in seen} == {rule.NOT_COMPARABLE}
-    assert all("spraypass did not finish" in c.why for c in seen)
+    assert all("spraypass did not finish" in c.why for c in seen if not c.claim.not_run_here)
+    assert all(c.why == f"not run here: {c.claim.not_run_here}" for c in seen if c.claim.not_run_here)
 
 
 def test_victim_claims_count_only_the_victims_flows_with_a_ce_cnp():

@@ -85,7 +85,7 @@ def test_summary_opens_with_each_schemes_headline_and_verdict(tmp_path):
                         "expresspass 0.40 (4.0 ms); dctcp 0.20 (8.0 ms).")
     assert verdict == "Fidelity: **WARN** (expresspass PASS, dctcp WARN)."
     assert papers.startswith("Beside the papers: **0 reproduced, 0 same direction only, 0 not reproduced, ")
-    assert papers.endswith("(of 12 claims); 7 of the not comparable because the paper's figure is for "
+    assert papers.endswith("(of 15 claims); 7 of the not comparable because the paper's figure is for "
                            "transport.rto_min_ms 200 (this run: None); each claim in the last section.")
 
 
