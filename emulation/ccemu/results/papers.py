@@ -314,7 +314,8 @@ def headline(comparisons: list[Comparison]) -> str:
 
 
 RULE_TEXT = ("One rule judges every claim: **reproduced** when ccemu's figure / the paper's lies in "
-             f"[{float(rule.LOW)}, {float(rule.HIGH)}] (or inside the paper's own range, where it gives one); **same direction** "
+             f"[{float(rule.LOW)}, {float(rule.HIGH)}] (or inside the paper's own range, where it gives one); "
+             "**same direction** "
              "when only the side of the claim's pivot agrees (1 for a ratio of two schemes, 0 for a share); "
              "**not reproduced** otherwise; **direction only** where the paper gives no number; **not comparable**, "
              "with the reason, when the data the figure needs is missing, partial, unfinished, from a block whose "
