@@ -26,6 +26,7 @@ from .rule import Figure, Judgement, Paper, Tighter
 
 REFERENCE = Path(__file__).resolve().parents[3] / "workloads" / "reference.yaml"
 EXPERIMENTS = tuple(KINDS)  # a claim is about one kind of experiment
+NOT_RUN_HERE = "not run here"  # a claim ccemu cannot run: its reason begins so
 
 
 class _Strict(BaseModel):
@@ -248,7 +249,7 @@ def compare_claim(claim: Claim, tables: Tables) -> Comparison:
     if claim.experiment != tables.kind:
         raise ValueError(f"claim {claim.id} is about {claim.experiment}, the bundle is {tables.kind}")
     if claim.not_run_here:
-        return _not_comparable(claim, f"not run here: {claim.not_run_here}")
+        return _not_comparable(claim, f"{NOT_RUN_HERE}: {claim.not_run_here}")
     if why := settings_differ(claim, tables):
         return _not_comparable(claim, why)
     args = {k: v for k, v in claim.reading.items() if k != "name"}
@@ -293,7 +294,7 @@ def over_runs(claim: Claim, comparisons: list[Comparison]) -> Comparison:
 
 def not_run(claims: list[Claim], why: str) -> list[Comparison]:
     """The claims of an experiment that left no bundle: listed all the same."""
-    return [_not_comparable(c, f"not run here: {c.not_run_here}" if c.not_run_here else why) for c in claims]
+    return [_not_comparable(c, f"{NOT_RUN_HERE}: {c.not_run_here}" if c.not_run_here else why) for c in claims]
 
 
 def headline(comparisons: list[Comparison]) -> str:
@@ -306,10 +307,14 @@ def headline(comparisons: list[Comparison]) -> str:
               f"{tally[rule.NOT_REPRODUCED]} not reproduced, {direction} direction only "
               f"({tally[rule.DIRECTION_HOLDS]} hold, {tally[rule.DIRECTION_FAILS]} do not), "
               f"{tally[rule.NOT_COMPARABLE]} not comparable** (of {len(comparisons)} claims)")
-    reasons = Counter(c.why for c in comparisons if c.verdict == rule.NOT_COMPARABLE and c.why)
+    # The claims ccemu cannot run each say why in their own words: one reason together.
+    reasons = Counter(NOT_RUN_HERE if c.claim.not_run_here else c.why
+                      for c in comparisons if c.verdict == rule.NOT_COMPARABLE and c.why)
     if not reasons:
         return counts
     (why, count), = reasons.most_common(1)
+    if why == NOT_RUN_HERE:
+        return f"{counts}; {count} of the not comparable are not run here (each says why)"
     return f"{counts}; {count} of the not comparable because {why}"
 
 

@@ -52,6 +52,9 @@ def _comparisons(runs: list[Run], claims: list[papers.Claim]) -> list[papers.Com
     out = []
     for claim in claims:
         of_kind = [name for name, k in kind.items() if k == claim.experiment]
+        if claim.not_run_here:  # read from no run: none is named
+            out += papers.not_run([claim], "")
+            continue
         if not of_kind:
             run = next((r for r in runs if r.name == claim.experiment), None)
             out += papers.not_run([claim], f"{claim.experiment} was not part of this reproduction" if run is None

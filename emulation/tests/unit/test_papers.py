@@ -564,6 +564,17 @@ def test_a_claim_reads_the_first_run_of_its_kind_at_the_figures_settings_that_ha
     assert by["plus-goodput"]["why"] == "the paper's figure is for transport.rto_min_ms 200 (this run: 10)"
 
 
+def test_a_claim_ccemu_cannot_run_names_no_run_and_the_headline_counts_them_as_one_reason(tmp_path):
+    at_10 = write_bundle(tmp_path / "incast", incast_tables({8: 0.9, 20: 0.9, 40: 0.5}, rto_min_ms=10))
+    write_report(tmp_path / "reproduce", [Run("incast", at_10, 1.0), Run("incast-fig1", at_10, 1.0)], "now")
+    by = {c["id"]: c for c in json.loads((tmp_path / "reproduce" / "reproduction.json").read_text())["claims"]}
+    assert by["dctcp-floss-to"]["run"] is None and by["dctcp-floss-to"]["why"].startswith("not run here: cchost ")
+    claims = [c for c in papers.load_claims() if c.not_run_here]
+    assert len(claims) >= 2
+    assert papers.headline(papers.not_run(claims, "")).endswith(
+        f"; {len(claims)} of the not comparable are not run here (each says why)")
+
+
 def test_reproduce_takes_a_profile_or_names_not_both_and_the_default_profile_runs_every_claims_set_up(capsys):
     from ccemu.cli import PROFILES, REPRODUCED
     from ccemu.model.config import EXPERIMENTS_DIR, load_config
