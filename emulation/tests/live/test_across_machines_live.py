@@ -237,7 +237,7 @@ def incast_file(tmp_path: Path, schemes: int = 4, **workload) -> Path:
     the datacenter these tests were measured in (d = 200, RTO_min 10 ms): they check the split
     fabric, not the paper's operating point, which may move."""
     incast = yaml.safe_load((REPO / "workloads" / "experiments" / "incast.yaml").read_text())
-    incast["workload"].update(workload)
+    incast["workload"].update({"settle_rounds": 0, **workload})  # each round counted, one round or several
     incast["schemes"] = incast["schemes"][:schemes]
     incast["datacenter"]["dilation"] = 200
     incast["transport"]["rto_min_ms"] = 10

@@ -78,7 +78,7 @@ class TestAK4FatTreeOfDockerHosts:
         assert read_figures(net.containers["h5"].cgroups).cpu_seconds > before + 0.05
 
 
-# The incast of workloads/experiments/incast.yaml (the DCTCP+ operating point, d = 200), cut to
+# The incast of workloads/experiments/incast.yaml at d = 200 and RTO_min 10 ms (where it was measured), cut to
 # N = 8 and two schemes so that it fits CI; the same flows in namespace and in Docker hosts.
 # Rounds of 4 MB, not the file's 1 MB: an ExpressPass round's goodput is mostly its start and its
 # tail, which vary from round to round. Measured 2026-11-27 (ExpressPass, both kinds of host): at
