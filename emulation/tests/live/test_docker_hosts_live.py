@@ -135,13 +135,17 @@ def test_incast_in_docker_hosts_gives_the_namespace_hosts_results(tmp_path):
 # A permutation at a rate whose cchost needs more than a tenth of a CPU per host: h2's container gets
 # 0.01 (Docker's least). With 0.05 the leaner cchost was throttled too little to be told from noise
 # (h2's flows 1.23-1.40x the others', a CI run red at 1.23 against 1.3); at 0.01 they take 3.3-3.6x.
+# Once, h2's sender fell into a spiral instead (1782 retransmissions, 8155 of 12006 credits wasted):
+# its 3 MB flow took 45.6 s and the flow to h2 had not finished when the 60 s ran out (CI red,
+# 2026-11-27). Flows of 1 MB spend a third of the time exposed to it, and 180 s let a spiral end:
+# the test asks that h2 is throttled and slower, not how much slower.
 LIMITED = """
 name: limited
 topology: {kind: star, hosts: 4}
 link: {rate_mbps: 30}
 hosts: {kind: docker, per_host: {h2: {cpus: 0.01}}}
 schemes: [{scheme: expresspass}]
-workload: {kind: permutation, size_bytes: 3000000, timeout_s: 60}
+workload: {kind: permutation, size_bytes: 1000000, timeout_s: 180}
 """
 
 
