@@ -19,6 +19,7 @@ from ..model.routing import PATH_IDS
 
 if TYPE_CHECKING:
     from ..model.config import ExperimentConfig
+    from ..model.config.schemes import SchemeConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CCHOST = Path(os.environ.get("CCEMU_CCHOST", REPO_ROOT / "build" / "cchost"))
@@ -108,13 +109,19 @@ def command(host: str, link_mbps: float, scheme: str, epoch_ns: int, workdir: Pa
     return argv + list(extra)
 
 
+def _scheme_config(config: "ExperimentConfig", scheme: str | None) -> "SchemeConfig | None":
+    """The config's entry for `scheme` (a scheme runs once per experiment); None: not one of its."""
+    return next((s for s in config.schemes if s.scheme == scheme), None)
+
+
 def transport_args(config: "ExperimentConfig", host: str, alpha: float | None = None,
                    scheme: str | None = None) -> tuple[str, ...]:
     """cchost's transport parameters for `host` running `scheme` (its own RTO floor where it sets
     one); the optional ones only when the config sets them. Times are the config's (datacenter
     time): cchost multiplies them by --dilation."""
     transport = config.transport
-    rto_min_ms = next((s.rto_min(transport) for s in config.schemes if s.scheme == scheme), transport.rto_min_ms)
+    own = _scheme_config(config, scheme)
+    rto_min_ms = own.rto_min(transport) if own is not None else transport.rto_min_ms
     args = ("--alpha", str(alpha if alpha is not None else transport.alpha), "--rto-min-ms",
             str(rto_min_ms), "--control-timeout-ms", str(transport.control_timeout_ms), "--linger", "0.05",
             "--seed", str(config.seed * 1000 + host_number(host)))
@@ -143,7 +150,8 @@ def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch
         args += ("--delays", str(delays))
     if config.transport.trace:
         args += ("--trace", str(workdir / f"{host}.trace"))
-    params = next((s.cchost_params() for s in config.schemes if s.scheme == scheme), {})
+    own = _scheme_config(config, scheme)
+    params = own.cchost_params() if own is not None else {}
     return command(host, config.link.host_rate_mbps(host), scheme, epoch_ns, workdir, extra=args + tuple(extra),
                    params=params, **kwargs)
 

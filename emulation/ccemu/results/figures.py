@@ -390,17 +390,13 @@ def incast(tables: Tables, scheme: str, n: int) -> IncastFigures:
     if not every:
         raise NoData(f"{label(scheme, n=n)} did not run")
     rounds, flows = settled(tables, every), settled(tables, tables.flows_of(scheme, n=n))
+    # Per flow: its timeouts, and its data packets sent (first copies and retransmissions).
+    sent = [(int(f["timeouts"]), math.ceil(int(f["size"]) / PAYLOAD_BYTES) + int(f["retransmits"])) for f in flows]
     return IncastFigures(
         rounds=len(every), finished_rounds=len(finished_rounds(every)), goodput_bps=goodput_bps(rounds),
         round_mean_s=round_mean_s(tables, rounds),
-        timeouts=sum(int(f["timeouts"]) for f in flows),
-        transmissions=sum(_transmissions(f) for f in flows),
-        flow_timeout_shares=tuple(int(f["timeouts"]) / _transmissions(f) for f in flows if _transmissions(f)))
-
-
-def _transmissions(flow: dict) -> int:
-    """A flow's data packets sent: first copies and retransmissions."""
-    return math.ceil(int(flow["size"]) / PAYLOAD_BYTES) + int(flow["retransmits"])
+        timeouts=sum(t for t, _ in sent), transmissions=sum(n for _, n in sent),
+        flow_timeout_shares=tuple(t / n for t, n in sent if n))
 
 
 def incast_collapse_n(tables: Tables, scheme: str) -> tuple[int, int] | None:

@@ -4,7 +4,6 @@ its bottleneck: the aggregator's link."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from ...model.config import ExperimentConfig, IncastWorkload
@@ -12,6 +11,7 @@ from ...results import figures, plotting
 from ...results.bundle import BlockKey
 from ...results.figures import Tables
 from ...results.markdown import cell, or_, table
+from ...results.stats import percentile
 from ..blocks import BlockSpec
 from .kind import Headline, Kind
 
@@ -82,7 +82,8 @@ def incast_table(tables: Tables) -> list[dict]:
                 "credit_marks": sum(int(p["credit_marked"]) for p in ports),
                 "timeouts": seen.timeouts, "timeout_share": seen.timeout_share,
                 "flow_timeout_share": seen.flow_timeout_share,
-                "flow_timeout_share_p90": _quantile(seen.flow_timeout_shares, 0.9),
+                "flow_timeout_share_p90": (percentile(seen.flow_timeout_shares, 90)
+                                           if seen.flow_timeout_shares else None),
                 "flow_timeout_share_max": max(seen.flow_timeout_shares, default=None),
                 "retransmits": sum(int(f["retransmits"]) for f in tables.flows_of(scheme, n=n)),
                 "credit_waste": figures.optional(lambda: figures.credit_waste(tables, scheme, n=n)),
@@ -95,14 +96,6 @@ INCAST_COLUMNS = ["scheme", "N", "rounds (unfinished)", "goodput Mbit/s", "goodp
                   "over time", "data drops", "CE marks", "timeouts (of transmissions)",
                   "a flow's timeouts of its transmissions: mean (p90, max)", "retransmits", "credit drops",
                   "credit CE marks", "credit waste"]
-
-
-def _quantile(values: tuple[float, ...], q: float) -> float | None:
-    """The q-quantile of `values` (nearest rank); None: none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
 def _flow_shares_cell(row: dict) -> str:
