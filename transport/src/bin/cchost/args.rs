@@ -127,6 +127,13 @@ pub struct Args {
     /// after the epoch, as --progress. None: nothing is traced.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Wall microseconds before a deadline at which a wait stops sleeping and spins (polls
+    /// with a zero timeout) until the deadline or input: a timed sleep costs this machine's
+    /// CPU more than a short spin (poller.rs says what was measured) and wakes tens of us late.
+    /// 0: every wait sleeps to its deadline. Not dilated: it is the host machine's scheduling,
+    /// not the network's time.
+    #[arg(long, default_value_t = DEFAULT_SPIN_US)]
+    pub spin_us: f64,
     /// Seed of the credit pacing jitter (default: the host number).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -136,6 +143,9 @@ pub struct Args {
     #[arg(long)]
     pub check_args: bool,
 }
+
+/// `--spin-us`'s default (poller.rs: why, and the A/B it comes from).
+pub const DEFAULT_SPIN_US: f64 = 60.0;
 
 /// `cchost --schemes [--json]`: needs nothing else (the Python side asks it for the schemes).
 #[derive(Parser, Debug)]
@@ -178,6 +188,10 @@ pub fn invalid(args: &Args) -> Option<String> {
         (
             args.linger.is_finite() && (0.0..=YEAR_S).contains(&args.linger),
             format!("--linger must be from 0 to a year (got {})", args.linger),
+        ),
+        (
+            args.spin_us.is_finite() && (0.0..=1e6).contains(&args.spin_us),
+            format!("--spin-us must be from 0 to 1e6 (got {})", args.spin_us),
         ),
         (
             args.duration.is_none_or(|s| positive(s, YEAR_S)),

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cchost::wire::frame_wire_bytes;
-use cchost::{DelayLine, Ecn, Endpoint, FlowRecord, HostId, InboundFinish, Incoming, Trace, Transmit};
+use cchost::{Counters, DelayLine, Ecn, Endpoint, FlowRecord, HostId, InboundFinish, Incoming, Trace, Transmit};
 use clap::Parser;
 use serde_json::json;
 
@@ -42,7 +42,7 @@ use crate::sockets::{host_of, PathSockets, Receiver, PATHS};
 
 /// The poller's tokens: a socket's is its path-id (0..PATHS), stdin's the next.
 const STDIN: u64 = PATHS as u64;
-/// Counters are rewritten, and progress and trace lines flushed, this often.
+/// Counters are rewritten (when they changed), and progress and trace lines flushed, this often.
 const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 /// Receive buffers kept for reuse by the delay line (a burst beyond it allocates).
 const SPARE_BUFFERS: usize = 4096;
@@ -72,12 +72,16 @@ fn say(line: &str) {
 struct Outputs {
     records: Box<dyn Write>,
     counters: Option<PathBuf>,
+    /// What the counters file last said: an unchanged file is not rewritten (an idle host's
+    /// rewrite every 100 ms was most of its CPU: 256 of them creating and renaming files in one
+    /// directory took a third of this machine's 2 CPUs).
+    counters_written: Option<(Counters, usize, u64, ShellCounters)>,
     progress: Option<BufWriter<File>>,
     trace: Option<BufWriter<File>>,
 }
 
 /// What the shell counts itself, beside the endpoint's counters.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq)]
 struct ShellCounters {
     send_errors: u64,
     /// Packets that went through the delay line, and the most it held at once.
@@ -162,9 +166,13 @@ impl Outputs {
         Ok(())
     }
 
-    fn write_counters(&self, endpoint: &Endpoint, lateness: &Lateness, shell: &ShellCounters) -> io::Result<()> {
+    fn write_counters(&mut self, endpoint: &Endpoint, lateness: &Lateness, shell: &ShellCounters) -> io::Result<()> {
         let Some(path) = &self.counters else { return Ok(()) };
         let c = endpoint.counters();
+        let now = (c.clone(), endpoint.active_flows(), lateness.count(), shell.clone());
+        if self.counters_written.as_ref() == Some(&now) {
+            return Ok(());
+        }
         let value = json!({
             "host": endpoint.config().host,
             "sent_packets": kinds(&c.sent_packets), "received_packets": kinds(&c.received_packets),
@@ -181,7 +189,9 @@ impl Outputs {
         });
         let temporary = path.with_extension("tmp");
         fs::write(&temporary, format!("{value}\n"))?;
-        fs::rename(&temporary, path)
+        fs::rename(&temporary, path)?;
+        self.counters_written = Some(now);
+        Ok(())
     }
 }
 
@@ -269,6 +279,7 @@ fn run(args: &Args) -> Result<(), String> {
     let mut outputs = Outputs {
         records: open_records(args.records.as_deref())?,
         counters: args.counters.clone(),
+        counters_written: None,
         progress: args.progress.as_deref().map(create).transpose()?,
         trace: args.trace.as_deref().map(create).transpose()?,
     };
@@ -278,6 +289,7 @@ fn run(args: &Args) -> Result<(), String> {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
     let mut poller = Poller::new(PATHS + 1).map_err(|e| format!("epoll: {e}"))?;
+    poller.set_spin(Duration::from_secs_f64(args.spin_us / 1e6));
     for (path, socket) in sockets.sockets.iter().enumerate() {
         poller.add(socket.as_raw_fd(), path as u64).map_err(|e| format!("epoll: {e}"))?;
     }
@@ -360,20 +372,21 @@ fn run(args: &Args) -> Result<(), String> {
             break;
         }
 
-        let mut wake = counters_due;
+        // The network's deadlines (the endpoint's timers, a delayed packet's release, a flow's
+        // start) are waited for precisely (the poller spins before them); the shell's own
+        // (counters, progress, the run's end) are not: an idle host spins for nothing.
         let next_release = delay_line.as_ref().and_then(DelayLine::next_due);
         let next_flow = schedule.next_start().map(|start| clock.epoch() + start);
-        for next in [endpoint.poll_timeout(), next_flow, deadline, next_release, progress_due] {
-            wake = next.map_or(wake, |n| wake.min(n));
-        }
-        if let Some(t) = done_since.filter(|_| args.exit_when_done) {
-            wake = wake.min(t + linger);
-        }
+        let network = [endpoint.poll_timeout(), next_flow, next_release].into_iter().flatten().min();
+        let lingered = done_since.filter(|_| args.exit_when_done).map(|t| t + linger);
+        let shell_due = [deadline, progress_due, lingered].into_iter().flatten().fold(counters_due, Instant::min);
+        let wake = network.map_or(shell_due, |n| n.min(shell_due));
         if wake <= Instant::now() {
             continue;
         }
         armed = Some(wake);
-        poller.wait(&clock, wake).map_err(|e| format!("epoll: {e}"))?;
+        let precise = network.is_some_and(|n| n <= wake);
+        poller.wait(&clock, wake, precise).map_err(|e| format!("epoll: {e}"))?;
         for token in poller.tokens() {
             if token == STDIN {
                 if let Some(reader) = input.as_mut().filter(|reader| reader.is_open()) {
@@ -445,7 +458,7 @@ mod tests {
 
     /// Waits until `poller` says stdin is readable (a test pipe's writer has written or closed).
     fn wait_readable(poller: &mut Poller) {
-        poller.wait(&Clock::new(None), Instant::now() + Duration::from_secs(10)).expect("waits");
+        poller.wait(&Clock::new(None), Instant::now() + Duration::from_secs(10), false).expect("waits");
         assert!(poller.tokens().any(|token| token == STDIN), "stdin readable");
     }
 
@@ -468,6 +481,31 @@ mod tests {
         input.read_available(&mut schedule).expect("the last line, at the end");
         assert!(schedule.len() == 2 && !input.is_open(), "closed: no more flows will come");
         drop(flags);
+    }
+
+    #[test]
+    fn counters_are_rewritten_only_when_they_changed() {
+        let dir = std::env::temp_dir().join(format!("cchost-counters-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("a temporary directory");
+        let path = dir.join("h1.counters");
+        let mut outputs = Outputs {
+            records: Box::new(io::sink()),
+            counters: Some(path.clone()),
+            counters_written: None,
+            progress: None,
+            trace: None,
+        };
+        let endpoint = Endpoint::new(cchost::EndpointConfig::new(1, 1e8, Instant::now()));
+        let (mut lateness, shell) = (Lateness::default(), ShellCounters::default());
+        outputs.write_counters(&endpoint, &lateness, &shell).expect("writes");
+        assert!(path.exists(), "the first write");
+        fs::remove_file(&path).expect("removes it");
+        outputs.write_counters(&endpoint, &lateness, &shell).expect("skips");
+        assert!(!path.exists(), "unchanged: not rewritten");
+        lateness.record(Duration::from_micros(3));
+        outputs.write_counters(&endpoint, &lateness, &shell).expect("writes");
+        assert!(path.exists(), "a timer measured since: rewritten");
+        fs::remove_dir_all(&dir).expect("removes the temporary directory");
     }
 
     #[test]

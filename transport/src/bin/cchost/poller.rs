@@ -11,13 +11,25 @@
 //! Kernels before 5.11, or a seccomp filter, refuse epoll_pwait2: the poller then falls back to
 //! a timerfd in the same epoll set, re-armed only when the deadline moves.
 //!
+//! Why a spin before a deadline (`set_spin`): on the virtual machine cchost is developed on, a
+//! timed sleep costs 17-29 us of the process's CPU (arming the deadline timer and halting are
+//! exits to the hypervisor) and wakes 23-47 us late, whatever its length; a wake-up by another
+//! CPU costs ~14 us (measured with a C loop of epoll_pwait2 and a pipe ping-pong, 2026-11-27).
+//! A precise wait (for the network's deadlines: the run loop says which) whose deadline is
+//! nearer than the spin margin polls with a zero timeout instead (~0.15 us a call, no timer, no
+//! halt), and a longer one sleeps until the margin before its deadline and spins the rest: on
+//! time, and for a short wait cheaper than the sleep. The margin (cchost --spin-us, default 60)
+//! came from an A/B in one sitting (`ccemu bench transport --spin-us 0 60`, 2026-11-28): credit
+//! timer lateness at 100 Mbit/s p50 29-31 -> 1 us, p99 97-104 -> 58-60 us; ExpressPass CPU per GB
+//! at 1 Gbit/s x1.06 (median of three), DCTCP's within its run-to-run spread.
+//!
 //! Why level-triggered: a socket is read one batch per wake-up (sockets.rs); what it still holds
 //! makes the next wait return at once. So a flood of arrivals on one socket cannot hold off the
 //! timers (credit pacing) or the other sockets, and no read is spent finding a socket empty.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, Timer};
 
@@ -30,6 +42,8 @@ pub struct Poller {
     ready: usize,
     /// Set when epoll_pwait2 is not available: a timerfd, and the deadline it is armed at.
     fallback: Option<(Timer, Option<Instant>)>,
+    /// How long before a deadline a wait stops sleeping and spins (zero: it never spins).
+    spin: Duration,
 }
 
 impl Poller {
@@ -46,7 +60,7 @@ impl Poller {
             OwnedFd::from_raw_fd(fd)
         };
         let events = vec![libc::epoll_event { events: 0, u64: 0 }; capacity.max(1)];
-        Ok(Self { epoll, events, ready: 0, fallback: None })
+        Ok(Self { epoll, events, ready: 0, fallback: None, spin: Duration::ZERO })
     }
 
     /// The same, waiting on a timerfd rather than epoll_pwait2's timeout (what a kernel
@@ -63,6 +77,11 @@ impl Poller {
         self.add(timer.fd(), TIMER)?;
         self.fallback = Some((timer, None));
         Ok(())
+    }
+
+    /// Waits nearer than `spin` to their deadline poll without sleeping (the module's doc: why).
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
     }
 
     /// Watches `fd` for input (level-triggered), reported as `token` (not `u64::MAX`).
@@ -84,15 +103,56 @@ impl Poller {
     }
 
     /// Waits until a watched descriptor has input or `until` comes, whichever is first (at once
-    /// if either is so already). A signal ends the wait early, with nothing ready.
-    pub fn wait(&mut self, clock: &Clock, until: Instant) -> io::Result<()> {
+    /// if either is so already). A signal ends the wait early, with nothing ready. A `precise`
+    /// wait sleeps until the spin margin before `until`, then spins; another sleeps to `until`.
+    pub fn wait(&mut self, clock: &Clock, until: Instant, precise: bool) -> io::Result<()> {
+        let spin = if precise { self.spin } else { Duration::ZERO };
+        let sleep_until = until.checked_sub(spin).unwrap_or(until);
+        if spin.is_zero() || sleep_until > Instant::now() {
+            let slept = self.sleep(clock, sleep_until)?;
+            if spin.is_zero() || self.tokens().next().is_some() || !slept {
+                return Ok(());
+            }
+        }
+        self.spin_until(until)
+    }
+
+    /// Polls with a zero timeout until input or `until`.
+    fn spin_until(&mut self, until: Instant) -> io::Result<()> {
+        let epoll = self.epoll.as_raw_fd();
+        loop {
+            let n = match wait_for_events(epoll, &mut self.events, 0) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+                Err(e) => return Err(e),
+            };
+            if let Some((timer, armed)) = &mut self.fallback {
+                // The fallback's timer, armed for the sleep before, may fire during the spin.
+                if self.events[..n].iter().any(|event| event.u64 == TIMER) {
+                    timer.clear();
+                    *armed = None;
+                }
+            }
+            self.ready = n;
+            if self.tokens().next().is_some() || Instant::now() >= until {
+                return Ok(());
+            }
+            // Another runnable process (a host's, the datapath's) gets the CPU first: a spin uses
+            // only time nobody else wants, so on an oversubscribed machine it delays no one.
+            // SAFETY: sched_yield takes no arguments and cannot fail on Linux.
+            unsafe { libc::sched_yield() };
+        }
+    }
+
+    /// Sleeps until input or `until`; false if a signal ended the sleep.
+    fn sleep(&mut self, clock: &Clock, until: Instant) -> io::Result<bool> {
         self.ready = 0;
         let (epoll, events) = (self.epoll.as_raw_fd(), &mut self.events[..]);
         let result = match &mut self.fallback {
             None => match wait_with_timeout(epoll, events, until) {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
                     self.use_timerfd()?;
-                    return self.wait(clock, until);
+                    return self.sleep(clock, until);
                 }
                 result => result,
             },
@@ -103,7 +163,7 @@ impl Poller {
                     timer.arm(clock, until)?;
                     *armed = Some(until);
                 }
-                let result = wait_for_events(epoll, events);
+                let result = wait_for_events(epoll, events, -1);
                 if let Ok(n) = result {
                     if events[..n].iter().any(|event| event.u64 == TIMER) {
                         timer.clear();
@@ -115,10 +175,10 @@ impl Poller {
         };
         match result {
             Ok(n) => self.ready = n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(false),
             Err(e) => return Err(e),
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The tokens of the descriptors the last wait found ready.
@@ -156,10 +216,11 @@ fn wait_with_timeout(epoll: RawFd, events: &mut [libc::epoll_event], until: Inst
     Ok(n as usize)
 }
 
-/// epoll_wait without a timeout (the fallback's timerfd is among the descriptors).
-fn wait_for_events(epoll: RawFd, events: &mut [libc::epoll_event]) -> io::Result<usize> {
+/// epoll_wait with a timeout in ms: -1 (none: the fallback's timerfd is among the descriptors)
+/// or 0 (a poll, for the spin).
+fn wait_for_events(epoll: RawFd, events: &mut [libc::epoll_event], timeout_ms: libc::c_int) -> io::Result<usize> {
     // SAFETY: the kernel writes at most `events.len()` events into `events`.
-    let n = unsafe { libc::epoll_wait(epoll, events.as_mut_ptr(), events.len() as libc::c_int, -1) };
+    let n = unsafe { libc::epoll_wait(epoll, events.as_mut_ptr(), events.len() as libc::c_int, timeout_ms) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -174,8 +235,19 @@ mod tests {
 
     use super::*;
 
-    fn pollers() -> [Poller; 2] {
-        [Poller::new(4).expect("epoll"), Poller::with_timerfd(4).expect("epoll and a timerfd")]
+    /// epoll_pwait2 and the timerfd fallback, each sleeping to the deadline and with a spin
+    /// margin (1 ms: the 200 us wait spins only, the 3 ms one sleeps and then spins).
+    fn pollers() -> Vec<Poller> {
+        let spinning = |mut poller: Poller| {
+            poller.set_spin(Duration::from_millis(1));
+            poller
+        };
+        vec![
+            Poller::new(4).expect("epoll"),
+            Poller::with_timerfd(4).expect("epoll and a timerfd"),
+            spinning(Poller::new(4).expect("epoll")),
+            spinning(Poller::with_timerfd(4).expect("epoll and a timerfd")),
+        ]
     }
 
     #[test]
@@ -184,7 +256,7 @@ mod tests {
         for mut poller in pollers() {
             for wait_us in [0, 200, 3000] {
                 let until = Instant::now() + Duration::from_micros(wait_us);
-                poller.wait(&clock, until).expect("waits");
+                poller.wait(&clock, until, true).expect("waits");
                 let now = Instant::now();
                 assert!(now >= until, "woke {:?} early (timerfd: {})", until - now, poller.uses_timerfd());
                 // How late a woken thread gets a CPU is the scheduler's (a shared 2-CPU machine can
@@ -205,12 +277,12 @@ mod tests {
             writer.write_all(b"x").expect("writes");
             for _ in 0..2 {
                 let start = Instant::now();
-                poller.wait(&clock, start + Duration::from_secs(10)).expect("waits");
+                poller.wait(&clock, start + Duration::from_secs(10), true).expect("waits");
                 assert!(start.elapsed() < Duration::from_secs(5), "did not wait for the deadline");
                 assert_eq!(poller.tokens().collect::<Vec<_>>(), [7], "level-triggered: ready again, unread");
             }
             poller.remove(reader.as_fd().as_raw_fd()).expect("unwatches");
-            poller.wait(&clock, Instant::now() + Duration::from_millis(1)).expect("waits");
+            poller.wait(&clock, Instant::now() + Duration::from_millis(1), true).expect("waits");
             assert_eq!(poller.tokens().count(), 0);
         }
     }
