@@ -173,7 +173,7 @@ bench: setup
 	$(PYTHON) emulation/benchmarks/capacity.py
 	$(PYTHON) emulation/benchmarks/ports.py
 	$(PYTHON) emulation/benchmarks/bursts.py
-	$(PYTHON) emulation/benchmarks/transport.py
+	$(CCEMU) bench transport
 	$(PYTHON) emulation/benchmarks/datapaths.py
 
 # Rewrites model/schemes.json from build/cchost's table (building cchost does too; see there).

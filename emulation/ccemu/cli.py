@@ -39,6 +39,7 @@ from mininet.log import setLogLevel
 
 from . import interrupts
 from .bench import capacity as bench_capacity
+from .bench import transport as bench_transport
 from .catalog import SECTIONS, listing, topology_kinds
 from .model.config import (DATAPATHS, EXPERIMENTS_DIR, ConfigError, ExperimentConfig, HostsConfig,
                            default_faithful, dilation_is_auto, fabric_section, parse_config, read_yaml, with_datapath)
@@ -352,6 +353,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "and not (RESULTS/capacity/TIME)")
     capacity = benches.add_parser("capacity", help=measured, description=measured, formatter_class=HelpFormatter)
     bench_capacity.add_arguments(capacity)
+    measured = ("cchost's goodput and credit pacing beside kernel TCP on a 2-host fabric, its CPU per GB, and with "
+                "--profile what that CPU went to (RESULTS/transport/TIME)")
+    transport = benches.add_parser("transport", help=measured, description=measured, formatter_class=HelpFormatter)
+    bench_transport.add_arguments(transport)
 
     # Run by the controller over ssh (machines/session.py), never by hand: a parser without help=
     # is left out of `ccemu --help` (help=argparse.SUPPRESS would print as "==SUPPRESS==" there).
@@ -554,7 +559,7 @@ def cmd_list(args) -> int:
 
 def cmd_bench(args) -> int:
     _require_root(f"bench {args.bench}")
-    bench_capacity.run(args)
+    {"capacity": bench_capacity, "transport": bench_transport}[args.bench].run(args)
     return 0
 
 

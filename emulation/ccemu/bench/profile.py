@@ -1,4 +1,5 @@
-"""Where the forwarding CPU goes (`ccemu bench capacity --profile`): perf samples every CPU while a
+"""Where the CPU goes: the forwarding's (`ccemu bench capacity --profile`) and cchost's (`ccemu bench
+transport --profile`, `TransportBreakdown` below). For the forwarding: perf samples every CPU while a
 capacity run's flows are up, and each sample is counted twice, by the process it ran in (the OVS
 daemons, the hosts' programs, idle, the rest) and by what code ran (the kernel, the memory
 allocator, the rest of libc, OVS's own code, the port programs). The kernel share of ovs-vswitchd
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
@@ -156,26 +158,123 @@ def sampling_event(devices: Path = Path("/sys/bus/event_source/devices")) -> str
 
 
 class Recording:
-    """`perf record -a` for `seconds`, started by `start` (with the run's inventory, so a killed
-    benchmark's perf is stopped by `ccemu clean`) and read by `breakdown`."""
+    """`perf record -a` for `seconds` (None: until `stop`), started by `start` (with the run's inventory,
+    so a killed benchmark's perf is stopped by `ccemu clean`) and read by `breakdown` (by process and
+    kind of code) or `transport_breakdown` (with `call_graph`: what cchost's CPU went to)."""
 
-    def __init__(self, out: Path, seconds: float):
-        self.out, self.seconds, self.proc, self.event = out, seconds, None, ""
+    def __init__(self, out: Path, seconds: float | None, call_graph: bool = False):
+        self.out, self.seconds, self.call_graph, self.proc, self.event = out, seconds, call_graph, None, ""
 
     def start(self, spawn) -> None:
         """`spawn(what, argv, **popen_kwargs)`: Inventory.spawn."""
         self.event = sampling_event()
-        argv = [perf_binary(), "record", "-a", "-e", self.event, "-F", str(SAMPLE_HZ), "-o", str(self.out), "--",
-                "sleep", f"{self.seconds:g}"]
+        argv = [perf_binary(), "record", "-a", *(["-g"] if self.call_graph else []), "-e", self.event,
+                "-F", str(SAMPLE_HZ), "-o", str(self.out)]
+        if self.seconds is not None:
+            argv += ["--", "sleep", f"{self.seconds:g}"]
         self.proc = spawn("perf record", argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
-    def breakdown(self, ovs_pids: set[int]) -> Breakdown:
-        _, err = self.proc.communicate(timeout=self.seconds + 60)
-        if self.proc.returncode != 0:
+    def stop(self) -> None:
+        """Ends a recording without `seconds` (perf writes its file on SIGINT)."""
+        self.proc.send_signal(signal.SIGINT)
+
+    def _script(self, fields: str) -> list[str]:
+        _, err = self.proc.communicate(timeout=(self.seconds or 0) + 60)
+        if self.proc.returncode not in (0, -signal.SIGINT) or not self.out.exists():
             raise ProfileError(f"perf record failed ({' '.join(err.decode(errors='replace').split())[-300:]})")
-        script = subprocess.run([perf_binary(), "script", "-i", str(self.out), "-F", "pid,tid,comm,ip,sym,dso"],
+        script = subprocess.run([perf_binary(), "script", "-i", str(self.out), "-F", fields],
                                 capture_output=True, text=True, errors="replace", timeout=600)
         if script.returncode != 0:
             raise ProfileError(f"perf script failed ({' '.join(script.stderr.split())[-300:]})")
         self.out.unlink(missing_ok=True)
-        return Breakdown.of_script(script.stdout.splitlines(), ovs_pids, self.event)
+        return script.stdout.splitlines()
+
+    def breakdown(self, ovs_pids: set[int]) -> Breakdown:
+        return Breakdown.of_script(self._script("pid,tid,comm,ip,sym,dso"), ovs_pids, self.event)
+
+    def transport_breakdown(self, comm: str = "cchost") -> "TransportBreakdown":
+        return TransportBreakdown.of_script(self._script("comm,pid,ip,sym,dso"), comm, self.event)
+
+
+# What a cchost sample was doing, told by its call stack (the first activity whose kernel function
+# is on it, in this order: a wake-up happens inside a send, a timer inside a wait).
+ACTIVITIES = (
+    ("waking the receiving process", ("try_to_wake_up", "sock_def_readable", "__wake_up_common")),
+    ("timed sleep (timer armed, halt, wake)", ("schedule_hrtimeout_range_clock", "hrtimer_start_range_ns",
+                                               "hrtimer_cancel", "do_nanosleep")),
+    ("sending (sendmmsg: UDP, IP, veth)", ("__sys_sendmmsg", "__sys_sendmsg", "__sys_sendto")),
+    ("receiving (recvmmsg: UDP)", ("do_recvmmsg", "__sys_recvmmsg", "__sys_recvmsg", "__sys_recvfrom")),
+    ("epoll (no timer)", ("do_epoll_wait", "do_epoll_pwait", "ep_poll")),
+    ("context switch", ("schedule", "finish_task_switch", "__schedule")),
+    ("files (records, counters)", ("vfs_write", "vfs_read", "do_renameat2", "do_sys_openat2", "__x64_sys_close")),
+)
+OWN_CODE = "cchost's own code (endpoint, shell)"
+LIBC = "libc (outside system calls)"
+OTHER_KERNEL = "other kernel"
+TRANSPORT_ACTIVITIES = (OWN_CODE, LIBC, *(name for name, _ in ACTIVITIES), OTHER_KERNEL)
+_FRAME = re.compile(r"^\s+[0-9a-f]+\s+(?P<sym>\S+?)(\+0x[0-9a-f]+)?\s+\((?P<dso>[^()]*)\)\s*$")
+
+
+def activity_of(frames: list[tuple[str, str]]) -> str:
+    """One of TRANSPORT_ACTIVITIES for a sample's call stack, leaf first: [(symbol, library)]."""
+    leaf_sym, leaf_dso = frames[0]
+    if not (leaf_dso == "[kernel.kallsyms]" or leaf_dso.startswith("[kernel")):
+        return LIBC if leaf_dso.rsplit("/", 1)[-1].startswith("libc.so") else OWN_CODE
+    symbols = {sym for sym, _ in frames}
+    for name, markers in ACTIVITIES:
+        if symbols.intersection(markers):
+            return name
+    return OTHER_KERNEL
+
+
+@dataclass
+class TransportBreakdown:
+    """One process's samples (every process of that name) over a window, by activity."""
+
+    samples: int = 0  # every sample of the window, all CPUs
+    event: str = ""
+    activities: Counter = field(default_factory=Counter)
+
+    @classmethod
+    def of_script(cls, lines, comm: str, event: str = "") -> "TransportBreakdown":
+        """From `perf script -F comm,pid,ip,sym,dso` of a `perf record -g`: a header line per sample
+        ("cchost 1234"), then its frames, leaf first, then a blank line."""
+        out = cls(event=event)
+        header, frames = None, []
+
+        def flush():
+            if header is not None:
+                out.samples += 1
+                if header == comm and frames:
+                    out.activities[activity_of(frames)] += 1
+
+        for line in lines:
+            if not line.strip():
+                continue
+            if not line[0].isspace():
+                flush()
+                header, frames = line.rsplit(None, 1)[0].strip(), []
+            elif (frame := _FRAME.match(line)) is not None:
+                frames.append((frame["sym"], frame["dso"]))
+        flush()
+        return out
+
+    def to_json(self) -> dict:
+        own = sum(self.activities.values())
+        return {"samples": self.samples, "event": self.event, "process_samples": own,
+                "process_share": round(own / self.samples, 4) if self.samples else 0.0,
+                "activities": {a: round(self.activities[a] / own, 4) if own else 0.0 for a in TRANSPORT_ACTIVITIES}}
+
+
+def transport_table(breakdown: dict, title: str) -> str:
+    """Markdown of a TransportBreakdown's json, with its system calls and sleeps per packet where given."""
+    per_packet = [f"{breakdown[key]:.2f} {what} per packet (both ends: each packet sent once and received once)"
+                  for key, what in (("syscalls_per_packet", "system calls"), ("sleeps_per_packet", "sleeps"))
+                  if breakdown.get(key) is not None]
+    lines = [f"### {title}: what its CPU went to", "",
+             f"{breakdown['process_samples']} of {breakdown['samples']} samples ({breakdown['event']}, {SAMPLE_HZ} Hz, "
+             f"every CPU) ran in cchost" + (f"; {', '.join(per_packet)}" if per_packet else "") + "."
+             + (CPU_CLOCK_CAVEAT if breakdown["event"] == "cpu-clock" else ""), "",
+             "| activity | share of cchost's samples |", "|---|---|"]
+    lines += [f"| {a} | {share:.1%} |" for a, share in breakdown["activities"].items() if share]
+    return "\n".join(lines + [""])

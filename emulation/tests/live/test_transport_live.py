@@ -1,5 +1,5 @@
 """cchost on a live 2-host fabric (root; CI runs these). Goodput figures are printed here and
-by benchmarks/transport.py; what is asserted is the transfer itself."""
+by `ccemu bench transport`; what is asserted is the transfer itself."""
 
 import time
 
@@ -56,7 +56,7 @@ def test_a_20_mb_flow_crosses_the_fabric_whole_and_is_recorded(tmp_path, scheme)
     assert received["data_bytes_received"] >= FLOW_BYTES
     assert (sent["malformed"], received["malformed"], sent["send_errors"], received["send_errors"]) == (0, 0, 0, 0)
     # Goodput is printed, not asserted (a performance figure on a shared machine whose fabric
-    # carries 0.7-0.95 of 100 Mbit/s even for kernel TCP: benchmarks/transport.py prints both).
+    # carries 0.7-0.95 of 100 Mbit/s even for kernel TCP: `ccemu bench transport` prints both).
     # A transport that resends windows or wastes credits shows here instead:
     assert record["retransmits"] <= 0.01 * FLOW_BYTES / 1450
     if scheme == "expresspass":
