@@ -299,17 +299,19 @@ class ExperimentRunner:
         if (agent := net.pause_agent_figures) is not None:  # written as the fabric stopped it
             self.pause_agents[spec.label] = agent
         self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port) for p in ports))
-        lateness = None
+        lateness = lateness_p99 = None
         if (gap := spec.scheme.port.credit_gap_us(config.link.rate_mbps)) is not None:
             # Credit pacing happens at receivers: the bottleneck host's, or every host's.
-            lateness = fidelity.pacing_lateness_us([workdir / f"{bottleneck_host}.counters"] if bottleneck_host
-                                                   else workdir.glob("*.counters"))
+            pacers = [workdir / f"{bottleneck_host}.counters"] if bottleneck_host else list(workdir.glob("*.counters"))
+            lateness = fidelity.pacing_lateness_us(pacers)
+            lateness_p99 = fidelity.pacing_lateness_us(pacers, "p99_us")
         seen = fidelity.Observation.of_block(cpu, net.port_shape.frame_wire_bytes, ports, frame_ns, bottleneck_port,
                                              lateness, gap, host_failures=[f.reason for f in failures],
                                              delay_shortfalls=shortfalls,
                                              faults=[live.fault.reason] if live.fault else [],
                                              tunnel_spread_us=tunnel_spread,
-                                             flows=[f for f in self.bundle.flows if BlockKey.of_row(f) == spec.key])
+                                             flows=[f for f in self.bundle.flows if BlockKey.of_row(f) == spec.key],
+                                             lateness_p99_us=lateness_p99)
         self.blocks_seen.append((spec.key, seen))
         self.failures += failures
         if live.fault is not None and live.fault.disk_full:

@@ -184,6 +184,7 @@ FIDELITY_COLUMNS = [  # (figure in the verdict, column title, format)
     ("worst_switch_residence_p99_frames", "worst switch p99 (judged)", "{:.2f}"),
     ("switch_lost_ratio", "lost in switches", "{:.3%}"),
     ("pacing_lateness_of_gap", "timer lateness / credit gap", "{:.0%}"),
+    ("pacing_p99_of_gap", "timer lateness p99 / gap", "{:.0%}"),
     ("least_fct_of_ideal", "least FCT / ideal", "{:.3f}"),
 ]
 

@@ -140,6 +140,22 @@ def test_credit_pacing_is_judged_on_the_pacer_latest_on_average_and_hosts_withou
     assert pacing_lateness_us([tmp_path / "h3.counters"]) is None
 
 
+def test_the_worst_pacers_p99_is_shown_beside_the_judged_mean_and_counters_from_before_it_are_skipped(tmp_path):
+    import json
+    from ccemu.results.fidelity import pacing_lateness_us
+    (tmp_path / "h1.counters").write_text(json.dumps({"timer_lateness": {"mean_us": 5.0, "p99_us": 60.0}}))
+    (tmp_path / "h2.counters").write_text(json.dumps({"timer_lateness": {"mean_us": 9.0}}))  # an older cchost's
+    pacers = [tmp_path / "h1.counters", tmp_path / "h2.counters"]
+    assert pacing_lateness_us(pacers, "p99_us") == 60.0 and pacing_lateness_us(pacers) == 9.0
+    seen = Observation.of_block((0.0, 0.5), FRAME, [], 1000.0, None, lateness_us=9.0, credit_gap_us=130.0,
+                                lateness_p99_us=130.0)
+    verdict = judge(seen)
+    # A p99 of a whole gap is shown, not judged: the thresholds were set on the mean (9 / 130 passes).
+    assert verdict.figures["pacing_p99_of_gap"] == 1.0 and verdict.status == PASS
+    assert "pacing_p99_of_gap" not in judge(Observation.of_block((0.0, 0.5), FRAME, [], 1000.0, None,
+                                                                 lateness_p99_us=130.0)).figures
+
+
 def test_a_tunnel_whose_delay_varies_by_frames_is_judged_as_a_switch_residence_would_be():
     from ccemu.fabric.tunnels import spread_us
 
