@@ -40,11 +40,16 @@ FAITHFUL_AGGREGATE_MBPS = 40.0
 # What the experiments keep faithful, as a share of the benchmark's capacity. With userspace OVS the
 # fabric is the limit and the experiments held what the benchmark measured (10 Mbit/s). With the bpf
 # datapath the benchmark's 8 TCP flows held 75 Mbit/s per link (0.82 at 100), but the experiments'
-# verdicts held a third of it (make reproduce, 2026-11-26): at 40 Mbit/s (realistic, d = 250)
-# cchost's pacing timers fired 0.3-0.9 of a credit gap late, at 50 (convergence, d = 200) DCTCP's
-# bottleneck drained 3.8 frames behind an ideal port (both WARN); at 20 and 25 (d = 500, 400) both
-# PASS. The hosts' timers and HTB's, which the TCP benchmark does not judge, are the limit there.
-EXPERIMENTS_SHARE_OF_CAPACITY = {"ovs": 1.0, "bpf": 1 / 3}
+# verdicts held less: on 2026-11-26 a third of it (at 40 Mbit/s, realistic d = 250, cchost's pacing
+# timers fired 0.3-0.9 of a credit gap late; at 50, convergence d = 200, DCTCP's bottleneck drained
+# 3.8 frames behind an ideal port). Since cchost spins before its deadlines (issue 42), half: by a
+# rule written before the runs (the first of 2/3, then 1/2, at which realistic, shuffle and
+# convergence all PASS), 2/3 failed on 2026-11-28 (realistic d = 250: timers 0.6-1.3 gaps late with
+# 16 hosts pacing on 2 CPUs, FAIL; convergence d = 200: a port 12 frames behind, FAIL; shuffle d =
+# 1000 WARN) and 1/2 passed (realistic d = 400 PASS; shuffle and convergence resolve to the same d
+# at 1/2 as at 1/3, 2000 and 400). The hosts' timers and HTB's, which the TCP benchmark does not
+# judge, are the limit there.
+EXPERIMENTS_SHARE_OF_CAPACITY = {"ovs": 1.0, "bpf": 1 / 2}
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class FaithfulRates:
 # Where no capacity was measured on the machine (a fresh clone, a CI runner), per datapath
 # (fabric.datapath): userspace OVS's above; the bpf datapath's from `ccemu bench capacity
 # --datapath bpf` on the same 2-core machine, 2026-11-26 (every pair >= 0.95 up to 75 Mbit/s per
-# link, 0.82 at 100): 25 Mbit/s per link and 100 in all for the experiments.
+# link, 0.82 at 100): 37.5 Mbit/s per link and 150 in all for the experiments.
 BPF_CAPACITY_MBPS = 75.0
 _UNMEASURED = "(no `ccemu bench capacity` of this machine for this placement)"
 DEFAULT_FAITHFUL = {

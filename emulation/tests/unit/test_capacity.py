@@ -66,8 +66,8 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     from ccemu.model.dilation import DEFAULT_FAITHFUL
 
     path = EXPERIMENTS_DIR / "realistic.yaml"  # 10 Gbit/s links, about 5 busy: auto
-    # Nothing measured here: each datapath's default (OVS: 40 Mbit/s in all; bpf: 100).
-    for datapath, dilation in (("ovs", 2000), ("bpf", 500)):
+    # Nothing measured here: each datapath's default (OVS: 40 Mbit/s in all; bpf: 150, half of 4 x 75).
+    for datapath, dilation in (("ovs", 2000), ("bpf", 400)):
         data = {**yaml.safe_load(path.read_text()), "fabric": {"datapath": datapath}}
         (tmp_path / f"{datapath}.yaml").write_text(yaml.safe_dump(data))
         config, used = load_experiment(tmp_path / f"{datapath}.yaml", tmp_path)
@@ -105,12 +105,12 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
     (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
         variant: {"rate_mbps": 10}}, "runs": [run(variant, 10, 0.99), run(variant, 15, 0.9)]}))
     assert capacity.faithful_rates(config.fabric, tmp_path).source.startswith("`ccemu bench capacity` of latest")
-    # The bpf datapath's experiments keep a third of what its benchmark measured
+    # The bpf datapath's experiments keep half of what its benchmark measured
     # (dilation.EXPERIMENTS_SHARE_OF_CAPACITY).
     (latest / "capacity.json").write_text(json.dumps({"when": "latest", "cpus": usable_cpus(), "capacities": {
         "bpf": {"rate_mbps": 75}}, "runs": [run("bpf", 100, 0.82)]}))
     bpf = load_experiment(tmp_path / "bpf.yaml", tmp_path)[1]
-    assert (bpf.link_mbps, bpf.aggregate_mbps) == pytest.approx((25, 100))
+    assert (bpf.link_mbps, bpf.aggregate_mbps) == pytest.approx((37.5, 150))
     assert bpf.source.endswith("up to 75 Mbit/s per link")
     # A file that gives its dilation keeps it, and says nothing was resolved.
     assert load_experiment(EXPERIMENTS_DIR / "incast.yaml", tmp_path)[1] is None
