@@ -42,12 +42,12 @@ FAITHFUL_AGGREGATE_MBPS = 40.0
 # datapath the benchmark's 8 TCP flows held 75 Mbit/s per link (0.82 at 100), but the experiments'
 # verdicts held less: on 2026-11-26 a third of it (at 40 Mbit/s, realistic d = 250, cchost's pacing
 # timers fired 0.3-0.9 of a credit gap late; at 50, convergence d = 200, DCTCP's bottleneck drained
-# 3.8 frames behind an ideal port). Since cchost spins before its deadlines (issue 42), half: by a
-# rule written before the runs (the first of 2/3, then 1/2, at which realistic, shuffle and
-# convergence all PASS), 2/3 failed on 2026-11-28 (realistic d = 250: timers 0.6-1.3 gaps late with
-# 16 hosts pacing on 2 CPUs, FAIL; convergence d = 200: a port 12 frames behind, FAIL; shuffle d =
-# 1000 WARN) and 1/2 passed (realistic d = 400 PASS; shuffle and convergence resolve to the same d
-# at 1/2 as at 1/3, 2000 and 400). The hosts' timers and HTB's, which the TCP benchmark does not
+# 3.8 frames behind an ideal port). Now half (issue 42): by a rule written before the runs (the
+# first of 2/3, then 1/2, at which realistic, shuffle and convergence all PASS), 2/3 failed on
+# 2026-11-28 (realistic d = 250: timers 0.6-1.3 gaps late with 16 hosts pacing on 2 CPUs, FAIL;
+# convergence d = 200: a port 12 frames behind, FAIL; shuffle d = 1000 WARN) and 1/2 passed
+# (realistic d = 400 PASS, its busiest pacers 23-24 % of a gap late on average against the 25 % the
+# verdict warns at; shuffle and convergence resolve to the same d at 1/2 as at 1/3, 2000 and 400). The hosts' timers and HTB's, which the TCP benchmark does not
 # judge, are the limit there.
 EXPERIMENTS_SHARE_OF_CAPACITY = {"ovs": 1.0, "bpf": 1 / 2}
 

@@ -130,8 +130,8 @@ pub struct Args {
     /// Wall microseconds before a deadline at which a wait stops sleeping and spins (polls
     /// with a zero timeout) until the deadline or input: a timed sleep costs this machine's
     /// CPU more than a short spin (poller.rs says what was measured) and wakes tens of us late.
-    /// 0: every wait sleeps to its deadline. Not dilated: it is the host machine's scheduling,
-    /// not the network's time.
+    /// 0 (the default): every wait sleeps to its deadline. Not dilated: it is the host
+    /// machine's scheduling, not the network's time.
     #[arg(long, default_value_t = DEFAULT_SPIN_US)]
     pub spin_us: f64,
     /// Seed of the credit pacing jitter (default: the host number).
@@ -144,8 +144,8 @@ pub struct Args {
     pub check_args: bool,
 }
 
-/// `--spin-us`'s default (poller.rs: why, and the A/B it comes from).
-pub const DEFAULT_SPIN_US: f64 = 60.0;
+/// `--spin-us`'s default: no spin (poller.rs: the A/B, and why it is off).
+pub const DEFAULT_SPIN_US: f64 = 0.0;
 
 /// `cchost --schemes [--json]`: needs nothing else (the Python side asks it for the schemes).
 #[derive(Parser, Debug)]
