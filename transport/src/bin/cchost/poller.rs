@@ -21,10 +21,10 @@
 //! time, and for a short wait cheaper than the sleep; between polls it yields the CPU to anything
 //! runnable. Off by default (cchost --spin-us 0). In one sitting (`ccemu bench transport --spin-us
 //! 0 60`, 2026-11-28) a 60 us margin cut credit timer lateness at 100 Mbit/s from p50 29-31 us to
-//! 1 us and p99 97-104 us to 58-60 us, for 1.06x ExpressPass's CPU per GB; but in the convergence
-//! experiment (16 hosts, delay lines, 2 CPUs) a switch port drained 5 frames behind in 2 of 3 runs
-//! with it (FAIL) and in none of 3 without: the spins took CPU the datapath needed. At the rates
-//! experiments run (credit gaps of 500 us and more) a sleep's lateness is a few % of a gap.
+//! 1 us and p99 97-104 us to 58-60 us, for 1.06x ExpressPass's CPU per GB. It is off because the
+//! experiments do not need it and it costs CPU the datapath may need: at their rates (credit gaps of
+//! 500 us and more) a sleep's lateness is a few % of a gap, and the convergence experiment's port
+//! lag FAILed in 2 of 3 runs with it (2 of 5 without: not conclusive either way).
 //!
 //! Why level-triggered: a socket is read one batch per wake-up (sockets.rs); what it still holds
 //! makes the next wait return at once. So a flood of arrivals on one socket cannot hold off the
