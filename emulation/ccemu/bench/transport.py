@@ -152,11 +152,14 @@ def goodput_on_the_fabric(rates, repeat: int, spins) -> list[dict]:
     return rows
 
 
+def _lateness(late: dict) -> str:
+    """p50 / p99 / mean / max, in us."""
+    return " / ".join(f"{late[key]:.0f}" for key in ("p50_us", "p99_us", "mean_us", "max_us"))
+
+
 def goodput_line(row: dict) -> str:
-    late = row["lateness"]
     return (f"{row['rate_mbps']:7g} {row['run']:3d} {row['spin_us']:7g} {row['expresspass']:11.3f} "
-            f"{row['dctcp']:6.3f} {row['iperf3']:10.3f}   {late['p50_us']:.0f} / {late['p99_us']:.0f} / "
-            f"{late['mean_us']:.0f} / {late['max_us']:.0f} us ({row['p99_of_gap']:.0%})")
+            f"{row['dctcp']:6.3f} {row['iperf3']:10.3f}   {_lateness(row['lateness'])} us ({row['p99_of_gap']:.0%})")
 
 
 def cpu_per_gigabyte(spins, profile_dir: Path | None) -> tuple[list[dict], dict]:
@@ -330,10 +333,9 @@ def markdown(result: dict) -> str:
              "| Mbit/s | run | spin us | expresspass | dctcp | iperf3 TCP | timer late p50 / p99 / mean / max us "
              "| p99 / credit gap |", "|---|---|---|---|---|---|---|---|"]
     for row in result["goodput"]:
-        late = row["lateness"]
         lines.append(f"| {row['rate_mbps']:g} | {row['run']} | {row['spin_us']:g} | {row['expresspass']:.3f} | "
-                     f"{row['dctcp']:.3f} | {row['iperf3']:.3f} | {late['p50_us']:.0f} / {late['p99_us']:.0f} / "
-                     f"{late['mean_us']:.0f} / {late['max_us']:.0f} | {row['p99_of_gap']:.0%} |")
+                     f"{row['dctcp']:.3f} | {row['iperf3']:.3f} | {_lateness(row['lateness'])} | "
+                     f"{row['p99_of_gap']:.0%} |")
     lines += ["", f"## 2. CPU per GB, both ends, {CPU_BYTES // 10**6} MB over one unshaped veth pair", "",
               "| program | spin us | CPU s/GB | Mbit/s | sleeps per packet |", "|---|---|---|---|---|"]
     for row in result["cpu"]:

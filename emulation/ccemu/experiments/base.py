@@ -303,8 +303,7 @@ class ExperimentRunner:
         if (gap := spec.scheme.port.credit_gap_us(config.link.rate_mbps)) is not None:
             # Credit pacing happens at receivers: the bottleneck host's, or every host's.
             pacers = [workdir / f"{bottleneck_host}.counters"] if bottleneck_host else list(workdir.glob("*.counters"))
-            lateness = fidelity.pacing_lateness_us(pacers)
-            lateness_p99 = fidelity.pacing_lateness_us(pacers, "p99_us")
+            lateness, lateness_p99 = fidelity.pacing_lateness_us(pacers)
         seen = fidelity.Observation.of_block(cpu, net.port_shape.frame_wire_bytes, ports, frame_ns, bottleneck_port,
                                              lateness, gap, host_failures=[f.reason for f in failures],
                                              delay_shortfalls=shortfalls,

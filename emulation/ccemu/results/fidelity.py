@@ -154,13 +154,16 @@ def below_ideal(flows: Iterable[dict]) -> tuple[int, int, float] | None:
     return (sum(r < 1 for r in ratios), len(ratios), min(ratios)) if ratios else None
 
 
-def pacing_lateness_us(counters: Iterable[Path], figure: str = "mean_us") -> float | None:
-    """The worst timer lateness `figure` ("mean_us", or "p99_us": the 99th percentile, which cchost
-    counts since issue 42) among the cchosts that paced credits (their counters files; those not
-    written, or without the figure, are skipped); None: no figure."""
-    latenesses = [late[figure] for path in counters if path.exists()
-                  if figure in (late := read_counters(path)["timer_lateness"])]
-    return max(latenesses) if latenesses else None
+def pacing_lateness_us(counters: Iterable[Path]) -> tuple[float | None, float | None]:
+    """The worst mean and the worst 99th-percentile timer lateness (which cchost counts since issue
+    42) among the cchosts that paced credits, each counters file read once (those not written are
+    skipped, and so is a p99 an older cchost did not write); None: no figure."""
+    latenesses = [read_counters(path)["timer_lateness"] for path in counters if path.exists()]
+
+    def worst(figure: str) -> float | None:
+        return max((late[figure] for late in latenesses if figure in late), default=None)
+
+    return worst("mean_us"), worst("p99_us")
 
 
 @dataclass

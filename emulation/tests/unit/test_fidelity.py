@@ -136,8 +136,9 @@ def test_credit_pacing_is_judged_on_the_pacer_latest_on_average_and_hosts_withou
     from ccemu.results.fidelity import pacing_lateness_us
     for host, late in (("h1", 40.0), ("h2", 120.0)):
         (tmp_path / f"{host}.counters").write_text(json.dumps({"timer_lateness": {"mean_us": late, "count": 3}}))
-    assert pacing_lateness_us([tmp_path / "h1.counters", tmp_path / "h2.counters", tmp_path / "h3.counters"]) == 120.0
-    assert pacing_lateness_us([tmp_path / "h3.counters"]) is None
+    pacers = [tmp_path / "h1.counters", tmp_path / "h2.counters", tmp_path / "h3.counters"]
+    assert pacing_lateness_us(pacers) == (120.0, None)  # no p99: written by a cchost from before it
+    assert pacing_lateness_us([tmp_path / "h3.counters"]) == (None, None)
 
 
 def test_the_worst_pacers_p99_is_shown_beside_the_judged_mean_and_counters_from_before_it_are_skipped(tmp_path):
@@ -146,7 +147,7 @@ def test_the_worst_pacers_p99_is_shown_beside_the_judged_mean_and_counters_from_
     (tmp_path / "h1.counters").write_text(json.dumps({"timer_lateness": {"mean_us": 5.0, "p99_us": 60.0}}))
     (tmp_path / "h2.counters").write_text(json.dumps({"timer_lateness": {"mean_us": 9.0}}))  # an older cchost's
     pacers = [tmp_path / "h1.counters", tmp_path / "h2.counters"]
-    assert pacing_lateness_us(pacers, "p99_us") == 60.0 and pacing_lateness_us(pacers) == 9.0
+    assert pacing_lateness_us(pacers) == (9.0, 60.0)
     seen = Observation.of_block((0.0, 0.5), FRAME, [], 1000.0, None, lateness_us=9.0, credit_gap_us=130.0,
                                 lateness_p99_us=130.0)
     verdict = judge(seen)
