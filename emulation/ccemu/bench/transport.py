@@ -194,13 +194,19 @@ def cpu_per_gigabyte(spins, profile_dir: Path | None) -> tuple[list[dict], dict]
 
 def _per_gigabyte(moved: dict) -> dict:
     size, fct = moved["record"]["size"], moved["record"]["fct"]
+    packets = moved["packets"]
+    # Per packet too: ExpressPass and DCTCP move the same packets (a credit or an ACK per data
+    # packet), so what one costs more per packet is its pacing, not the kernel's UDP path.
     return {"cpu_s_per_gb": moved["cpu_s"] / (size / 1e9), "mbps": size * 8 / fct / 1e6,
-            "sleeps_per_packet": moved["sleeps"] / moved["packets"] if moved["packets"] else None}
+            "cpu_us_per_packet": moved["cpu_s"] / packets * 1e6 if packets else None,
+            "sleeps_per_packet": moved["sleeps"] / packets if packets else None}
 
 
 def cpu_line(row: dict) -> str:
     spin = f"spin {row['spin_us']:4g} us" if row["spin_us"] is not None else " " * 12
-    sleeps = f", {row['sleeps_per_packet']:.2f} sleeps per packet" if row.get("sleeps_per_packet") is not None else ""
+    per_packet = row.get("cpu_us_per_packet")
+    sleeps = (f", {per_packet:.1f} CPU us and {row['sleeps_per_packet']:.2f} sleeps per packet"
+              if per_packet is not None else "")
     paced = f" (credits paced for {CPU_LINK_MBPS:g} Mbit/s)" if row["program"] == "cchost expresspass" else ""
     return (f"  {row['program']:20} {spin} {row['cpu_s_per_gb']:6.2f} CPU s/GB at {row['mbps']:.0f} Mbit/s"
             f"{sleeps}{paced}")
@@ -337,11 +343,13 @@ def markdown(result: dict) -> str:
                      f"{row['dctcp']:.3f} | {row['iperf3']:.3f} | {_lateness(row['lateness'])} | "
                      f"{row['p99_of_gap']:.0%} |")
     lines += ["", f"## 2. CPU per GB, both ends, {CPU_BYTES // 10**6} MB over one unshaped veth pair", "",
-              "| program | spin us | CPU s/GB | Mbit/s | sleeps per packet |", "|---|---|---|---|---|"]
+              "| program | spin us | CPU s/GB | Mbit/s | CPU us per packet | sleeps per packet |",
+              "|---|---|---|---|---|---|"]
     for row in result["cpu"]:
-        sleeps, spin = row.get("sleeps_per_packet"), row["spin_us"]
+        per_packet, sleeps, spin = row.get("cpu_us_per_packet"), row.get("sleeps_per_packet"), row["spin_us"]
         lines.append(f"| {row['program']} | {'' if spin is None else f'{spin:g}'} | {row['cpu_s_per_gb']:.2f} | "
-                     f"{row['mbps']:.0f} | {'' if sleeps is None else f'{sleeps:.2f}'} |")
+                     f"{row['mbps']:.0f} | {'' if per_packet is None else f'{per_packet:.1f}'} | "
+                     f"{'' if sleeps is None else f'{sleeps:.2f}'} |")
     if result["idle"]:
         lines += ["", "## 3. Idle hosts: cchosts with no flows, their CPU together", "",
                   "| hosts | spin us | share of the machine's CPUs | CPU us per host per second |", "|---|---|---|---|"]

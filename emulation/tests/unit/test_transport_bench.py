@@ -73,16 +73,24 @@ def test_the_report_has_a_row_per_goodput_run_and_per_cpu_case_with_its_profile(
                            "iperf3": 0.999, "lateness": late, "p99_of_gap": 60 / transport.credit_gap_us(100)}],
               "idle": [{"hosts": 256, "spin_us": 60, "seconds": 10.0, "cpu_share_of_machine": 0.037, "cpus": 2}],
               "cpu": [{"program": "cchost dctcp", "spin_us": 60, "cpu_s_per_gb": 3.2, "mbps": 4600,
-                       "sleeps_per_packet": 0.4},
+                       "cpu_us_per_packet": 2.24, "sleeps_per_packet": 0.4},
                       {"program": "iperf3 TCP", "spin_us": None, "cpu_s_per_gb": 0.6, "mbps": 18000}],
               "profiles": {"dctcp spin 60": profile.TransportBreakdown.of_script(STACKS, "cchost", "cpu-clock")
                            .to_json()}}
     text = transport.markdown(result)
     assert "| 100 | 1 | 60 | 0.995 | 1.000 | 0.999 | 2 / 60 / 6 / 900 | 46% |" in text
-    assert "| cchost dctcp | 60 | 3.20 | 4600 | 0.40 |" in text and "| iperf3 TCP |  | 0.60 | 18000 |  |" in text
+    assert "| cchost dctcp | 60 | 3.20 | 4600 | 2.2 | 0.40 |" in text
+    assert "| iperf3 TCP |  | 0.60 | 18000 |  |  |" in text
     assert "### cchost dctcp spin 60: what its CPU went to" in text
     assert "| 256 | 60 | 3.7% of 2 | 289 |" in text
 
 
 def test_a_credit_gap_at_100_mbit_s_is_about_130_us():
     assert transport.credit_gap_us(100) == pytest.approx(129.8, abs=0.1)
+
+
+def test_a_cpu_row_gives_the_cost_per_packet_beside_the_cost_per_gigabyte():
+    moved = {"record": {"size": 500_000_000, "fct": 4.0}, "cpu_s": 1.5, "packets": 690_000, "sleeps": 690}
+    row = {"program": "cchost dctcp", "spin_us": 0, **transport._per_gigabyte(moved)}
+    assert row["cpu_s_per_gb"] == pytest.approx(3.0) and row["cpu_us_per_packet"] == pytest.approx(2.17, abs=0.01)
+    assert "3.00 CPU s/GB at 1000 Mbit/s, 2.2 CPU us and 0.00 sleeps per packet" in transport.cpu_line(row)
