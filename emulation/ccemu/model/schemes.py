@@ -12,6 +12,7 @@ test fails when the two differ (tests/unit/test_schemes.py).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,24 @@ TABLE_FILE = Path(__file__).with_name("schemes.json")
 
 class SchemesUnreadable(RuntimeError):
     """cchost did not list its schemes (it failed, or printed something that is no table)."""
+
+
+@dataclass(frozen=True)
+class ParamRange:
+    """What values cchost takes for a parameter, as its table says (transport/src/cc/param.rs
+    Bounds): a finite value above `above`, at least `at_least`, at most `at_most`, whole where
+    `whole` says; `says` is cchost's own words for it."""
+
+    above: float | None
+    at_least: float | None
+    at_most: float
+    whole: bool
+    says: str
+
+    def admits(self, value: float) -> bool:
+        return (math.isfinite(value) and (self.above is None or value > self.above)
+                and (self.at_least is None or value >= self.at_least) and value <= self.at_most
+                and (not self.whole or float(value).is_integer()))
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,7 @@ class SchemeParam:
     # A time of the datacenter: cchost multiplies it by --dilation.
     dilates: bool
     doc: str
+    range: ParamRange
 
 
 @dataclass(frozen=True)
@@ -51,7 +71,8 @@ def parse(text: str) -> tuple[Scheme, ...]:
     """The schemes of `cchost --schemes --json`'s output."""
     try:
         return tuple(Scheme(name=s["name"], wire_id=s["wire_id"], driver=s["driver"], port_profile=s["port_profile"],
-                            credit=s["credit"], params=tuple(SchemeParam(**p) for p in s["params"]))
+                            credit=s["credit"], params=tuple(SchemeParam(**p | {"range": ParamRange(**p["range"])})
+                                                                    for p in s["params"]))
                      for s in json.loads(text))
     except (ValueError, TypeError, KeyError) as e:
         raise SchemesUnreadable(f"cchost --schemes --json printed no scheme table ({e!r}): {text[:200]!r}") from e

@@ -3,6 +3,7 @@ be what the built binary lists, every Python list of schemes derives from it, ex
 a scheme's parameters by its names, and the argv builder passes them as --param."""
 
 import os
+import subprocess
 from pathlib import Path
 from typing import get_args
 
@@ -68,11 +69,28 @@ def test_an_experiment_file_sets_a_schemes_parameters_and_cchost_gets_them_as_pa
     ({"timer": 5}, "schemes.0.params.timer: dcqcn has no such parameter (it has: timer_us, cnp_interval_us, "),
     ({"timer_us": float("nan")}, "schemes.0.params.timer_us: input should be a finite number"),
     ({"timer_us": "soon"}, "schemes.0.params.timer_us: input should be a valid number"),
+    ({"timer_us": 0}, "schemes.0.params.timer_us: must be microseconds > 0, at most a year (got 0)"),
 ])
 def test_a_bad_scheme_parameter_is_one_line_naming_it(params, message):
     with pytest.raises(ConfigError) as error:
         parse_config({"name": "t", "topology": {"kind": "star"}, "schemes": [{"scheme": "dcqcn", "params": params}]})
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+# Values at and around every kind of bound cchost's ranges have (0, 1, a fraction, a count's least, a year).
+PROBES = (-1.0, 0.0, 1e-9, 0.5, 1.0, 1.5, 2.0, 10.0, 4294967295.0, 4294967296.0, 3.2e13, 3.1536e13, 3.1537e13)
+
+
+def test_validation_admits_a_scheme_parameter_exactly_when_the_built_cchost_does(binary):
+    """The fuzzing found initial_window_segments 0.0 accepted by validation and refused by cchost:
+    the ranges now come with the table, and every parameter agrees with cchost on every probe."""
+    for scheme in model_schemes.TABLE:
+        for param in scheme.params:
+            for value in PROBES:
+                argv = [str(binary), "--host", "1", "--link-mbps", "100", "--records", "/nonexistent", "--scheme",
+                        scheme.name, "--param", f"{scheme.name}.{param.name}={value!r}", "--check-args"]
+                cchost_takes = subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
+                assert param.range.admits(value) == cchost_takes, (scheme.name, param.name, value)
 
 
 def test_each_scheme_has_a_unique_wire_id_and_its_times_are_the_parameters_that_dilate():
@@ -93,7 +111,8 @@ def test_the_table_is_read_once_per_build_of_the_binary(tmp_path):
     calls = tmp_path / "calls"
     fake = tmp_path / "cchost"
     table = ('[{"name": "toy", "wire_id": 42, "driver": "sender", "port_profile": "dctcp", "credit": false, "params": '
-             '[{"name": "window_segments", "default": 8, "unit": "segments", "dilates": false, "doc": "d"}]}]')
+             '[{"name": "window_segments", "default": 8, "unit": "segments", "dilates": false, "doc": "d", '
+             '"range": {"above": null, "at_least": 1, "at_most": 64, "whole": true, "says": "1 to 64"}}]}]')
     fake.write_text(f"#!/bin/sh\necho >> {calls}\necho '{table}'\n")
     fake.chmod(0o755)
     assert model_schemes.names(schemes.schemes(fake)) == ("toy",)

@@ -25,19 +25,46 @@ pub enum Range {
     Micros,
 }
 
+/// A range as bounds, the one description both cchost's check and the listing (`cchost
+/// --schemes --json`, which ccemu's validation reads) use: a value is admitted when it is
+/// finite, above `above` (if any), at least `at_least` (if any), at most `at_most`, and whole
+/// where `whole` says so.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    pub above: Option<f64>,
+    pub at_least: Option<f64>,
+    pub at_most: f64,
+    pub whole: bool,
+}
+
+impl Bounds {
+    pub fn admits(self, value: f64) -> bool {
+        value.is_finite()
+            && self.above.is_none_or(|above| value > above)
+            && self.at_least.is_none_or(|least| value >= least)
+            && value <= self.at_most
+            && (!self.whole || value.fract() == 0.0)
+    }
+}
+
 impl Range {
+    pub fn bounds(self) -> Bounds {
+        let (above, at_least, at_most, whole) = match self {
+            Range::Fraction => (Some(0.0), None, 1.0, false),
+            Range::UnitInterval => (None, Some(0.0), 1.0, false),
+            Range::Positive => (Some(0.0), None, f64::MAX, false),
+            Range::Count(least) => (None, Some(f64::from(least)), f64::from(u32::MAX), true),
+            Range::Micros => (Some(0.0), None, YEAR_US, false),
+        };
+        Bounds { above, at_least, at_most, whole }
+    }
+
     fn admits(self, value: f64) -> bool {
-        match self {
-            Range::Fraction => value > 0.0 && value <= 1.0,
-            Range::UnitInterval => (0.0..=1.0).contains(&value),
-            Range::Positive => value.is_finite() && value > 0.0,
-            Range::Count(least) => value.fract() == 0.0 && (f64::from(least)..=f64::from(u32::MAX)).contains(&value),
-            Range::Micros => value > 0.0 && value <= YEAR_US,
-        }
+        self.bounds().admits(value)
     }
 
     /// What `admits` asks, for an error message.
-    fn says(self) -> String {
+    pub fn says(self) -> String {
         match self {
             Range::Fraction => "in (0, 1]".into(),
             Range::UnitInterval => "in [0, 1]".into(),
@@ -77,6 +104,7 @@ pub struct Param {
     /// A time of the datacenter: multiplied by `--dilation`.
     pub dilates: bool,
     pub doc: &'static str,
+    pub range: Range,
 }
 
 /// The parameters of `config`, as its `table` describes them.
@@ -89,6 +117,7 @@ pub fn describe<C>(config: &C, table: &[Spec<C>]) -> Vec<Param> {
             unit: spec.unit,
             dilates: spec.range == Range::Micros,
             doc: spec.doc,
+            range: spec.range,
         })
         .collect()
 }

@@ -49,6 +49,8 @@ class SchemeConfig(Section):
             if key not in known:
                 raise KeyedError(("params", key), f"{self.scheme} has no such parameter (it has: "
                                                   f"{', '.join(known)})")
+            if not known[key].range.admits(self.params[key]):
+                raise KeyedError(("params", key), f"must be {known[key].range.says} (got {self.params[key]:g})")
         return self
 
     @model_serializer(mode="wrap")

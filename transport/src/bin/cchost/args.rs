@@ -248,7 +248,12 @@ fn schemes_listing(registry: &Registry, as_json: bool) -> String {
                 let params: Vec<_> = scheme
                     .params()
                     .iter()
-                    .map(|p| json!({"name": p.name, "default": p.default, "unit": p.unit, "dilates": p.dilates, "doc": p.doc}))
+                    .map(|p| {
+                        let bounds = p.range.bounds();
+                        json!({"name": p.name, "default": p.default, "unit": p.unit, "dilates": p.dilates, "doc": p.doc,
+                               "range": {"above": bounds.above, "at_least": bounds.at_least, "at_most": bounds.at_most,
+                                         "whole": bounds.whole, "says": p.range.says()}})
+                    })
                     .collect();
                 json!({
                     "name": scheme.name(), "wire_id": scheme.wire_id(), "driver": driver(scheme.driver()),
@@ -379,7 +384,9 @@ mod tests {
         );
         assert_eq!(
             tcd["params"][0],
-            json!({"name": "timer_us", "default": 55.0, "unit": "us", "dilates": true, "doc": tcd["params"][0]["doc"]})
+            json!({"name": "timer_us", "default": 55.0, "unit": "us", "dilates": true, "doc": tcd["params"][0]["doc"],
+                   "range": {"above": 0.0, "at_least": null, "at_most": 365.0 * 24.0 * 3600.0 * 1e6, "whole": false,
+                             "says": "microseconds > 0, at most a year"}})
         );
         assert_eq!(schemes[0]["credit"], json!(true));
         assert_eq!(schemes[3]["params"][0]["default"], json!(null), "DCTCP+'s unit is unset: the base RTT");
