@@ -11,6 +11,7 @@ says more.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Callable, get_args
 
@@ -114,7 +115,11 @@ def _topologies() -> list[Entry]:
         counts = default.counts()
         keys = [name for name in model.model_fields if name != "kind"]
         switches = f"{counts.switches} switch{'es' if counts.switches != 1 else ''}"
-        entries.append((kind, [f"{', '.join(keys)} (default {', '.join(str(getattr(default, key)) for key in keys)}: "
+        # A default that depends on another key (None) is named by its field's description: "(default k/2)".
+        shown = [str(getattr(default, key)) if getattr(default, key) is not None
+                 else re.search(r"default ([^;),]+)", model.model_fields[key].description or "").group(1)
+                 for key in keys]
+        entries.append((kind, [f"{', '.join(keys)} (default {', '.join(shown)}: "
                                f"{default.describe()}: {counts.hosts} hosts, {switches})"]))
     return entries
 

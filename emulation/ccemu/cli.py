@@ -289,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--topo", choices=list(topology_kinds()), default="fattree",
                        help="the fabric's shape, without --config")
     check.add_argument("--k", type=int, default=4, help="fat-tree radix (--topo fattree)")
+    check.add_argument("--hosts-per-edge", type=int, help="hosts per edge switch (--topo fattree; default k/2)")
+    check.add_argument("--uplinks", type=int, help="each edge switch's uplinks (--topo fattree; default k/2)")
     check.add_argument("--leaves", type=int, default=4, help="leaves (--topo leafspine)")
     check.add_argument("--spines", type=int, default=2, help="spines (--topo leafspine)")
     check.add_argument("--hosts-per-leaf", type=int, default=4, help="hosts per leaf (--topo leafspine)")
@@ -434,7 +436,7 @@ def _check_config(args) -> ExperimentConfig:
         data = config.model_dump()
     else:
         topology = {
-            "fattree": {"k": args.k},
+            "fattree": {"k": args.k, "hosts_per_edge": args.hosts_per_edge, "uplinks": args.uplinks},
             "leafspine": {"leaves": args.leaves, "spines": args.spines, "hosts_per_leaf": args.hosts_per_leaf},
             "dumbbell": {"hosts_per_side": args.hosts_per_side},
             "star": {"hosts": args.hosts},

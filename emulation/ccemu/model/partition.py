@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .config.errors import ConfigError
-from .topology import Link, Topology
+from .topology import Link, Topology, pods
 from .tunnel import underlay_mtu_needed
 
 # Switch ports the capacity benchmark keeps busy: 8 flows through 5 switches each (bench/capacity.py).
@@ -107,13 +107,7 @@ def _units_of(topo: Topology) -> tuple[list[list[str]], list[str]]:
     """(units kept whole on one machine, in order; switches spread round robin)."""
     switches = topo.switch_names
     if topo.kind == "fattree":
-        # fat_tree(k): k pods of k/2 edges then k/2 aggregations, (k/2)^2 cores (model/topology.py).
-        cores = [s for s in switches if s.startswith("c")]
-        half = int(round(len(cores) ** 0.5))
-        edges = [s for s in switches if s.startswith("e")]
-        aggs = [s for s in switches if s.startswith("a")]
-        pods = [edges[p * half:(p + 1) * half] + aggs[p * half:(p + 1) * half] for p in range(len(edges) // half)]
-        return pods, cores
+        return pods(topo), [s for s in switches if s.startswith("c")]
     if topo.kind == "leafspine":
         return [[s] for s in switches if s.startswith("l")], [s for s in switches if s.startswith("s")]
     return [[s] for s in switches], []

@@ -190,16 +190,26 @@ class TopologyCounts:
         return max(ports_before(end) - ports_before(start) for start, end in zip(firsts, firsts[1:]))
 
 
-def fat_tree_counts(k: int) -> TopologyCounts:
-    """fat_tree(k) without building it: k^3/4 hosts, 5k^2/4 switches of k ports each,
-    k^3/4 host links + k^3/4 edge-aggregation + k^3/4 aggregation-core links."""
-    return TopologyCounts(hosts=k ** 3 // 4, switches=5 * k * k // 4, links=3 * k ** 3 // 4,
-                          switch_ports=((5 * k * k // 4, k),), tor=(k // 2, k // 2))
+def fat_tree_counts(k: int, hosts_per_edge: int | None = None, uplinks: int | None = None) -> TopologyCounts:
+    """fat_tree(k, hosts_per_edge, uplinks) without building it: k pods of k/2 edge switches (hosts
+    and uplinks) and `uplinks` aggregation switches (k ports), then uplinks x k/2 cores (k ports).
+    With the defaults (k/2 each), Al-Fares's k^3/4 hosts and 5k^2/4 switches of k ports."""
+    half = k // 2
+    hosts_per_edge, uplinks = hosts_per_edge or half, uplinks or half
+    edges, aggs, cores = k * half, k * uplinks, uplinks * half
+    hosts = edges * hosts_per_edge
+    return TopologyCounts(hosts=hosts, switches=edges + aggs + cores, links=hosts + edges * uplinks + aggs * half,
+                          switch_ports=_runs((edges, hosts_per_edge + uplinks), (aggs, k), (cores, k)),
+                          tor=(hosts_per_edge, uplinks))
 
 
-def fat_tree(k: int) -> Topology:
+def fat_tree(k: int, hosts_per_edge: int | None = None, uplinks: int | None = None) -> Topology:
     """The k-ary fat-tree of Al-Fares et al.: k pods of k/2 edge and k/2 aggregation
-    switches, (k/2)^2 cores, k^3/4 hosts.
+    switches, (k/2)^2 cores, k^3/4 hosts. `hosts_per_edge` and `uplinks` (the aggregation
+    switches of a pod, each edge's uplinks; both k/2 by default) oversubscribe it at the ToR by
+    count, as ExpressPass's 3:1 fat-tree does (k=8, 6 hosts over 2 uplinks: 8 cores, 16
+    aggregation and 32 edge switches, 192 hosts); each aggregation switch keeps k/2 links up,
+    so a pod's uplinks still reach k/2 x uplinks cores.
 
     Uplink i of every edge switch goes to aggregation switch i of its pod, and uplink i of
     aggregation switch j goes to core j*k/2+i, so "uplink index" means the same thing in
@@ -207,14 +217,18 @@ def fat_tree(k: int) -> Topology:
     """
     if k < 2 or k % 2:
         raise TopologyError(f"fat-tree k must be even and >= 2, got {k}")
+    for name, value in (("hosts_per_edge", hosts_per_edge), ("uplinks", uplinks)):
+        if value is not None and value < 1:
+            raise TopologyError(f"fat-tree {name} must be >= 1, got {value}")
     half = k // 2
+    hosts_per_edge, uplinks = hosts_per_edge or half, uplinks or half
     topo = Topology(kind="fattree")
     edges = [[topo.add_switch(f"e{pod * half + i + 1}") for i in range(half)] for pod in range(k)]
-    aggs = [[topo.add_switch(f"a{pod * half + j + 1}") for j in range(half)] for pod in range(k)]
-    cores = [topo.add_switch(f"c{c + 1}") for c in range(half * half)]
+    aggs = [[topo.add_switch(f"a{pod * uplinks + j + 1}") for j in range(uplinks)] for pod in range(k)]
+    cores = [topo.add_switch(f"c{c + 1}") for c in range(uplinks * half)]
     for pod in range(k):
         for edge in edges[pod]:
-            for _ in range(half):
+            for _ in range(hosts_per_edge):
                 topo.add_link(edge, topo.add_host())
     for pod in range(k):
         for edge in edges[pod]:
@@ -226,6 +240,28 @@ def fat_tree(k: int) -> Topology:
             for i in range(half):
                 topo.add_link(agg, cores[j * half + i])
     return topo
+
+
+def pods(topo: Topology) -> list[list[str]]:
+    """A fat-tree's pods: each its edge then aggregation switches, in switch order (the
+    switches that stay connected without the cores)."""
+    in_pod = [s for s in topo.switch_names if s[0] in "ea"]
+    pod_of = {s: i for i, s in enumerate(in_pod)}
+    parent = list(range(len(in_pod)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for link in topo.links:
+        if link.a in pod_of and link.b in pod_of:
+            parent[root(pod_of[link.a])] = root(pod_of[link.b])
+    grouped: dict[int, list[str]] = {}
+    for s in in_pod:
+        grouped.setdefault(root(pod_of[s]), []).append(s)
+    return sorted(grouped.values(), key=lambda pod: topo.switch_names.index(pod[0]))
 
 
 def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int) -> Topology:

@@ -55,6 +55,7 @@ def refusal(machine: MachineLimits = ROOMY, **sections) -> str:
 
 @pytest.mark.parametrize("built, counted", [
     *[(lambda k=k: fat_tree(k), lambda k=k: fat_tree_counts(k)) for k in (2, 4, 6, 8, 10)],
+    *[(lambda a=a: fat_tree(*a), lambda a=a: fat_tree_counts(*a)) for a in ((8, 6, 2), (4, 1, 3), (6, 5, 1))],
     *[(lambda a=a: leaf_spine(*a), lambda a=a: leaf_spine_counts(*a))
       for a in ((1, 1, 1), (4, 2, 4), (3, 5, 2), (6, 3, 1), (2, 2, 2), (3, 1, 2))],
     *[(lambda n=n: dumbbell(n), lambda n=n: dumbbell_counts(n)) for n in (1, 2, 7)],

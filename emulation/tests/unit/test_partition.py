@@ -55,6 +55,14 @@ def test_no_host_link_is_ever_cut_and_every_machine_gets_a_pod(k):
         assert max(per_machine) - min(per_machine) <= 1  # the core tier spread evenly
 
 
+def test_the_papers_3_to_1_fat_tree_over_four_machines_keeps_its_pods_of_four_edges_and_two_aggregations_whole():
+    partition = Partition.of(fat_tree(8, hosts_per_edge=6, uplinks=2), names(4))
+    assert partition.switches_on("m1")[:12] == ["e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "a1", "a2", "a3", "a4"]
+    assert all(not partition.topo.is_host(end) for link in partition.cut for end in (link.a, link.b))
+    assert all({link.a[0], link.b[0]} == {"a", "c"} for link in partition.cut)
+    assert [len(partition.hosts_on(m)) for m in partition.machines] == [48] * 4
+
+
 def test_every_cut_link_has_one_key_that_both_of_its_machines_agree_on():
     partition = Partition.of(fat_tree(8), names(4))
     keys = [partition.tunnel_key(link) for link in partition.cut]

@@ -42,6 +42,33 @@ def test_fat_tree_k8_has_80_switches_128_hosts():
     assert (len(topo.switches), len(topo.hosts), len(topo.links)) == (80, 128, 384)
 
 
+def test_the_expresspass_papers_fat_tree_has_8_cores_16_aggregations_32_tors_and_192_hosts():
+    """Seed 000: "8 core switches, 16 aggregator switches, 32 top-of-rack (ToR) switches, and 192
+    nodes", 3:1 at the ToR."""
+    topo = fat_tree(8, hosts_per_edge=6, uplinks=2)
+    kinds = [s.name[0] for s in topo.switches]
+    assert (kinds.count("c"), kinds.count("a"), kinds.count("e"), len(topo.hosts)) == (8, 16, 32, 192)
+    e1 = topo.ports("e1").values()
+    assert sum(topo.is_host(peer) for peer, _ in e1) == 6 and sum(not topo.is_host(peer) for peer, _ in e1) == 2
+    assert all(len(topo.ports(s.name)) == 8 for s in topo.switches if s.name[0] in "ac")
+
+
+@pytest.mark.parametrize("shape", [(8, 6, 2), (4, 1, 3), (6, 5, 1)], ids=str)
+def test_an_oversubscribed_fat_tree_routes_every_shortest_path_symmetrically(shape):
+    routing = Routing(fat_tree(*shape))
+    # One uplink makes every route a single next hop, which the structural proof does not cover: walked.
+    assert symmetry_problems(routing)[1] == [] and asymmetric_paths(routing) == []
+    a, b = routing.topo.host_names[0], routing.topo.host_names[-1]
+    assert set(routing.paths(a, b)) == all_shortest_paths(routing.topo, a, b)
+    assert len(routing.paths(a, b)) == shape[2] * (shape[0] // 2)
+
+
+@pytest.mark.parametrize("bad", [{"hosts_per_edge": 0}, {"uplinks": -1}])
+def test_a_fat_tree_refuses_an_edge_without_hosts_or_uplinks(bad):
+    with pytest.raises(TopologyError, match="must be >= 1"):
+        fat_tree(4, **bad)
+
+
 def test_hosts_in_different_pods_of_k4_have_four_distinct_equal_cost_paths():
     routing = ROUTINGS[4]
     paths = routing.paths("h1", "h16")

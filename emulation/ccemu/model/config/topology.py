@@ -30,6 +30,12 @@ MAX_SIZE = 10_000
 class FatTreeConfig(Section):
     kind: Literal["fattree"]
     k: int = Field(4, le=MAX_SIZE, description="switch radix: k pods, k^3/4 hosts")
+    hosts_per_edge: int | None = Field(None, ge=1, le=MAX_SIZE,
+                                       description="hosts under each edge switch (default k/2)")
+    uplinks: int | None = Field(None, ge=1, le=MAX_SIZE,
+                                description="each edge switch's uplinks, one per aggregation switch of its pod "
+                                            "(default k/2); ExpressPass's 3:1 fat-tree: k 8, hosts_per_edge 6, "
+                                            "uplinks 2")
 
     @field_validator("k")
     @classmethod
@@ -41,17 +47,21 @@ class FatTreeConfig(Section):
         return k
 
     def build(self) -> Topology:
-        return fat_tree(self.k)
+        return fat_tree(self.k, self.hosts_per_edge, self.uplinks)
 
     def counts(self) -> TopologyCounts:
-        return fat_tree_counts(self.k)
+        return fat_tree_counts(self.k, self.hosts_per_edge, self.uplinks)
 
     def describe(self) -> str:
-        return f"a fat-tree with k={self.k}"
+        if self.hosts_per_edge is None and self.uplinks is None:
+            return f"a fat-tree with k={self.k}"
+        hosts, uplinks = self.counts().tor
+        return f"a fat-tree with k={self.k}, {hosts} hosts over {uplinks} uplinks per edge switch"
 
     @property
     def size_key(self) -> str:
-        return "k"
+        """k makes the fabric big, unless the edges' hosts are what does."""
+        return "hosts_per_edge" if (self.hosts_per_edge or 0) > self.k else "k"
 
 
 class LeafSpineConfig(Section):
