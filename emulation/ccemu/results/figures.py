@@ -94,9 +94,17 @@ class Tables:
     def rounds_of(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
         return [r for r in self.rounds if _in(r, scheme, point, n)]
 
+    @property
+    def warmup_flows(self) -> int:
+        """The first flows of every block (flow ids count from 1 in start order) that ran only to
+        fill the fabric (realistic's workload.warmup_flows): no figure counts them."""
+        return int((self.manifest["config"].get("workload") or {}).get("warmup_flows") or 0)
+
     def flows_of(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
-        """The flows that finished (a flow's row is written when it finishes)."""
-        return [f for f in self.flows if _in(f, scheme, point, n)]
+        """The measured flows that finished (a flow's row is written when it finishes): those after
+        the warm-up."""
+        warmup = self.warmup_flows
+        return [f for f in self.flows if _in(f, scheme, point, n) and (not warmup or int(f["id"]) > warmup)]
 
     def unfinished(self, scheme: str, point: str | None = None, n: int | None = None) -> int:
         """Flows of the selection that never finished, over its rounds."""
@@ -105,7 +113,7 @@ class Tables:
     def missing_records(self, scheme: str, point: str | None = None, n: int | None = None) -> int:
         """Flows the rounds count as finished whose row flows.csv lacks (a cut or edited table)."""
         return max(0, sum(int(r["finished"]) for r in self.rounds_of(scheme, point, n))
-                   - len(self.flows_of(scheme, point, n)))
+                   - sum(_in(f, scheme, point, n) for f in self.flows))
 
     def ports_of(self, scheme: str, point: str | None = None, n: int | None = None) -> list[dict]:
         """Every port's row of the selection: switch ports and host NICs."""

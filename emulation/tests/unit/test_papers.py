@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from ccemu.cli import main
+from ccemu.experiments.kinds.realistic import Realistic
+from ccemu.model.config import ConfigError, parse_config
 from ccemu.results import figures, papers, readings, rule, stats
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
 from ccemu.results.figures import Tables
@@ -665,3 +667,19 @@ def test_the_headline_counts_each_class_and_says_why_most_claims_were_not_compar
                     "3 not comparable** (of 4 claims); 2 of the not comparable because the run's RTO differs")
     assert papers.headline([papers.Comparison(claims[0], None, rule.Judgement(rule.REPRODUCED))]).endswith(
         "0 not comparable** (of 1 claims)")
+
+
+def test_a_realistic_blocks_warmup_flows_are_in_no_fct_figure_and_not_counted_missing():
+    slow_first = [flow("expresspass", 9.0 if i <= 2 else 1.0, point="load=0.6", id=i) for i in range(1, 5)]
+    t = tables("realistic", slow_first, [round_row("expresspass", "load=0.6", flows=4)],
+               workload={"kind": "realistic", "warmup_flows": 2})
+    assert [f["id"] for f in t.flows_of("expresspass", "load=0.6")] == [3, 4]
+    assert figures.fcts(t, "expresspass", "load=0.6").max_s == pytest.approx(1.0 / t.dilation)
+    assert t.missing_records("expresspass", "load=0.6") == 0
+    assert any("Warm-up: the first 2 flows of each load" in line for line in Realistic().summary_lines(t))
+
+
+def test_a_warmup_that_leaves_no_flow_to_measure_is_refused_naming_the_key():
+    with pytest.raises(ConfigError, match=r"workload.warmup_flows: 300 of 300 flows leaves none to measure"):
+        parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4},
+                      "workload": {"kind": "realistic", "flows": 300, "warmup_flows": 300}})

@@ -89,6 +89,9 @@ def _realistic_lines(tables: Tables) -> list[str]:
     # Three tables: the flows' FCTs, their slowdown per size bucket, the switch queues.
     lines = ["## Realistic workload: FCT slowdown per size bucket and load; switch queues", "",
              *table(REALISTIC_COLUMNS, cells, keys=2, breaks=("S", "max queue KB (pkts)"))]
+    if tables.warmup_flows:
+        lines += ["", f"Warm-up: the first {tables.warmup_flows} flows of each load (by start) ran to fill the fabric "
+                      "and are in no FCT figure (flows.csv keeps them); the queues are over the whole load's run."]
     lines += ["", "Slowdown = FCT / the flow's ideal FCT (half its pair's base RTT plus its bytes at the link rate: "
               "sent at once, alone; an FCT ends when the receiver has every byte): "
               "dilation-free; S/M/L/XL: mean slowdown per size bucket; finished flows only (unfinished: counted "

@@ -110,8 +110,18 @@ class RealisticWorkload(Workload):
                                   "ToR's uplinks is load x their capacity (ExpressPass, seed 000: 'we set the "
                                   "target load for ToR up-links', with 3:1 oversubscription there)")
     flows: int = Field(300, ge=1, le=MAX_FLOWS, description="flows per load (all hosts together)")
+    warmup_flows: int = Field(0, ge=0, le=MAX_FLOWS,
+                              description="the first flows of each load (by start) run but are left out of every "
+                                          "FCT figure: the fabric fills before flows are measured (switch queues "
+                                          "are still the whole block's)")
     timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S,
                              description="wall seconds a load's flows get after the last one starts")
+
+    @model_validator(mode="after")
+    def _flows_left_after_the_warmup(self) -> "RealisticWorkload":
+        if self.warmup_flows >= self.flows:
+            raise KeyedError(("warmup_flows",), f"{self.warmup_flows} of {self.flows} flows leaves none to measure")
+        return self
 
     @field_validator("loads")
     @classmethod
