@@ -4,7 +4,9 @@ import pytest
 
 import json
 
-from ccemu.fabric.latency import DelayPlan, _parse, write_delay_tables
+from ccemu.fabric.latency import DelayPlan, _median_by_length, _parse, sampled_pairs, write_delay_tables
+from ccemu.model.routing import Routing
+from ccemu.model.topology import fat_tree
 from ccemu.model.dilation import PairDelay, Serialization
 
 PING_OUTPUT = """# h2
@@ -61,3 +63,26 @@ def test_without_datacenter_delays_each_host_still_holds_packets_for_their_seria
         {"src": 1, "delay_us": 0.0, "link_ns_per_byte": [800, 800, 800, 800]}]
     assert [json.loads(line) for line in tables["h1"].read_text().splitlines()] == [
         {"src": 3, "delay_us": 0.0, "link_ns_per_byte": [1600, 800, 800, 800]}]
+
+
+def test_up_to_256_pairs_every_pair_is_measured():
+    routing = Routing(fat_tree(4))
+    hosts = routing.topo.host_names
+    pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1:]]
+    links = {pair: len(routing.path(*pair, 0)) + 1 for pair in pairs}
+    assert sampled_pairs(pairs, links) == pairs
+
+
+def test_192_hosts_measure_16_pairs_per_path_length_and_each_pair_takes_its_lengths_median():
+    routing = Routing(fat_tree(8, hosts_per_edge=6, uplinks=2))
+    hosts = routing.topo.host_names
+    pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1:]]
+    links = {pair: len(routing.path(*pair, 0)) + 1 for pair in pairs}
+    sample = sampled_pairs(pairs, links)
+    assert len(pairs) == 18336 and len(sample) == 3 * 16  # 2, 4 and 6 links between hosts
+    assert sorted(links[p] for p in sample) == [2] * 16 + [4] * 16 + [6] * 16
+    assert len({src for src, _ in sample}) > 16  # spread over the sources, not one host's pings
+    floors = {pair: links[pair] * 1e-4 + (1e-3 if i == 0 else 0.0) for i, pair in enumerate(sample)}
+    every = _median_by_length(floors, pairs, links)
+    assert set(every) == set(pairs)
+    assert every[("h1", "h2")] == pytest.approx(2e-4) and every[("h1", "h192")] == pytest.approx(6e-4)
