@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help=f"experiments of workloads/experiments/ (default: {' '.join(REPRODUCED)})")
     reproduce.add_argument("--profile", choices=sorted(PROFILES),
                            help=f"a named set of experiments (default: default, {' '.join(PROFILES['default'])}; "
-                                f"quick: one per kind, {' '.join(PROFILES['quick'])})")
+                                f"quick: one per kind, {' '.join(PROFILES['quick'])}; paper: at the papers' scale, "
+                                f"{' '.join(PROFILES['paper'])})")
     reproduce.add_argument("--results", type=Path, default=RESULTS, help="bundles go to RESULTS/NAME/TIME")
     reproduce.add_argument("--skip-check", action="store_true", help="skip the reachability check of the fabric")
     reproduce.add_argument("--no-monitoring", action="store_true", help="no collector, no Prometheus")
@@ -911,7 +912,9 @@ REPRODUCED = tuple(EXPERIMENT_KINDS)  # workloads/experiments/KIND.yaml: one exp
 # its paper measured it in: the incast at the DCTCP+ paper's other DCTCP set-ups too (Fig. 1 and Table
 # I's minimum window, Fig. 8's RTO), SprayPass's convergence at 100 Gbit/s; quick: one experiment per
 # kind, those claims not comparable.
-PROFILES = {"default": REPRODUCED + ("incast-fig1", "incast-fig8", "convergence-100g"), "quick": REPRODUCED}
+# paper: the experiments at the papers' own scale (issue 43), one file each so far.
+PROFILES = {"default": REPRODUCED + ("incast-fig1", "incast-fig8", "convergence-100g"), "quick": REPRODUCED,
+            "paper": ("realistic-fig19",)}
 
 
 def cmd_reproduce(args) -> int:

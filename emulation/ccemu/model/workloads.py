@@ -148,7 +148,10 @@ def _poisson(senders: list[str], destination, cdf: FlowSizeCdf, load: float, lin
     Poisson process whose rate makes its offered bytes `load` x its link rate."""
     per_host_rate = load * link_bps / 8 / cdf.mean()  # flows per second per host
     result: list[Flow] = []
-    clocks = {h: 0.0 for h in senders}
+    # Each host's first arrival too is an exponential wait from the start: at 0 every host's first
+    # flow started at once, a burst of one flow per host (192 at the paper's scale, their DCTCP
+    # flows stuck in timeouts) that no Poisson process makes.
+    clocks = {h: rng.expovariate(per_host_rate) for h in senders}
     while len(result) < flows:
         src = min(clocks, key=clocks.__getitem__)  # the host whose next arrival is first
         start = clocks[src]

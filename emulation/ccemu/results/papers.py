@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..experiments.kinds import KINDS
 from ..model import schemes
-from ..model.config import ExperimentConfig, read_yaml
+from ..model.config import EXPERIMENTS_DIR, ExperimentConfig, read_yaml
 from ..model.config.schemes import SchemeConfig
 from . import readings, rule, stats
 from .figures import Tables
@@ -144,12 +144,22 @@ class SettingEntry(_Strict):
     link_gbps: float
     rtt_us: float
     bdp_packets: float
+    hosts: int | None = None  # the paper's (None: it does not say), beside the experiment's in the reports
     differs: list[str] = []  # what ccemu's experiment cannot (yet) run as the paper did
 
 
 class ReferenceTable(_Strict):
-    settings: dict[Literal[EXPERIMENTS], SettingEntry]
+    # By kind (its default experiment file), or by an experiment file's name where that file's set-up
+    # differs from its kind's otherwise (realistic-fig19: the paper's own fabric).
+    settings: dict[str, SettingEntry]
     claims: list[ClaimEntry]
+
+    @model_validator(mode="after")
+    def _settings_of_kinds_and_files(self) -> "ReferenceTable":
+        for name in self.settings:
+            if name not in EXPERIMENTS and not (EXPERIMENTS_DIR / f"{name}.yaml").is_file():
+                raise ValueError(f"settings: {name!r} is neither a kind of experiment nor a file of {EXPERIMENTS_DIR}")
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> "ReferenceTable":
@@ -231,6 +241,12 @@ def load_claims(path: Path = REFERENCE) -> list[Claim]:
 
 def settings(path: Path = REFERENCE) -> dict[str, dict]:
     return {name: s.model_dump() for name, s in _table(path).settings.items()}
+
+
+def setting_of(tables: Tables, path: Path = REFERENCE) -> dict | None:
+    """The paper's setting a bundle stands for: its experiment file's own, else its kind's."""
+    table = settings(path)
+    return table.get(tables.manifest["config"].get("name", "")) or table.get(tables.kind)
 
 
 def settings_differ(claim: Claim, tables: Tables) -> str:

@@ -140,7 +140,7 @@ def _datacenter_lines(tables: Tables) -> list[str]:
                      "by cchost's delay line at the receiving host (what the idle fabric lacks of it), with every "
                      "packet's serialization at each link of its path (store-and-forward: the emulated ports release "
                      "a frame as its transmission starts). The base RTT is the propagation, as the papers give it.")
-    setting = papers.settings().get(tables.kind)
+    setting = papers.setting_of(tables)
     bdp = dc["bdp_packets_max_rtt"]
     lines += ["", "| | ccemu | paper | ccemu / paper |", "|---|---|---|---|",
               f"| base RTT, longest path (us) | {dc['base_rtt_max_us']:.1f} | "

@@ -12,6 +12,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
+from ..model.config import TopologyConfig
 from . import papers
 from .figures import Tables
 from .rule import NOT_COMPARABLE
@@ -100,25 +103,29 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
              "workloads/reference.yaml is listed, with the paper's figure (its seed and line: workloads/README.md), "
              "ccemu's, their ratio, the claim's class and the verdict.", "",
              "## Experiments", "",
-             "| experiment | dilation | link (datacenter / emulated) | base RTT us (paper) | BDP pkts (paper) | "
-             "wall time | verdict | unfinished flows | bundle |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| experiment | hosts (paper) | dilation | link (datacenter / emulated) | base RTT us (paper) | "
+             "BDP pkts (paper) | wall time | verdict | unfinished flows | bundle |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     commit = ""
+    names_of_kind: dict[str, list[str]] = {}  # the experiment files of each kind that left a bundle
     for run in runs:
         if run.bundle is None or not (run.bundle / "manifest.json").exists():
-            lines.append(f"| {run.label(repeats[run.name])} | - | - | - | - | {run.seconds:.0f} s | did not run: "
+            lines.append(f"| {run.label(repeats[run.name])} | - | - | - | - | - | {run.seconds:.0f} s | did not run: "
                          f"{run.error} | - | - |")
             continue
         tables = Tables.read(run.bundle)
         manifest, dc = tables.manifest, tables.manifest.get("datacenter", {})
         commit = commit or manifest.get("git_commit", "")
-        setting = settings.get(tables.kind, {})
+        setting = papers.setting_of(tables) or {}
+        names_of_kind.setdefault(tables.kind, []).append(run.name)
+        topology = manifest["config"].get("topology")
+        hosts = TypeAdapter(TopologyConfig).validate_python(topology).counts().hosts if topology else "-"
         for plot in sorted((run.bundle / "plots").glob("*.png")):
             copy = f"{run.name}-{run.repeat}-{plot.name}" if repeats[run.name] > 1 else f"{run.name}-{plot.name}"
             shutil.copy(plot, plots / copy)
         status = manifest["fidelity"]["status"] + (" (interrupted)" if manifest.get("interrupted") else "")
         lines.append(
-            f"| {run.label(repeats[run.name])} | {dc.get('dilation', 1):g} | "
+            f"| {run.label(repeats[run.name])} | {hosts} ({setting.get('hosts', '-')}) | {dc.get('dilation', 1):g} | "
             f"{dc.get('link_rate_bps', 0) / 1e9:g} Gbit/s / "
             f"{dc.get('emulated_link_mbps', 0):g} Mbit/s | {dc.get('base_rtt_max_us', 0):.1f} "
             f"({setting.get('rtt_us', '-')}) | {dc.get('bdp_packets_max_rtt', 0):.1f} "
@@ -129,9 +136,12 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
               papers.RULE_TEXT, ""]
     for name in dict.fromkeys(c.claim.experiment for c in comparisons):
         lines += [f"### {name}", ""]
-        differs = settings.get(name, {}).get("differs", [])
-        if differs:
-            lines += ["Where ccemu's set-up differs from the paper's:", ""] + [f"- {d}" for d in differs] + [""]
+        # Each experiment file of the kind that ran, with its own set-up's differences (its kind's by default).
+        for file in dict.fromkeys(names_of_kind.get(name, [name])):
+            differs = (settings.get(file) or settings.get(name, {})).get("differs", [])
+            if differs:
+                lines += [f"Where ccemu's set-up differs from the paper's ({file}.yaml):", ""] + \
+                         [f"- {d}" for d in differs] + [""]
         lines += papers.markdown([c for c in comparisons if c.claim.experiment == name]) + [""]
     lines += ["## Fidelity", "", "What the verdicts said (WARN and FAIL reasons, per block) is in each bundle's "
               "summary.md; a WARN means the emulation was near the edge of what this machine keeps faithful "

@@ -57,6 +57,19 @@ def test_poisson_arrivals_offer_the_target_load_within_5_percent_over_10k_flows(
     assert [f.start for f in flows] == sorted(f.start for f in flows)
 
 
+def test_each_hosts_first_flow_waits_an_exponential_time_too_so_no_burst_opens_the_workload():
+    cdf, load, link_bps = FlowSizeCdf.named("webserver"), 0.5, 10e6
+    hosts = [f"h{i}" for i in range(1, 193)]
+    flows = poisson_flows(hosts, cdf, load, link_bps, 5000, random.Random(7))
+    firsts = {}
+    for f in flows:
+        firsts.setdefault(f.src, f.start)
+    assert len(firsts) == len(hosts) and min(firsts.values()) > 0
+    assert len(set(firsts.values())) == len(hosts)  # no two at once
+    mean_gap = cdf.mean() * 8 / (load * link_bps)  # 1 / each host's arrival rate
+    assert statistics.fmean(firsts.values()) == pytest.approx(mean_gap, rel=0.2)
+
+
 def test_generators_are_deterministic_under_a_seed_and_differ_across_seeds():
     cdf = FlowSizeCdf.named("webserver")
     run = lambda seed: poisson_flows(HOSTS, cdf, 0.5, 10e6, 500, random.Random(seed))  # noqa: E731
