@@ -65,6 +65,9 @@ def summary_markdown(directory: Path) -> str:
         lines += ["## Beside the papers", "",
                   "Each claim of workloads/reference.yaml about this experiment, read from this bundle "
                   "(dilation-free figures or datacenter time). " + papers.RULE_TEXT, ""]
+        differs = (papers.setting_of(tables) or {}).get("differs", [])
+        if differs:
+            lines += ["Where this set-up differs from the paper's:", ""] + [f"- {d}" for d in differs] + [""]
         lines += papers.markdown(beside) + [""]
     return "\n".join(lines)
 

@@ -501,6 +501,8 @@ def test_a_doctored_bundle_reports_not_comparable_where_its_data_is_gone(tmp_pat
     whole = (bundle / "summary.md").read_text()
     assert "**not reproduced** (outside [0.8, 1.25] x 46.1 = 36.9 to 57.7)" in claim_line(whole, xp_small)
     assert "**direction does not hold**" in claim_line(whole, l_flows)
+    # Beside its claims, where the set-up differs from the paper's (reference.yaml, the kind's by default).
+    assert "Where this set-up differs from the paper's:" in whole and "by rate, not by count" in whole
 
     (bundle / "ports.csv").unlink()
     with open(bundle / "flows.csv") as source:
