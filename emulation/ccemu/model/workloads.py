@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CDF_DIR = REPO_ROOT / "workloads" / "cdf"
-CDF_NAMES = ("search", "mining", "cachefollower", "webserver")
+# The flow-size CDFs workloads/cdf/ holds (its SOURCE.md cites each).
+CdfName = Literal["search", "mining", "cachefollower", "webserver", "hadoop"]
+CDF_NAMES: tuple[str, ...] = get_args(CdfName)
 
 
 @dataclass(frozen=True)
@@ -127,18 +131,28 @@ class VictimFlows:
 
 def victim_flows(victim_senders: list[str], victim_receiver: str, congesting_senders: list[str], hot_receiver: str,
                  bursters: list[str], cdf: FlowSizeCdf, load: float, link_bps: float, flows: int, burst_bytes: int,
-                 burst_interval_s: float, rng: random.Random) -> VictimFlows:
+                 burst_interval_s: float, rng: random.Random, burst_cdf: FlowSizeCdf | None = None,
+                 exponential_rounds: bool = False) -> VictimFlows:
     """TCD's victim scenario (seed 004, 5.1.3): `flows` victim flows from the victim senders to
     their receiver and as many from each congesting sender to the hot receiver, Poisson arrivals
-    at `load` of each sender's link; while they last, every burster sends `burst_bytes` to the hot
-    receiver at the same instants, `burst_interval_s` apart (the paper's synchronised
-    generators)."""
+    at `load` of each sender's link; while they last, the bursters send to the hot receiver in
+    rounds, all at the same instants (the paper's synchronised generators): `burst_bytes` each,
+    or each its own draw from `burst_cdf`; rounds `burst_interval_s` apart from 0, or (with
+    `exponential_rounds`) apart by exponential times of that mean, the first too (lines 140-141)."""
     victims = _poisson(victim_senders, lambda _: victim_receiver, cdf, load, link_bps, flows, rng)
     congesting = [f for src in congesting_senders
                   for f in _poisson([src], lambda _: hot_receiver, cdf, load, link_bps, flows, rng)]
     end = max(f.start for f in victims + congesting)
-    bursts = [Flow(src, hot_receiver, burst_bytes, i * burst_interval_s)
-              for i in range(int(end / burst_interval_s) + 1) for src in bursters]
+    if exponential_rounds:
+        rounds = []
+        t = rng.expovariate(1 / burst_interval_s)
+        while t <= end:
+            rounds.append(t)
+            t += rng.expovariate(1 / burst_interval_s)
+    else:
+        rounds = [i * burst_interval_s for i in range(int(end / burst_interval_s) + 1)]
+    bursts = [Flow(src, hot_receiver, burst_cdf.sample(rng) if burst_cdf else burst_bytes, t)
+              for t in rounds for src in bursters]
     return VictimFlows(victims, congesting, bursts)
 
 
@@ -160,16 +174,36 @@ def _poisson(senders: list[str], destination, cdf: FlowSizeCdf, load: float, lin
     return result
 
 
-def permutation(hosts: list[str], size: int, rng: random.Random) -> list[Flow]:
+def permutation(hosts: list[str], size: int, rng: random.Random, tor_of: dict[str, str] | None = None) -> list[Flow]:
     """Every host sends `size` bytes to one other host, every host receiving exactly one
-    flow (a random derangement)."""
+    flow (a random derangement); with `tor_of` (host -> its ToR), never to a host under its
+    own ToR (SprayPass: "to one of the other servers across different leaf switches")."""
     if len(hosts) < 2:
         raise ValueError("needs at least two hosts")
-    while True:
-        targets = hosts[:]
-        rng.shuffle(targets)
-        if all(src != dst for src, dst in zip(hosts, targets)):
-            return [Flow(src, dst, size) for src, dst in zip(hosts, targets)]
+    if tor_of is None:
+        while True:
+            targets = hosts[:]
+            rng.shuffle(targets)
+            if all(src != dst for src, dst in zip(hosts, targets)):
+                return [Flow(src, dst, size) for src, dst in zip(hosts, targets)]
+    largest = max(Counter(tor_of[h] for h in hosts).values())
+    if 2 * largest > len(hosts):
+        raise ValueError(f"{largest} of {len(hosts)} hosts under one ToR: they cannot all send and receive across ToRs")
+    # A uniformly shuffled assignment, then repaired: a host whose target shares its ToR swaps
+    # targets with a random host for whom the swap is valid too. Rejection sampling alone would
+    # almost never succeed at 24 ToRs of 10 (each sender's chance of a same-ToR target is 1 in 24).
+    targets = hosts[:]
+    rng.shuffle(targets)
+
+    def fits(src: str, dst: str) -> bool:
+        return tor_of[src] != tor_of[dst]
+
+    for i, src in enumerate(hosts):
+        while not fits(src, targets[i]):
+            j = rng.randrange(len(hosts))
+            if fits(src, targets[j]) and fits(hosts[j], targets[i]):
+                targets[i], targets[j] = targets[j], targets[i]
+    return [Flow(src, dst, size) for src, dst in zip(hosts, targets)]
 
 
 def shuffle(hosts: list[str], tasks_per_host: int, size: int) -> list[Flow]:

@@ -135,7 +135,14 @@ def transport_args(config: "ExperimentConfig", host: str, alpha: float | None = 
         args += ("--slow-time-unit-us", str(transport.slow_time_unit_us))
     if not transport.persistent_connections:
         args += ("--fresh-connections",)
+    if transport.realtime:
+        args += ("--realtime-priority", str(REALTIME_PRIORITY))
     return args
+
+
+# transport.realtime's SCHED_FIFO priority: the lowest, above every ordinary process and below
+# the kernel's own real-time threads (migration, watchdogs), which must keep their precedence.
+REALTIME_PRIORITY = 1
 
 
 def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch_ns: int, workdir: Path,

@@ -111,3 +111,19 @@ def test_a_host_failure_keeps_the_manifests_fields_in_their_order():
     assert list(failure.as_json().items()) == [
         ("scheme", "dctcp"), ("n", 8), ("round", 2), ("host", "h3"), ("role", "sender"), ("returncode", -9),
         ("last_error", "boom"), ("point", ""), ("status", "killed by SIGKILL")]
+
+
+def test_permutation_fig8s_flows_each_leave_their_senders_leaf_and_the_victims_bursts_draw_from_their_cdf():
+    import random
+    from types import SimpleNamespace
+
+    config = load_config(EXPERIMENTS_DIR / "permutation-fig8.yaml")
+    topo = config.topology.build()
+    live = SimpleNamespace(config=config, hosts=topo.host_names)
+    flows = KINDS["permutation"].flows(None, live, random.Random(1))
+    assert len(flows) == 240 and all(topo.attachment(f.src)[0] != topo.attachment(f.dst)[0] for f in flows)
+    victim = load_config(EXPERIMENTS_DIR / "victim-fig15.yaml")
+    bursts = [f for f in KINDS["victim"].victim_flows(victim, victim.link.rate_mbps * 1e6, random.Random(1)) if f.src in
+              victim.workload.bursters]
+    assert len({f.size for f in bursts}) > len(victim.workload.bursters)  # not one fixed burst_bytes
+    assert len({f.start for f in bursts}) * len(victim.workload.bursters) == len(bursts)  # rounds: all at once

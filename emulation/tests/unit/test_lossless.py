@@ -2,6 +2,7 @@
 buffer reading, the victim workload."""
 
 import random
+import statistics
 import struct
 
 import pytest
@@ -132,6 +133,29 @@ def test_victim_flows_go_to_their_receiver_and_bursts_leave_at_the_same_instants
     span = max(f.start for f in flows.victims)
     assert span == pytest.approx(50 * cdf.mean() * 8 / (0.3 * 10e6), rel=0.5)
     assert flows.all() == sorted(flows.all(), key=lambda f: f.start)
+
+
+def test_bursts_drawn_from_a_cdf_in_exponential_rounds_keep_every_burster_on_the_same_instants():
+    cdf, hadoop = FlowSizeCdf.named("webserver"), FlowSizeCdf.named("hadoop")
+    bursters = [f"h{i}" for i in range(11, 26)]  # the paper's fifteen
+    flows = victim_flows(["h1"], "h10", ["h2"], "h9", bursters, cdf, 0.3, 10e6, 2000, 64_000, 0.05,
+                         random.Random(1), burst_cdf=hadoop, exponential_rounds=True)
+    periodic = victim_flows(["h1"], "h10", ["h2"], "h9", bursters, cdf, 0.3, 10e6, 2000, 64_000, 0.05,
+                            random.Random(1))
+    assert flows.victims == periodic.victims and flows.congesting == periodic.congesting
+    starts = sorted({f.start for f in flows.bursts})
+    assert all(sorted(f.src for f in flows.bursts if f.start == t) == sorted(bursters) for t in starts)
+    gaps = [b - a for a, b in zip([0.0, *starts], starts)]
+    assert statistics.fmean(gaps) == pytest.approx(0.05, rel=0.15) and statistics.stdev(gaps) > 0.5 * 0.05
+    sizes = [f.size for f in flows.bursts]
+    assert len(set(sizes)) > 1000 and sum(s < 120_000 for s in sizes) / len(sizes) == pytest.approx(
+        0.9, abs=0.03)
+
+
+def test_a_victim_workload_takes_fixed_bursts_or_drawn_ones_not_both():
+    with pytest.raises(ConfigError, match="workload.burst_cdf: bursts are burst_bytes or draws from burst_cdf"):
+        parse_config({"name": "t", "topology": {"kind": "dumbbell", "hosts_per_side": 8}, "workload": {
+            "kind": "victim", "burst_bytes": 1000, "burst_cdf": "hadoop"}}, kernel=NO_MODULES)
 
 
 def test_pyroute2s_tbf_cannot_carry_the_closed_gate_so_the_agent_builds_its_own_message():

@@ -587,8 +587,15 @@ def test_reproduce_takes_a_profile_or_names_not_both_and_the_default_profile_run
     assert capsys.readouterr().err.strip() == "ccemu reproduce: give experiment names or --profile, not both"
     assert PROFILES["default"] == REPRODUCED + ("incast-fig1", "incast-fig8", "convergence-100g")
     assert PROFILES["quick"] == REPRODUCED
-    for name in PROFILES["default"]:  # every experiment of every profile is a file whose config is valid
+    for name in {name for names in PROFILES.values() for name in names}:  # every profile's files are valid
         assert load_config(EXPERIMENTS_DIR / f"{name}.yaml").name == name
+
+
+def test_every_paper_scale_experiment_has_its_own_setting_with_the_papers_host_count():
+    from ccemu.cli import PROFILES
+    settings = papers.settings()
+    for name in PROFILES["paper"]:
+        assert name in settings and settings[name]["hosts"], name
 
 
 def realistic_with_xp_queue(kb: float) -> Tables:

@@ -10,7 +10,7 @@ from ccemu.programs.cchost import ScheduledFlow, write_schedule
 from ccemu.model.config import IncastWorkload, parse_config
 from ccemu.fabric.kernel import KernelFeatures
 from ccemu.model.routing import Routing
-from ccemu.programs.cchost import transport_args
+from ccemu.programs.cchost import check_args, transport_args
 from ccemu.experiments.incast import incast_schedule, warm_up_schedule
 from ccemu.model.topology import fat_tree, leaf_spine
 
@@ -79,6 +79,15 @@ def test_w_init_and_slow_time_unit_reach_cchost_only_when_the_config_sets_them()
                                         kernel=NO_MODULES), "h3")
     assert given[given.index("--w-init") + 1] == "0.0625"
     assert given[given.index("--slow-time-unit-us") + 1] == "100.0"
+
+
+def test_cchost_runs_under_sched_fifo_only_when_the_transport_asks_and_cchost_takes_the_flag():
+    base = {"name": "t", "topology": {"kind": "fattree", "k": 4}}
+    assert "--realtime-priority" not in transport_args(parse_config(base, kernel=NO_MODULES), "h3")
+    config = parse_config({**base, "transport": {"realtime": True}}, kernel=NO_MODULES)
+    args = transport_args(config, "h3")
+    assert args[args.index("--realtime-priority") + 1] == "1"
+    check_args(config, [None])  # cchost --check-args accepts it (a flag it did not know would fail here)
 
 
 def test_a_scheme_with_its_own_rto_floor_runs_it_and_the_others_run_the_transports():

@@ -116,6 +116,17 @@ def test_a_hosts_nic_takes_its_own_buffer_and_share_of_the_rate_and_the_switch_p
     assert PortShape.of(unset).of_nic(unset, "h1").buffer_bytes == 384500
 
 
+def test_host_share_slows_every_hosts_nic_but_those_host_shares_names_and_no_switch_port():
+    port = {"profile": "dctcp", "ecn_threshold_bytes": 100000, "buffer_bytes": 384500}
+    config = parse_config({"name": "t", "topology": {"kind": "star", "hosts": 3}, "link": {
+                           "rate_mbps": 100, "host_share": 0.4, "host_shares": {"h3": 0.5}}, "port": port},
+                          kernel=NO_MODULES)
+    switch_port = PortShape.of(config)
+    assert [switch_port.of_nic(config, h).rate_mbps for h in ("h1", "h2", "h3")] == [40, 40, 50]
+    assert switch_port.rate_mbps == 100
+    assert config.link.path_rates_mbps("h1", 2) == [40, 100]
+
+
 def test_fractional_rates_are_not_rounded_to_whole_megabits():
     lines = port_qdiscs("x", PortShape(rate_mbps=0.5, buffer_bytes=3000, mtu=1500))
     assert "rate 500000bit" in lines[1]

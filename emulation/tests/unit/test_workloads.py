@@ -46,6 +46,13 @@ def test_the_cdfs_have_the_papers_average_sizes():
     assert means["webserver"] == pytest.approx(64e3, rel=0.07)
 
 
+def test_the_hadoop_cdf_has_nine_flows_in_ten_under_120_kb_as_tcd_says_of_it():
+    cdf = FlowSizeCdf.named("hadoop")  # seed 004 line 156: "90% flows of the Hadoop workload are less than 120KB"
+    rng = random.Random(12)
+    sizes = [cdf.sample(rng) for _ in range(20_000)]
+    assert sum(1 for s in sizes if s < 120_000) / len(sizes) == pytest.approx(0.9, abs=0.01)
+
+
 @pytest.mark.parametrize("name", CDF_NAMES)
 def test_poisson_arrivals_offer_the_target_load_within_5_percent_over_10k_flows(name):
     cdf, load, link_bps = FlowSizeCdf.named(name), 0.6, 10e6
@@ -81,6 +88,22 @@ def test_a_permutation_sends_one_flow_from_and_to_every_host_never_to_itself():
     flows = permutation(HOSTS, 1000, random.Random(4))
     assert sorted(f.src for f in flows) == sorted(HOSTS) == sorted(f.dst for f in flows)
     assert all(f.src != f.dst for f in flows)
+
+
+def test_a_permutation_across_tors_sends_every_flow_out_of_its_senders_tor_as_seed_003_does():
+    hosts = [f"h{i}" for i in range(1, 241)]
+    tor_of = {h: f"leaf{(int(h[1:]) - 1) // 10}" for h in hosts}  # 24 leaves of 10, as SprayPass's fabric
+    flows = permutation(hosts, 1000, random.Random(4), tor_of)
+    assert sorted(f.src for f in flows) == sorted(hosts) == sorted(f.dst for f in flows)
+    assert all(tor_of[f.src] != tor_of[f.dst] for f in flows)
+    assert flows == permutation(hosts, 1000, random.Random(4), tor_of) != permutation(hosts, 1000, random.Random(5),
+                                                                                       tor_of)
+
+
+def test_a_permutation_across_tors_refuses_a_tor_holding_more_than_half_of_the_hosts():
+    tor_of = {"h1": "a", "h2": "a", "h3": "a", "h4": "b"}
+    with pytest.raises(ValueError, match="3 of 4 hosts under one ToR"):
+        permutation(list(tor_of), 1000, random.Random(1), tor_of)
 
 
 def test_the_shuffle_sends_each_task_to_every_other_host():

@@ -23,7 +23,12 @@ class Permutation(ScheduledKind):
         return config.topology.counts().hosts
 
     def flows(self, runner, live, rng: random.Random) -> list[Flow]:
-        return permutation(live.hosts, live.config.workload.size_bytes, rng)
+        workload = live.config.workload
+        tor_of = None
+        if workload.across_tors:
+            topo = live.config.topology.build()
+            tor_of = {host: topo.attachment(host)[0] for host in live.hosts}
+        return permutation(live.hosts, workload.size_bytes, rng, tor_of)
 
     def summary_lines(self, tables: Tables) -> list[str]:
         return _permutation_lines(tables)

@@ -31,7 +31,9 @@ class Victim(ScheduledKind):
         w = config.workload
         return victim_flows(w.victim_senders, w.victim_receiver, w.congesting_senders, w.hot_receiver, w.bursters,
                             FlowSizeCdf.named(w.cdf), w.load, link_bps, w.flows, w.burst_bytes,
-                            config.dilation.wall_s(w.burst_interval_us / 1e6), rng).all()
+                            config.dilation.wall_s(w.burst_interval_us / 1e6), rng,
+                            FlowSizeCdf.named(w.burst_cdf) if w.burst_cdf else None,
+                            w.burst_rounds == "exponential").all()
 
     def flows(self, runner, live, rng: random.Random) -> list[Flow]:
         return self.victim_flows(runner.config, live.config.link.rate_mbps * 1e6, rng)

@@ -117,6 +117,10 @@ class TransportConfig(Section):
     slow_time_unit_us: Union[float, None] = Field(None, gt=0, le=YEAR_MS * 1000, allow_inf_nan=False,
                                                   description="DCTCP+ backoff_time_unit, microseconds; unset: the "
                                                               "flow's measured base RTT (paper: the base RTT, 100 us)")
+    realtime: bool = Field(False, description="every cchost runs under SCHED_FIFO (cchost --realtime-priority 1): "
+                                              "a pacer woken by its timer runs before ordinary processes instead "
+                                              "of waiting its turn among ~200 hosts' (issue 43: p99 lateness 4-10 "
+                                              "credit gaps without it at 192 hosts, 1-1.3 with it)")
     trace: bool = Field(False, description="every cchost writes a trace of its credit-scheme flows into the block's "
                                            "work folder (<host>.trace, cchost --trace): per feedback step at their "
                                            "receivers, per RTT at their senders; programs/trace.py reads it")

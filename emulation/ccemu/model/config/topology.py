@@ -146,6 +146,10 @@ class LinkConfig(Section):
     # packets in flight would count toward its buffer, K and drops. Propagation delay is the
     # datacenter's (datacenter.link_delay_us), added at the receiving host by cchost's delay line.
     mtu: int = Field(1500, ge=576, le=9000, description="IP MTU of every interface, bytes")
+    host_share: float = Field(
+        1.0, gt=0, le=1, allow_inf_nan=False,
+        description="every host's NIC at this share of rate_mbps, but those host_shares names: hosts slower than "
+                    "the fabric, e.g. SprayPass's 40 Gbit/s servers on 100 Gbit/s links: 0.4")
     host_shares: dict[str, float] = Field(
         {}, description="hosts whose NIC sends at this share of rate_mbps (and whose transport takes that for its "
                         "link's rate), e.g. TCD's S0 and S1 at 20 of 40 Gbit/s: {h1: 0.5}")
@@ -168,7 +172,7 @@ class LinkConfig(Section):
 
     def host_rate_mbps(self, host: str) -> float:
         """What `host`'s NIC sends at."""
-        return self.rate_mbps * self.host_shares.get(host, 1.0)
+        return self.rate_mbps * self.host_shares.get(host, self.host_share)
 
     @property
     def fabric_rate_mbps(self) -> float:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from ..topology import TopologyCounts
-from ..workloads import FlowSizeCdf, host_load_for_tor_uplinks
+from ..workloads import CdfName, FlowSizeCdf, host_load_for_tor_uplinks
 from .base import HOST_NAME, Section
 from .errors import KeyedError
 from ..excerpt import shown
@@ -102,7 +102,7 @@ class RealisticWorkload(Workload):
     the four CDFs (the ExpressPass and SprayPass realistic workloads); one fabric per load."""
 
     kind: Literal["realistic"]
-    cdf: Literal["search", "mining", "cachefollower", "webserver"] = "webserver"
+    cdf: CdfName = "webserver"
     loads: list[float] = Field([0.2, 0.5, 0.8], min_length=1,
                                description="offered load where load_on says, each run on its own fabric")
     load_on: Literal["host_links", "tor_uplinks"] = Field(
@@ -158,6 +158,8 @@ class PermutationWorkload(Workload):
 
     kind: Literal["permutation"]
     size_bytes: int = Field(2_000_000, ge=1, le=MAX_FLOW_BYTES)
+    across_tors: bool = Field(False, description="every flow to a host under another ToR (SprayPass: 'across "
+                                                 "different leaf switches'); else any other host")
     timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S, description="wall seconds the flows get to finish")
 
     def busy_links(self, counts: TopologyCounts, fabric_share: float) -> float:
@@ -254,14 +256,19 @@ class VictimWorkload(Workload):
     hot_receiver: str = Field("h9", pattern=HOST_NAME, description="R1: the congestion point is its link")
     bursters: list[str] = Field(["h11", "h12", "h13", "h14", "h15", "h16"], min_length=1,
                                 description="A0..: synchronised bursts to the hot receiver")
-    cdf: Literal["search", "mining", "cachefollower", "webserver"] = Field(
+    cdf: CdfName = Field(
         "webserver",
-        description="victim and congesting flows' sizes (the paper's Hadoop CDF is not among ccemu's four)")
+        description="victim and congesting flows' sizes (the paper's: hadoop)")
     load: float = Field(0.3, gt=0, le=1, description="offered load of each victim and congesting sender, of the "
                                                       "fabric's link rate")
     flows: int = Field(100, ge=1, le=MAX_FLOWS, description="victim flows (the congesting senders send as many each)")
     burst_bytes: int = Field(64_000, ge=1, le=MAX_FLOW_BYTES, description="each burster's flow per burst")
+    burst_cdf: CdfName | None = Field(None, description="each burster's flow per burst drawn from this CDF, instead "
+                                                        "of burst_bytes (the paper's Fig. 15(a): hadoop)")
     burst_interval_us: float = Field(2000.0, gt=0, le=MAX_WAIT_S * 1e6, description="datacenter time between bursts")
+    burst_rounds: Literal["periodic", "exponential"] = Field(
+        "periodic", description="bursts burst_interval_us apart, or apart by exponential times of that mean "
+                                "(seed 004 lines 140-141)")
     timeout_s: float = Field(120.0, gt=0, le=MAX_WAIT_S,
                              description="wall seconds the flows get after the last one starts")
 
@@ -272,6 +279,12 @@ class VictimWorkload(Workload):
         if bad:
             raise ValueError(f"not a host name: {bad[0]!r}")
         return hosts
+
+    @model_validator(mode="after")
+    def _one_burst_size(self) -> "VictimWorkload":
+        if self.burst_cdf is not None and "burst_bytes" in self.model_fields_set:
+            raise KeyedError(("burst_cdf",), "bursts are burst_bytes or draws from burst_cdf: give one")
+        return self
 
     @model_validator(mode="after")
     def _roles_apart(self) -> "VictimWorkload":
