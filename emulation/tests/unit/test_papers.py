@@ -598,6 +598,20 @@ def test_every_paper_scale_experiment_has_its_own_setting_with_the_papers_host_c
         assert name in settings and settings[name]["hosts"], name
 
 
+def test_every_claim_ccemu_can_run_has_a_shipped_experiment_file_at_the_settings_it_requires():
+    """A claim whose `requires` no profile's file meets would be "not comparable" in every report."""
+    from ccemu.cli import PROFILES
+    from ccemu.model.config import EXPERIMENTS_DIR, load_config
+    runs = [Tables(manifest={"kind": config.workload.kind, "config": config.model_dump(mode="json")},
+                   flows=[], rounds=[], ports=[], rtts=[], timeline=[])
+            for config in (load_config(EXPERIMENTS_DIR / f"{name}.yaml")
+                           for name in {name for names in PROFILES.values() for name in names})]
+    for claim in papers.load_claims():
+        if not claim.not_run_here:
+            assert any(t.manifest["kind"] == claim.experiment and not papers.settings_differ(claim, t)
+                       for t in runs), claim.id
+
+
 def realistic_with_xp_queue(kb: float) -> Tables:
     """realistic(), ExpressPass's switch queue at `kb` KB at every load."""
     t = realistic()
