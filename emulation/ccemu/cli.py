@@ -967,6 +967,7 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from .results.files import BundleFileError
     from .results.merge import entries_of_bundles, merge, write_points
     from .results.report import report
     from .sweeps import outcome
@@ -978,7 +979,11 @@ def cmd_report(args) -> int:
             return EXIT_FAILED
     if len(args.bundles) == 1 and args.out is None:
         bundle = args.bundles[0]
-        summary = outcome.report(bundle)[0] if outcome.is_sweep(bundle) else report(bundle)
+        try:
+            summary = outcome.report(bundle)[0] if outcome.is_sweep(bundle) else report(bundle)
+        except BundleFileError as exc:  # a link, a device, a manifest's name that is not a name
+            print(f"ccemu report: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"wrote {summary} and {bundle / 'plots'}/")
         return 0
     if any(outcome.is_sweep(bundle) for bundle in args.bundles):

@@ -9,9 +9,11 @@ a dockerd that was running before (the machine's own) is never stopped.
 A dockerd ccemu starts is recorded before it runs (an Inventory at /run/ccemu/docker/dockerd/,
 the spawn gate of fabric/inventory.py) and runs in a session of its own (Ctrl-C in the terminal
 does not reach it: containers outlive the run's teardown only by being removed). It is started
-with `--iptables=false --bridge=none`: it leaves the firewall alone (a default dockerd sets the
-iptables FORWARD policy to DROP, which silently stops Linux-bridge forwarding on the machine)
-and makes no bridge; ccemu's containers have no Docker network at all (the fabric's veth is their
+with `--iptables=false --bridge=none --ip-forward=false`: it leaves the firewall alone (a default
+dockerd sets the iptables FORWARD policy to DROP, which silently stops Linux-bridge forwarding on
+the machine), leaves the machine's IPv4 forwarding as it was (by default dockerd turns it on for
+every interface, and never back: a machine on two networks would route between them) and makes
+no bridge; ccemu's containers have no Docker network at all (the fabric's veth is their
 only interface) and ccemu's fabric forwards in OVS, not in the root namespace, so nothing of ours
 depends on either. Images it builds stay in Docker's data root (/var/lib/docker) as usual.
 """
@@ -34,7 +36,7 @@ from ..polling import wait_until
 
 # Machine-wide, as the engine's socket is: not under a run's state root (CCEMU_STATE_ROOT).
 ENGINE_ROOT = Path(os.environ.get("CCEMU_DOCKER_STATE", "/run/ccemu/docker"))
-DOCKERD_ARGS = ("--iptables=false", "--bridge=none")
+DOCKERD_ARGS = ("--iptables=false", "--bridge=none", "--ip-forward=false")
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0  # dockerd stops its containerd and any container left on SIGTERM

@@ -6,7 +6,8 @@ instance: switch ports and OVS's own tap devices live there too), so removing th
 stop the recorded processes, kill every process still inside a recorded namespace, remove the
 run's Docker containers (Docker hosts: a container's network namespace is its host's), wait for
 the namespaces to disappear, delete the state directory. Nothing of a run is created in the
-root namespace.
+root namespace but, on a machine running part of a fabric over several, the filter in front of
+its tunnels (fabric/firewall.py): an iptables chain, recorded by name and removed by that name.
 
 Identities that cannot be reused while the record exists, never names:
 - a process is (pid, start time in clock ticks since boot), and is signalled through a pidfd
@@ -42,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..polling import wait_until
+from . import firewall
 
 T = TypeVar("T")
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
@@ -198,6 +200,7 @@ class Inventory:
     namespaces: list[NamespaceRecord] = field(default_factory=list)
     mounts: list[str] = field(default_factory=list)  # filesystems mounted inside state_dir
     containers: list[ContainerRecord] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)  # iptables chains in our own namespace (fabric/firewall.py)
     # Inside batch(): the gates of processes spawned but not yet released (None: not batching).
     _held_gates: list[int] | None = field(default=None, repr=False, compare=False)
 
@@ -281,14 +284,25 @@ class Inventory:
                 return record
         return None
 
-    def add_mount(self, fstype: str, path: Path) -> None:
-        """Mount a `fstype` filesystem at `path` (inside state_dir), recorded first."""
+    def add_mount(self, fstype: str, path: Path, mode: int = 0o700) -> None:
+        """Mount a `fstype` filesystem at `path` (inside state_dir), recorded first; its root is
+        root's alone (`mode`): a bpffs's default root is 1777, where any local user could plant
+        pins that make a run fail or reuse another's maps."""
         if self.state_dir not in path.parents:
             raise ValueError(f"{path} is outside the run's state directory {self.state_dir}")
         path.mkdir(parents=True, exist_ok=True)
         self.mounts.append(str(path))
         self.save()
-        subprocess.run(["mount", "-t", fstype, fstype, str(path)], check=True, capture_output=True)
+        subprocess.run(["mount", "-t", fstype, "-o", f"mode={mode:o}", fstype, str(path)], check=True,
+                       capture_output=True)
+
+    def add_filter(self, chain: str, make: Callable[[str], None]) -> None:
+        """An iptables chain of the run in this namespace, recorded before `make(chain)` makes it."""
+        if not firewall.is_chain(chain):
+            raise InventoryError(f"{chain!r} is not a name ccemu gives its chains")
+        self.filters.append(chain)
+        self.save()
+        make(chain)
 
     def add_containers(self, names: list[str]) -> None:
         """Record containers about to be created (their ids follow: container_created)."""
@@ -324,6 +338,7 @@ class Inventory:
             "namespaces": [asdict(n) for n in self.namespaces],
             "mounts": self.mounts,
             "containers": [asdict(c) for c in self.containers],
+            "filters": self.filters,
         }
         tmp = self.state_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=1))
@@ -346,6 +361,8 @@ class Inventory:
             namespaces=[NamespaceRecord(**{"cookie": None, **n}) for n in data["namespaces"]],
             mounts=data.get("mounts", []),
             containers=[ContainerRecord(**c) for c in data.get("containers", [])],
+            # Only a name ccemu gives: a record is not a way to have `ccemu clean` remove another chain.
+            filters=[chain for chain in data.get("filters", []) if firewall.is_chain(chain)],
         )
 
     @classmethod
@@ -426,6 +443,8 @@ class Inventory:
         problems += [f"a namespace with the inode of {n.what}'s ({n.inode}) is in use but cannot be verified as the "
                      "run's (no cookie on record, or none readable): left alone" for n in self.namespaces
                      if n.inode in unverified]
+        for chain in self.filters:
+            problems += firewall.remove(chain)
         for path in reversed(self.mounts):
             if path in mounted_paths():
                 result = subprocess.run(["umount", path], capture_output=True, text=True)

@@ -37,6 +37,7 @@ from ..containers.host import Container, DockerHost, create_containers
 from ..logs import ended_saying
 from ..model.config import ExperimentConfig
 from ..model.partition import MachinePart
+from . import firewall
 from .inventory import DEFAULT_STATE_ROOT, Inventory
 from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
@@ -263,6 +264,7 @@ class FabricNet(UpWhileInside, Mininet):
         self.timings.mark("switch namespaces and ovs daemons")
         self._add_hosts()
         self.timings.mark("host shells")
+        self._filter_tunnels()
         self._add_switches_and_links()
         self.timings.mark("links")
         self._configure_namespaces()
@@ -385,6 +387,14 @@ class FabricNet(UpWhileInside, Mininet):
                 local, port = self._local_end(link)
                 pairs.append((f"{local}-eth{port}", wire_end(self.part.partition.tunnel_key(link))))
         return pairs
+
+    def _filter_tunnels(self) -> None:
+        """Before the first tunnel: its packets taken only from the far machines (fabric/firewall.py)."""
+        if self.wire_namespace is None:
+            return
+        first, last = self.part.vni_range()
+        self.inventory.add_filter(firewall.chain_name(first),
+                                  lambda chain: firewall.install(chain, self.part.far_addresses(), first, last))
 
     def _add_cut_link(self, link) -> None:
         """A cut link's local half (fabric/tunnels.py): its switch's port, a veth like any other,

@@ -52,10 +52,11 @@ def wire_end(key: int) -> str:
 
 
 def tunnel_line(key: int, mtu: int, namespace_pid: int, part: MachinePart, link: Link) -> str:
-    """The `ip -batch` line that makes cut link `key`'s VXLAN device, from this machine's address
-    to the far end's, in the namespace of `namespace_pid`. No learning: the device has one remote."""
+    """The `ip -batch` line that makes cut link `key`'s VXLAN device (named by its key, identified
+    by the run's VNI for it), from this machine's address to the far end's, in the namespace of
+    `namespace_pid`. No learning: the device has one remote."""
     far = part.far_end(link)
-    return (f"link add name vx{key} mtu {mtu} netns {namespace_pid} type vxlan id {key} "
+    return (f"link add name vx{key} mtu {mtu} netns {namespace_pid} type vxlan id {part.vni(link)} "
             f"local {part.addresses[part.machine]} remote {part.addresses[far]} dstport {VXLAN_PORT} nolearning")
 
 

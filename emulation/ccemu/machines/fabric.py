@@ -19,7 +19,7 @@ from ..fabric.tunnels import AcrossMachinesError, refused_across_machines, sprea
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates
 from ..model.partition import Partition, Plan
-from ..model.tunnel import underlay_mtu_needed
+from ..model.tunnel import underlay_mtu_needed, vni_base
 from ..model.routing import Routing
 from ..ports.maps import PortStats
 from ..ports.tc import PortShape
@@ -153,7 +153,9 @@ class SplitFabric(UpWhileInside):
         self.sessions = [Session(machine) for machine in self.machines]
         config = self.config.model_dump(mode="json")
         config.setdefault("fabric", {})["datapath"] = self.datapath
-        part = {"config": config, "machines": list(self.partition.machines), "addresses": self.addresses}
+        # The run's tunnels' identifiers start at random (model/tunnel.py's vni_base): every part the same.
+        part = {"config": config, "machines": list(self.partition.machines), "addresses": self.addresses,
+                "vni_base": vni_base(len(self.partition.cut))}
         # Every machine's network judged first, so that a refusal leaves nothing made anywhere.
         checked = self._ask({m.name: {"op": "underlay", **part} for m in self.machines})
         problems = [problem for reply in checked.values() for problem in reply["problems"]]

@@ -53,24 +53,25 @@ class Part:
         self.outbox: Outbox | None = None
         self.maps = None  # the ports' maps, opened at their first reading (_maps), closed at "down"
 
-    def _part(self, config: dict, machines: list[str], addresses: dict[str, str]):
+    def _part(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int):
         from ..model.config import parse_config
         from ..model.partition import MachinePart, Partition
 
         parsed = parse_config(config, source=f"the controller's config for {self.machine}")
-        return parsed, MachinePart(Partition.of(parsed.topology.build(), machines), self.machine, addresses)
+        partition = Partition.of(parsed.topology.build(), machines)
+        return parsed, MachinePart(partition, self.machine, addresses, vni_base)
 
-    def underlay(self, config: dict, machines: list[str], addresses: dict[str, str]) -> dict:
+    def underlay(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int) -> dict:
         """What is wrong with this machine's network for its tunnels (nothing is made)."""
         from ..fabric.tunnels import underlay_problems
 
-        parsed, part = self._part(config, machines, addresses)
+        parsed, part = self._part(config, machines, addresses, vni_base)
         return {"problems": underlay_problems(part, parsed.link.mtu)}
 
-    def up(self, config: dict, machines: list[str], addresses: dict[str, str]) -> dict:
+    def up(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int) -> dict:
         from ..fabric.net import FabricNet
 
-        parsed, part = self._part(config, machines, addresses)
+        parsed, part = self._part(config, machines, addresses, vni_base)
         net = FabricNet(parsed, topo=part.partition.topo, part=part)
         try:
             net.build()

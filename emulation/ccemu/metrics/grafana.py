@@ -8,7 +8,6 @@ Apart from dashboards.py so that a run prints these without loading the dashboar
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..model.config import WORKLOAD_KINDS
+from ..results.bundle import read_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 GRAFANA_URL = "http://127.0.0.1:3000"  # docker/compose.yml's
@@ -68,7 +68,7 @@ def links(kind: str, experiment: str, started: str, finished: str | None = None,
 def bundle_links(bundle: Path, grafana: str = GRAFANA_URL) -> tuple[str, dict[str, str]]:
     """The run a bundle holds, from its manifest.json: its time window in words, and its `links`
     (a file people exchange: its values go into the URLs encoded, never anywhere else)."""
-    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest = read_manifest(bundle)  # not through a link; its name a name, its text printable
     try:
         kind, name = str(manifest["kind"]), str(manifest["config"]["name"])
         docker = (manifest["config"].get("hosts") or {}).get("kind") == "docker"

@@ -220,6 +220,20 @@ class MachinePart:
     partition: Partition
     machine: str
     addresses: dict[str, str]  # machine -> its IPv4 address on the machines' network (the tunnels' ends)
+    vni_base: int  # the run's first VXLAN network identifier (the controller's random choice: tunnel.vni_base)
+
+    def vni(self, link: Link) -> int:
+        """The VXLAN network identifier of cut link `link` in this run: the run's base plus its
+        key, so that two runs sharing a machine never share one."""
+        return self.vni_base + self.partition.tunnel_key(link) - 1
+
+    def vni_range(self) -> tuple[int, int]:
+        """(first, last) identifier of the run's tunnels (every machine's)."""
+        return self.vni_base, self.vni_base + len(self.partition.cut) - 1
+
+    def far_addresses(self) -> list[str]:
+        """The addresses of the machines this one tunnels to: the only sources its tunnels take."""
+        return sorted({self.addresses[self.far_end(link)] for link in self.partition.cut_on(self.machine)})
 
     def holds(self, node: str) -> bool:
         return self.partition.machine_of[node] == self.machine

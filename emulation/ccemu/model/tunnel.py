@@ -10,7 +10,10 @@ would see.
 
 from __future__ import annotations
 
+import secrets
+
 VXLAN_PORT = 4789  # IANA's
+VNI_LIMIT = 1 << 24  # a VXLAN network identifier is 24 bits
 INNER_ETHERNET = 14
 VXLAN_OVERHEAD = 20 + 8 + 8  # outer IPv4, UDP, VXLAN
 
@@ -31,3 +34,13 @@ def mtu_problem(machine: str, peer: str, peer_address: str, device: str, mtu: in
             f"{VXLAN_OVERHEAD} B of VXLAN): raise it on both machines and every switch between them "
             f"(`ip link set {device} mtu {needed}` or more), or lower link.mtu to "
             f"{mtu - INNER_ETHERNET - VXLAN_OVERHEAD}")
+
+
+def vni_base(links: int) -> int:
+    """A run's first VXLAN network identifier, at random, its `links` identifiers all valid (1 to
+    2^24 - 1): two runs on one machine share the kernel's socket on VXLAN_PORT, which tells their
+    tunnels apart by identifier alone, so fixed ones (1..N) would collide, and a stranger would
+    know which to forge."""
+    if not 0 <= links < VNI_LIMIT:
+        raise ValueError(f"{links} tunnels: more than VXLAN's {VNI_LIMIT - 1} identifiers")
+    return 1 + secrets.randbelow(VNI_LIMIT - max(links, 1))  # the last: base + links - 1 < VNI_LIMIT

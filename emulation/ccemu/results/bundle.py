@@ -21,6 +21,7 @@ The CSVs are the source of truth: summary and plots are computed from them alone
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import platform
@@ -30,7 +31,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.names import name_problem
 from ..programs.cchost import cchost_binary
+from . import files
 from .rows import ROWS, FlowRow, HostRow, PortRow, Row, RoundRow, RttRow, TimelineRow, TransportRow
 from .space import Reserve
 
@@ -153,11 +156,26 @@ class Bundle:
 
 
 def read_table(directory: Path, name: str) -> list[dict]:
+    """A table's rows, read without following a link, every cell made printable (files.py)."""
     path = directory / f"{name}.csv"
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
-    with open(path, newline="") as source:
-        return list(csv.DictReader(source))
+    rows = csv.DictReader(io.StringIO(files.read_text(path), newline=""))
+    return [{key: files.printable(value) if isinstance(value, str) else value for key, value in row.items()}
+            for row in rows]
+
+
+def read_manifest(directory: Path) -> dict:
+    """manifest.json, read without following a link: its experiment's name must be a name (it
+    names folders and series), and every other string is made printable (files.py)."""
+    path = directory / "manifest.json"
+    manifest = json.loads(files.read_text(path))
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config", {}), dict):
+        raise files.BundleFileError(f"{path}: not a manifest (not an object with a config object)")
+    name = manifest.get("config", {}).get("name")
+    if name is not None and (problem := name_problem(name)):
+        raise files.BundleFileError(f"{path}: config.name {problem}")
+    return files.printable_tree(manifest)
 
 
 def _output(argv: list[str]) -> str:

@@ -11,7 +11,6 @@ pools them is not comparable (papers.py).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -22,7 +21,8 @@ from typing import TypeVar
 
 from ..model import schemes
 from ..model.dilation import CREDITED_PAYLOAD_SHARE, DATA_WIRE_BYTES, PAYLOAD_BYTES
-from .bundle import block_label, point_values, read_table
+from . import files
+from .bundle import block_label, point_values, read_manifest, read_table
 from .stats import BUCKETS, percentile, wilson_interval
 
 KB = 1000  # the papers' queue tables are in KB
@@ -60,9 +60,10 @@ class Tables:
 
     @classmethod
     def read(cls, directory: Path) -> "Tables":
-        manifest = json.loads((directory / "manifest.json").read_text())
-        return cls(manifest, *(read_table(directory, name) for name in ("flows", "rounds", "ports", "rtts",
-                                                                          "timeline", "hosts", "transport")))
+        """A bundle's tables, once it holds nothing but regular files and folders (files.py)."""
+        files.check_bundle(directory)
+        return cls(read_manifest(directory), *(read_table(directory, name) for name in (
+            "flows", "rounds", "ports", "rtts", "timeline", "hosts", "transport")))
 
     @property
     def kind(self) -> str:

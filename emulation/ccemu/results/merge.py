@@ -14,19 +14,21 @@ A merge directory holds:
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model.dilation import DATA_WIRE_BYTES
-from . import figures, plotting
-from .bundle import block_label, point_values
+from . import figures, files, plotting
+from .bundle import block_label, point_values, read_manifest
 from .figures import Tables
 from .markdown import table
 
@@ -107,10 +109,18 @@ def varied_parameters(configs: Sequence[dict]) -> dict[str, list[str]]:
     return varied
 
 
+@contextlib.contextmanager
+def _written_csv(path: Path) -> Iterator[io.StringIO]:
+    """A CSV written as `path` once complete, never through a link (files.py)."""
+    out = io.StringIO(newline="")
+    yield out
+    files.write_text(path, out.getvalue())
+
+
 def _manifest(bundle: Path) -> dict | None:
     try:
-        manifest = json.loads((bundle / "manifest.json").read_text())
-    except (OSError, ValueError):
+        manifest = read_manifest(bundle)
+    except (OSError, ValueError):  # BundleFileError among them
         return None
     return manifest if isinstance(manifest, dict) else None
 
@@ -148,7 +158,7 @@ def write_points(directory: Path, entries: Sequence[Entry]) -> Path:
         raise ValueError(f"parameter names clash with points.csv's own columns: {', '.join(sorted(clash))}")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "points.csv"
-    with open(path, "w", newline="") as out:
+    with _written_csv(path) as out:
         writer = csv.DictWriter(out, fieldnames=POINT_FIELDS + keys)
         writer.writeheader()
         for entry in entries:
@@ -294,7 +304,7 @@ def _shown_keys(rows: Sequence[dict], keys: Sequence[str]) -> list[str]:
 
 def _write_blocks(path: Path, rows: Sequence[dict], keys: Sequence[str]) -> None:
     columns = _param_columns(keys)
-    with open(path, "w", newline="") as out:
+    with _written_csv(path) as out:
         writer = csv.DictWriter(out, fieldnames=["label", "machine", *columns.values(), *BLOCK_FIELDS, *METRICS])
         writer.writeheader()
         for row in rows:
@@ -400,7 +410,7 @@ def merge(directory: Path, entries: Sequence[Entry], title: str) -> Path:
     if plots:
         lines += ["## Plots", ""] + [line for p in plots for line in (f"![{p.stem}](plots/{p.name})", "")]
     summary = directory / "summary.md"
-    summary.write_text("\n".join(lines))
+    files.write_text(summary, "\n".join(lines))
     return summary
 
 

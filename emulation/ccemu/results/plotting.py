@@ -6,12 +6,14 @@ as they do, so that reading a bundle does not load it."""
 
 from __future__ import annotations
 
+import io
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model import schemes as registry
+from . import files
 
 if TYPE_CHECKING:
     from .figures import Tables
@@ -186,7 +188,8 @@ def save(fig, path: Path) -> Path:
     """The figure as a PNG, cut to what it draws (legends outside the axes included), then closed."""
     if fig.get_layout_engine() is None:  # the plots made with layout="constrained" have theirs
         fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt
     plt.close(fig)
-    return path
+    return files.write_bytes(path, png.getvalue(), create_folder=True)  # never through a link

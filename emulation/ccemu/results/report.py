@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..bench import capacity as bench_capacity
-from . import figures, papers, plotting
+from . import figures, files, papers, plotting
 from .bundle import block_label
 from .fidelity import worst
 from .figures import Tables
@@ -219,8 +219,7 @@ def plot(directory: Path) -> list[Path]:
     tables = Tables.read(directory)
     kind = _kind(tables)
     where = kind.where(tables)
-    out = directory / "plots"
-    out.mkdir(exist_ok=True)
+    out = directory / "plots"  # made, not through a link, by the first plot saved (plotting.save)
     return [_plot_fct_cdf(tables, out, plt, where), _plot_queue_cdf(tables, out, plt, where),
             *kind.plots(tables, out, plt)]
 
@@ -279,6 +278,6 @@ def _plot_queue_cdf(tables: Tables, out: Path, plt, where: str) -> Path:
 def report(directory: Path) -> Path:
     """Writes summary.md and plots/ from the bundle's tables; returns summary.md's path."""
     summary = directory / "summary.md"
-    summary.write_text(summary_markdown(directory))
+    files.write_text(summary, summary_markdown(directory))  # never through a link: files.py
     plot(directory)
     return summary

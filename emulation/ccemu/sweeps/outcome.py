@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..results.bundle import read_manifest
+from ..results.files import printable, read_text
 from ..results.merge import DONE, FAILED, INTERRUPTED, NOT_RUN, Entry, merge, write_points
 from .plan import RUNS_DIR, read_plan
 
@@ -37,7 +39,7 @@ def last_line(log: Path) -> str:
     if not log.is_file():
         return ""
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    return printable(lines[-1]) if lines else ""
 
 
 def entries(directory: Path) -> list[Entry]:
@@ -49,11 +51,15 @@ def entries(directory: Path) -> list[Entry]:
     for point in plan["points"]:
         run = directory / RUNS_DIR / point["id"]
         machine_file = run / "machine"
-        machine = machine_file.read_text().strip() if machine_file.is_file() else given_to.get(point["id"], "")
+        machine = (printable(read_text(machine_file).strip()) if machine_file.is_file()
+                   else given_to.get(point["id"], ""))
         bundle = bundle_of(run)
         status, reason, seconds = DONE, "", None
         if bundle is not None:
-            manifest = json.loads((bundle / "manifest.json").read_text())
+            try:
+                manifest = read_manifest(bundle)
+            except (OSError, ValueError) as exc:  # a machine's bundle is a file from elsewhere
+                manifest = {"failed": f"its bundle cannot be read: {exc}"}
             seconds = manifest.get("wall_seconds")
             if manifest.get("failed"):
                 status, reason = FAILED, f"stopped by an error: {manifest['failed']}"

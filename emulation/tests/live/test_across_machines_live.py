@@ -64,6 +64,14 @@ def nothing_left_on(machines: NetnsMachines, within_s: float = 0) -> None:
     wait_until(lambda: not left_on(machines), within_s, 0.2)
     assert left_on(machines) == {}
     assert list(machines.controller_state_root.rglob("state.json")) == []
+    assert {name: chains_on(machines, name) for name in machines.names} == {name: [] for name in machines.names}
+
+
+def chains_on(machines: NetnsMachines, name: str) -> list[str]:
+    """ccemu's tunnel filters (fabric/firewall.py) in machine `name`'s namespace."""
+    listed = subprocess.run(["ip", "netns", "exec", machines.namespace(name), "iptables", "-w", "-S"],
+                            capture_output=True, text=True, check=True)
+    return [line.split()[1] for line in listed.stdout.splitlines() if line.startswith("-N CCEMU-VX-")]
 
 
 def run_ids_on(machines: NetnsMachines, name: str) -> list[Path]:
@@ -198,8 +206,53 @@ def test_a_cut_links_port_runs_the_same_port_model_as_a_local_link_and_its_wire_
             filters = on_m1("wire0", "tc", "filter", "show", "dev", dev, "ingress").stdout
             assert f"mirred (Egress Redirect to device {to})" in filters, filters
         vxlan = wire["vx1"]["linkinfo"]["info_data"]
-        assert vxlan["id"] == 1
+        # Its identifier is the run's first (random: model/tunnel.py), and its filter is named by it.
+        assert chains_on(machines, "m1") == [f"CCEMU-VX-{vxlan['id']:06x}"]
         assert (vxlan["local"], vxlan["remote"]) == (machines.address("m1"), machines.address("m2"))
+    finally:
+        controller.terminate()
+        controller.communicate(timeout=60)
+    assert controller.returncode == 0
+    nothing_left_on(machines)
+
+
+FORGED_FRAMES = 50
+FORGE = """
+import socket, sys
+address, vni, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+header = bytes([0x08, 0, 0, 0]) + vni.to_bytes(3, "big") + bytes(1)  # VXLAN: flags (VNI valid), VNI
+frame = bytes.fromhex("ffffffffffff" "020000000001" "88b5") + bytes(46)  # broadcast, local experimental type
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+    for _ in range(count):
+        out.sendto(header + frame, (address, 4789))
+"""
+
+
+@pytest.mark.root
+def test_a_host_outside_the_inventory_cannot_put_frames_into_a_cut_link_across_machines(machines):
+    """The controller's namespace is on the machines' network but is no machine of the run: VXLAN
+    packets it sends with the identifier of m1's first tunnel must not reach the fabric."""
+    controller = up_across(machines)
+    try:
+        def vx1() -> dict:
+            shown = machines.on_machine("m1", "exec", "wire0", "ip", "-d", "-s", "-j", "link", "show", "vx1")
+            assert shown.returncode == 0, shown.stderr
+            return json.loads(shown.stdout)[0]
+
+        before = vx1()
+        vni = before["linkinfo"]["info_data"]["id"]
+        sent = subprocess.run(["ip", "netns", "exec", machines.controller, "python3", "-c", FORGE,
+                               machines.address("m1"), str(vni), str(FORGED_FRAMES)], capture_output=True, text=True)
+        assert sent.returncode == 0, sent.stderr
+        time.sleep(0.5)
+        taken = vx1()["stats64"]["rx"]["packets"] - before["stats64"]["rx"]["packets"]
+        # Before the filter, every one of them was decapsulated into the fabric.
+        assert taken == 0, f"{taken} of {FORGED_FRAMES} forged frames entered the fabric"
+        (chain,) = chains_on(machines, "m1")
+        dropped = subprocess.run(["ip", "netns", "exec", machines.namespace("m1"), "iptables", "-w", "-L", chain,
+                                  "-n", "-v", "-x"], capture_output=True, text=True, check=True).stdout
+        assert any(line.split()[:3] == [str(FORGED_FRAMES), str(FORGED_FRAMES * 96), "DROP"]
+                   for line in dropped.splitlines()), dropped
     finally:
         controller.terminate()
         controller.communicate(timeout=60)

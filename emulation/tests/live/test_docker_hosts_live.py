@@ -246,3 +246,23 @@ def test_lossless_ports_pause_the_nics_of_docker_hosts_and_plain_dcqcn_drops_not
     assert paused_nics and paused_nics <= {f"h{i}-eth1" for i in range(2, 6)}, paused_nics
     agent = json.loads((bundle / "manifest.json").read_text())["pause_agent"]["dcqcn N=4"]
     assert agent["pauses"] == agent["resumes"] > 0 and agent["failures"] == [] and "died" not in agent
+
+
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+@pytest.mark.root
+def test_ccemus_docker_engine_leaves_the_machines_ip_forwarding_off_when_it_was_off():
+    # A default dockerd turns forwarding on for every interface and never back: a machine on two
+    # networks becomes a router between them.
+    original = IP_FORWARD.read_text()
+    IP_FORWARD.write_text("0\n")
+    try:
+        with DockerEngine.acquire() as engine:
+            assert engine.started_here  # a dockerd already running would show nothing
+            during = IP_FORWARD.read_text()
+        after = IP_FORWARD.read_text()
+    finally:
+        IP_FORWARD.write_text(original)
+    assert (during, after) == ("0\n", "0\n")
+

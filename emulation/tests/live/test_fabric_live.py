@@ -74,6 +74,12 @@ def test_k4_fat_tree_reaches_every_pair(fat_tree_k4):
     assert check_reachability(fat_tree_k4).problems == []
 
 
+def test_the_runs_bpffs_is_root_only_so_no_local_user_can_plant_pins_in_it(fat_tree_k4):
+    # A bpffs mounted without a mode has a 1777 root (any user's pins beside ours); the kernel keeps
+    # its sticky bit whatever the mode.
+    assert oct(fat_tree_k4.bpffs.stat().st_mode & 0o777) == "0o700"
+
+
 @pytest.mark.parametrize("a, b", [("h1", "h16"), ("h1", "h3"), ("h6", "h11")])
 def test_port_counters_show_each_path_id_crossing_the_same_ports_both_ways(fat_tree_k4, a, b):
     assert check_path_symmetry(fat_tree_k4, a, b) == []

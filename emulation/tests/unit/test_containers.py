@@ -199,7 +199,7 @@ def test_a_dockerd_that_fails_to_start_is_one_line_quoting_its_log_and_leaves_no
     with pytest.raises(EngineError) as failure:
         engine_module.DockerEngine.acquire(no_engine)
     assert str(failure.value) == ("dockerd exited with status 1: fake dockerd: no storage driver for "
-                                  f"--iptables=false --bridge=none --host unix://{tmp_path}/nobody.sock")
+                                  f"--iptables=false --bridge=none --ip-forward=false --host unix://{tmp_path}/nobody.sock")
     assert not no_engine.exists()
 
 

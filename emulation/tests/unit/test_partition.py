@@ -23,6 +23,7 @@ from ccemu.model.config import parse_config
 from ccemu.model.dilation import FaithfulRates
 from ccemu.model.partition import CAPACITY_BUSY_PORTS, MachinePart, Partition, PartitionError, Plan
 from ccemu.model.topology import dumbbell, fat_tree, leaf_spine, star
+from ccemu.model.tunnel import vni_base
 from ccemu.model.tunnel import mtu_problem, underlay_mtu_needed
 from ccemu.sweeps.machines import Machine
 
@@ -69,12 +70,14 @@ def test_every_cut_link_has_one_key_that_both_of_its_machines_agree_on():
     assert sorted(keys) == list(range(1, len(partition.cut) + 1))
     addresses = {m: f"192.0.2.{i + 1}" for i, m in enumerate(partition.machines)}
     link = partition.cut[5]
-    a, b = (MachinePart(Partition.of(fat_tree(8), names(4)), partition.machine_of[end], addresses)
+    a, b = (MachinePart(Partition.of(fat_tree(8), names(4)), partition.machine_of[end], addresses, 70000)
             for end in (link.a, link.b))
     key = partition.tunnel_key(link)
     line_a, line_b = tunnel_line(key, 1500, 42, a, link), tunnel_line(key, 1500, 43, b, link)
-    assert line_a.startswith(f"link add name vx{key} mtu 1500 netns 42 type vxlan id {key} ")
-    assert f" id {key} " in line_b
+    # Named by its key, identified by the run's: the run's base (70000) plus the key, less one.
+    assert line_a.startswith(f"link add name vx{key} mtu 1500 netns 42 type vxlan id {70000 + key - 1} ")
+    assert f" id {70000 + key - 1} " in line_b
+    assert a.vni_range() == b.vni_range() == (70000, 70000 + len(partition.cut) - 1)
     assert (f"local {addresses[a.machine]} remote {addresses[b.machine]}" in line_a
             and f"local {addresses[b.machine]} remote {addresses[a.machine]}" in line_b)
 
@@ -370,3 +373,22 @@ def test_a_remote_cchost_that_stopped_reading_is_a_broken_pipe_and_a_wait_times_
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=0.1)
     assert proc.returncode is None
+
+
+def test_a_runs_tunnel_identifiers_start_at_random_and_all_fit_in_vxlans_24_bits():
+    bases = {vni_base(56) for _ in range(200)}
+    assert len(bases) > 190  # two runs on one machine: almost never the same
+    assert all(1 <= base and base + 56 - 1 <= 2**24 - 1 for base in bases)
+    assert vni_base(2**24 - 1) == 1  # the most tunnels there are identifiers for
+    assert 1 <= vni_base(0) <= 2**24 - 1
+    with pytest.raises(ValueError, match="identifiers"):
+        vni_base(2**24)
+
+
+def test_a_machine_takes_tunnel_packets_from_the_machines_at_the_far_ends_of_its_cut_links_only():
+    partition = Partition.of(fat_tree(8), names(4))
+    addresses = {m: f"192.0.2.{i + 1}" for i, m in enumerate(partition.machines)}
+    part = MachinePart(partition, partition.machines[0], addresses, 1)
+    fars = {part.far_end(link) for link in partition.cut_on(part.machine)}
+    assert part.far_addresses() == sorted(addresses[m] for m in fars)
+    assert addresses[part.machine] not in part.far_addresses()

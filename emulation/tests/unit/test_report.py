@@ -2,9 +2,14 @@
 
 import csv
 import json
+import os
+
+import pytest
 
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS, TRANSPORT_FIELDS
+from ccemu.results import files
 from ccemu.results.figures import Tables
+from ccemu.results.files import BundleFileError
 from ccemu.experiments.kinds.incast import incast_table
 from ccemu.results.report import report
 
@@ -118,3 +123,70 @@ def test_the_summary_names_the_datapath_that_forwarded_and_ovs_for_bundles_from_
     manifest["datapath"] = "bpf"
     (directory / "manifest.json").write_text(json.dumps(manifest))
     assert "; bpf datapath; " in report(directory).read_text()
+
+
+# Bundles are files people exchange, read and rewritten as root (results/files.py) ----------------
+
+
+def made_bundle(tmp_path):
+    (tmp_path / "b").mkdir()
+    return bundle(tmp_path / "b")
+
+
+def test_a_bundle_whose_summary_is_a_link_is_refused_and_what_it_points_to_is_left_as_it_was(tmp_path):
+    victim = tmp_path / "profile.d-x.sh"
+    victim.write_text("# a root shell file\n")
+    directory = made_bundle(tmp_path)
+    (directory / "summary.md").symlink_to(victim)
+    with pytest.raises(BundleFileError, match="summary.md is a link"):
+        report(directory)
+    assert victim.read_text() == "# a root shell file\n"
+
+
+def test_a_bundle_whose_plots_folder_is_a_link_is_refused_and_nothing_is_written_where_it_points(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    directory = made_bundle(tmp_path)
+    (directory / "plots").symlink_to(elsewhere)
+    with pytest.raises(BundleFileError, match="plots is a link"):
+        report(directory)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_bundle_holding_a_fifo_is_refused_before_anything_reads_it(tmp_path):
+    directory = made_bundle(tmp_path)
+    os.mkfifo(directory / "rtts.csv")  # a read would block forever
+    with pytest.raises(BundleFileError, match="rtts.csv is not a regular file"):
+        report(directory)
+
+
+def test_a_manifest_whose_experiment_name_is_not_a_name_is_refused_in_one_line(tmp_path):
+    directory = made_bundle(tmp_path)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["config"]["name"] = "t\n. /etc/profile"
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleFileError, match="config.name must be a name") as refused:
+        report(directory)
+    assert len(str(refused.value).splitlines()) == 1
+
+
+def test_text_from_a_bundle_reaches_the_summary_with_its_control_characters_shown_not_obeyed(tmp_path):
+    directory = made_bundle(tmp_path)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["failed"] = "disk full\n# Injected heading\x1b[2J"
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    summary = report(directory).read_text()
+    assert "disk full\\x0a# Injected heading\\x1b[2J" in summary
+    assert "\n# Injected heading" not in summary and "\x1b" not in summary
+
+
+def test_an_output_is_written_beside_a_link_at_its_name_and_renamed_over_it_never_through_it(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "summary.md").symlink_to(victim)
+    files.write_text(tmp_path / "out" / "summary.md", "new")
+    assert victim.read_text() == "keep"
+    assert not (tmp_path / "out" / "summary.md").is_symlink()
+    assert (tmp_path / "out" / "summary.md").read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["summary.md"]  # no temporary left
