@@ -7,7 +7,9 @@ tar (and Ansible's unarchive) would keep its owners, modes (setuid included) and
 follow a link an earlier member planted (runs/x -> /etc, then runs/x/profile.d/y.sh). Here a
 member that is not a regular file or folder, or whose path is absolute, climbs with '..' or is
 outside runs/, refuses the whole archive before anything is written (one line naming it); files
-are written 0644 and folders made 0755, each path component checked not to be a link.
+are written 0644 and folders made 0755, each path component checked not to be a link. Files keep
+their modification times, as tar keeps them: a run's times are data (a point's machine file is
+written as it starts and its log to its end, and the sweep's tests read the order from them).
 
     python -m ccemu.sweeps.unpack ARCHIVE SWEEP_DIR
 """
@@ -71,6 +73,8 @@ def unpack(archive: Path, directory: Path) -> int:
             with os.fdopen(fd, "wb") as out, tar.extractfile(member) as source:
                 while chunk := source.read(1 << 20):
                     out.write(chunk)
+                out.flush()  # before the time is set: a later write would move it
+                os.utime(out.fileno(), (member.mtime, member.mtime))
             written += 1
     return written
 

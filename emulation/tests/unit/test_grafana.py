@@ -17,6 +17,7 @@ import yaml
 
 from ccemu.metrics.grafana import RANGE_PAD_MS, bundle_links, grafana_lines, links
 from ccemu.metrics.monitoring import MonitoringError, Prometheus, copy_plain_tree
+from ccemu.results.files import BundleFileError
 
 REPO = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = REPO / "docker" / "compose.yml"
@@ -115,13 +116,17 @@ def test_a_live_runs_links_run_until_now_and_refresh_and_docker_hosts_add_their_
     assert all("&to=now&refresh=5s" in url for url in urls.values())
 
 
-def test_a_bundles_links_come_from_its_manifest_encoded_and_a_manifest_without_times_is_refused(tmp_path):
-    manifest = {"kind": "victim", "config": {"name": "a&b=c d", "hosts": {"kind": "namespace"}},
+def test_a_bundles_links_come_from_its_manifest_and_a_manifest_without_a_name_or_times_is_refused(tmp_path):
+    manifest = {"kind": "victim", "config": {"name": "victim-fig15.b", "hosts": {"kind": "namespace"}},
                 "started": "2026-11-27T13:51:14Z", "finished": "2026-11-27T13:55:30Z"}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     window, urls = bundle_links(tmp_path)
     assert window == "the run: 2026-11-27T13:51:14Z to 2026-11-27T13:55:30Z (UTC)"
-    assert "ccemu-lossless" in urls and all("var-experiment=a%26b%3Dc+d&" in u for u in urls.values())
+    assert "ccemu-lossless" in urls and all("var-experiment=victim-fig15.b&" in u for u in urls.values())
+    # A name that is not a name (one that would need encoding in a URL) is refused as the manifest is read.
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "config": {"name": "a&b=c d"}}))
+    with pytest.raises(BundleFileError, match="config.name must be a name"):
+        bundle_links(tmp_path)
     for wrong in ({"started": "yesterday"}, {"finished": "\x1b[2J2026-11-27T13:55:30Z"},
                   {"config": {"name": "n", "hosts": "docker"}}):
         (tmp_path / "manifest.json").write_text(json.dumps({**manifest, **wrong}))

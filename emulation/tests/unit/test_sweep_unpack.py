@@ -92,3 +92,19 @@ def test_the_command_says_in_one_line_why_it_refused_and_exits_1(tmp_path, capsy
     assert main([str(packed), str(sweep)]) == 1
     said = capsys.readouterr().err.strip()
     assert len(said.splitlines()) == 1 and "'runs/p01/summary.md' is a link or a special file" in said, said
+
+
+def test_unpacked_files_keep_the_modification_times_the_machine_gave_them(tmp_path):
+    # A point's machine file is written as it starts and its log to its end: the sweep reads the
+    # order of its points from these times (tests/live/test_ansible_live.py).
+    path = tmp_path / "runs-m1.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, mtime in (("runs/p01/machine", 1_795_942_970), ("runs/p01/log", 1_795_942_976)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = 3, mtime
+            tar.addfile(info, io.BytesIO(b"m1\n"))
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    unpack(path, sweep)
+    assert (sweep / "runs/p01/machine").stat().st_mtime == 1_795_942_970
+    assert (sweep / "runs/p01/log").stat().st_mtime == 1_795_942_976
