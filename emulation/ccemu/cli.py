@@ -692,7 +692,12 @@ def cmd_clean(args) -> int:
 
     _require_root("clean")
     status = 0
-    runs = Inventory.all_runs(DEFAULT_STATE_ROOT) + Inventory.all_runs(DEFAULT_STATE_ROOT / MONITORING_STATE)
+    skipped: list[str] = []  # records ccemu could not have written: said, left, and the others cleaned
+    runs = (Inventory.all_runs(DEFAULT_STATE_ROOT, skipped) +
+            Inventory.all_runs(DEFAULT_STATE_ROOT / MONITORING_STATE, skipped))
+    for line in skipped:
+        print(f"skipped: {line}")
+        status = EXIT_FAILED
     dead = []
     for inventory in runs:
         if inventory.orchestrator.alive():
@@ -713,7 +718,7 @@ def cmd_clean(args) -> int:
                           "contents")
         if stop_if_unused():
             print("stopped the dockerd ccemu had started (no run uses it)")
-        elif not runs:
+        elif not runs and not skipped:
             print(f"nothing to clean ({DEFAULT_STATE_ROOT} holds no runs)")
     except EngineError as exc:
         print(f"ccemu clean: {exc}", file=sys.stderr)
@@ -805,13 +810,24 @@ def cmd_exec(args) -> int:
         raise SystemExit("ccemu exec: give a command to run")
     if args.in_container:
         from .containers import CONTAINERS_FILE
-        from .containers.host import inside
+        from .containers.engine import EngineError
+        from .containers.host import Container, inside
 
         path = run.state_dir / CONTAINERS_FILE
-        container = json.loads(path.read_text()).get(args.node) if path.exists() else None
-        if container is None:
+        try:  # the run's folder is judged ours (Inventory.load); the file is read without following a link
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)) as file:
+                record = json.load(file).get(args.node)
+        except FileNotFoundError:
+            record = None
+        except (OSError, ValueError, AttributeError) as exc:
+            raise SystemExit(f"ccemu exec: {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        if record is None:
             raise SystemExit(f"ccemu exec: {args.node} of {run.run_id} is not a Docker host (hosts.kind: docker)")
-        argv = inside(container["pid"], container["cgroups"], args.argv)
+        try:
+            container = Container.running(record)
+        except EngineError as exc:
+            raise SystemExit(f"ccemu exec: {args.node} of {run.run_id} in {path}: {exc}") from None
+        argv = inside(container.pid, container.cgroups, args.argv)
         os.execvp(argv[0], argv)
     # mnexec -a: join the node's namespace (Mininet's own helper, as node.popen uses).
     os.execvp("mnexec", ["mnexec", "-a", str(shell.pid), *args.argv])

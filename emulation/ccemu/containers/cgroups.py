@@ -25,6 +25,15 @@ def _cgroup_mounts(mountinfo: str) -> list[tuple[str, set[str], str, str]]:
     return mounts
 
 
+def in_cgroup_filesystem(folder: object, proc: Path = Path("/proc")) -> bool:
+    """Whether `folder` is a path inside a cgroup filesystem mounted here (no '..' in it): the only
+    place a recorded cgroup can be."""
+    if not isinstance(folder, str) or ".." in Path(folder).parts or not Path(folder).is_absolute():
+        return False
+    points = {Path(point) for *_, point in _cgroup_mounts((proc / "self" / "mountinfo").read_text())}
+    return any(point == Path(folder) or point in Path(folder).parents for point in points)
+
+
 def cgroup_dirs(pid: int, proc: Path = Path("/proc")) -> dict[str, str]:
     """Hierarchy -> the directory of `pid`'s cgroup in it: v1 hierarchies keyed by their
     controllers ("cpu", "cpu,cpuacct", "name=systemd"), the unified one by V2. Hierarchies not

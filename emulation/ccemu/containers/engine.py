@@ -30,7 +30,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..fabric.inventory import Inventory
+from ..fabric.inventory import Inventory, StateFileError
 from ..logs import ended, last_line
 from ..polling import wait_until
 
@@ -41,6 +41,7 @@ DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0  # dockerd stops its containerd and any container left on SIGTERM
 API_TIMEOUT_S = 120  # seconds a Docker API call may take (an image build, 16 containers at once)
+RUN_LABEL = "org.ccemu.run"  # on every container a run creates: its run id (removal checks it)
 
 
 class EngineError(RuntimeError):
@@ -197,7 +198,10 @@ def _remove_stale_record(record: Path) -> None:
     if not (record / "state.json").exists():
         shutil.rmtree(record)
         return
-    stale = Inventory.load(record)
+    try:
+        stale = Inventory.load(record)
+    except StateFileError as exc:
+        raise EngineError(f"the record of a dockerd ccemu started: {exc}") from None
     alive = [p for p in stale.processes if p.alive()]
     if alive:
         raise EngineError(f"the dockerd ccemu started (pid {alive[0].pid}) does not answer on {_socket()} "
@@ -237,9 +241,13 @@ def stop_if_unused(root: Path = ENGINE_ROOT) -> bool:
             if (root / "dockerd").is_dir() and not (root / "dockerd" / "state.json").exists():
                 shutil.rmtree(root / "dockerd")  # a starter killed before it saved a record: nothing ran
             if (root / "dockerd").is_dir():
-                inventory = Inventory.load(root / "dockerd")
+                try:
+                    inventory = Inventory.load(root / "dockerd")
+                except StateFileError as exc:
+                    raise EngineError(f"the record of the dockerd ccemu started: {exc}") from None
                 for record in inventory.processes:
-                    record.signal(signal.SIGTERM)
+                    if record.carries(inventory.run_id):  # ours (remove() says so of any that is not)
+                        record.signal(signal.SIGTERM)
                 wait_until(lambda: not any(p.alive() for p in inventory.processes), STOP_TIMEOUT_S, 0.1)
                 problems = inventory.remove()
                 if problems:
@@ -257,9 +265,11 @@ def stop_if_unused(root: Path = ENGINE_ROOT) -> bool:
             pass  # a user came in meanwhile, or something else is there
 
 
-def remove_containers(records) -> list[str]:
-    """Remove the recorded containers (ContainerRecord: by id, or by the exact recorded name when
-    the run died before it saved the id); returns what could not be removed."""
+def remove_containers(run_id: str, records) -> list[str]:
+    """Remove run `run_id`'s recorded containers (ContainerRecord: by id, or by the exact recorded
+    name when the run died before it saved the id); returns what could not be removed. Only a
+    container labelled with that run (containers/host.py labels each it creates) is removed: a
+    record is not a way to have `ccemu clean` remove another's container."""
     docker = docker_sdk()
     try:
         engine = DockerEngine.acquire()
@@ -269,7 +279,11 @@ def remove_containers(records) -> list[str]:
     with engine:
         for record in records:
             try:
-                engine.client.containers.get(record.id or record.name).remove(force=True, v=True)
+                container = engine.client.containers.get(record.id or record.name)
+                if (container.labels or {}).get(RUN_LABEL) != run_id:
+                    problems.append(f"container {record.name} is not labelled {RUN_LABEL}={run_id}: left alone")
+                    continue
+                container.remove(force=True, v=True)
             except docker.errors.NotFound:
                 pass  # never created, or gone already
             except docker.errors.APIError as exc:

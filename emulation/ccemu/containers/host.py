@@ -21,17 +21,16 @@ Two kinds of programs run on a Docker host:
 
 from __future__ import annotations
 
-import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..fabric.inventory import Inventory, ProcessRecord, process_start_time
+from ..fabric.inventory import Inventory, ProcessRecord, container_name, process_start_time
 from ..fabric.nodes import FabricHost
 from ..model.config import HostsConfig
-from .cgroups import cgroup_dirs, join_command
-from .engine import DockerEngine, EngineError, docker_sdk
+from .cgroups import cgroup_dirs, in_cgroup_filesystem, join_command
+from .engine import RUN_LABEL, DockerEngine, EngineError, docker_sdk
 from .image import CCHOST_IN_IMAGE
 
 CREATE_THREADS = 8  # Docker API calls at once while creating a fabric's containers
@@ -54,11 +53,25 @@ class Container:
     def as_json(self) -> dict:
         return asdict(self)
 
-
-def container_name(run_id: str, host: str) -> str:
-    """Unique to the run (the run id holds a random part): cleanup finds it by this exact name.
-    Docker takes [a-zA-Z0-9][a-zA-Z0-9_.-]* only: anything else (dctcp+) becomes '_'."""
-    return re.sub(r"[^a-zA-Z0-9_.-]", "_", f"ccemu-{run_id}-{host}")
+    @classmethod
+    def running(cls, data: object) -> "Container":
+        """The container a run's containers.json records for a host, if it still runs: its first
+        process's pid and start time as recorded, its cgroups under the cgroup filesystem
+        (`ccemu exec --in-container` joins them as root: a file is not a way to aim it elsewhere).
+        EngineError saying what does not hold otherwise."""
+        try:
+            container = cls(**data)
+            pid, start_time = container.pid, container.start_time
+            if type(pid) is not int or type(start_time) is not int or not isinstance(container.cgroups, dict):
+                raise TypeError("pid and start_time are not counts, or cgroups is not a mapping")
+        except TypeError as exc:
+            raise EngineError(f"not a container's record ({exc})") from None
+        for folder in container.cgroups.values():
+            if not in_cgroup_filesystem(folder):
+                raise EngineError(f"cgroup {folder!r} is not in a cgroup filesystem mounted here")
+        if pid < 2 or process_start_time(pid) != start_time:
+            raise EngineError(f"its first process (pid {pid}) is not running: the container stopped")
+        return container
 
 
 def create_containers(engine: DockerEngine, inventory: Inventory, image: str, hosts: list[str],
@@ -80,7 +93,7 @@ def create_containers(engine: DockerEngine, inventory: Inventory, image: str, ho
         try:
             container = engine.client.containers.create(
                 image, name=names[host], hostname=host, network_mode="none", volumes=volumes, detach=True,
-                labels={"org.ccemu.run": inventory.run_id, "org.ccemu.host": host}, **params)
+                labels={RUN_LABEL: inventory.run_id, "org.ccemu.host": host}, **params)
             ids[names[host]] = container.id
             container.start()
             container.reload()
@@ -137,5 +150,6 @@ def inside(pid: int, cgroups: dict[str, str], argv: list[str]) -> list[str]:
     IPC and network namespaces, which execs argv (one process throughout: signals reach argv). Not
     its pid namespace (nsenter would fork and stand between ccemu and argv): the container's /proc
     shows its own processes, not argv; and argv keeps root's capabilities (no seccomp profile)."""
-    script = f'{join_command(cgroups)} && exec {ENTER} --target {pid} --mount --uts --ipc --net -- "$@"'
-    return ["bash", "-c", script, "ccemu-enter", *argv]
+    # The pid goes in as an argument ($1), never into the script's text.
+    script = f'{join_command(cgroups)} && exec {ENTER} --target "$1" --mount --uts --ipc --net -- "${{@:2}}"'
+    return ["bash", "-c", script, "ccemu-enter", str(int(pid)), *argv]

@@ -22,6 +22,14 @@ Processes are recorded before they run (spawn(): the child waits for its record 
 so a SIGKILL at any moment leaves nothing unrecorded: a node's shell creates its namespace
 once it runs, and the namespace dies with it unless something else of the run, itself inside
 it, holds it.
+
+A state.json is read as what someone else may have written (SECURITY.md): only from a folder and
+file of ours that no one else can write, never through a link; a record ccemu could not have
+written is refused in one line and the run skipped (`ccemu clean` goes on with the others); a
+mount must lie inside the run's folder; and a recorded process is signalled only if it carries
+its run's mark (CCEMU_RUN=<run id> in the environment it started with, which every process
+spawn() starts gets and no other process has): a record naming sshd's pid and start time
+does not make `ccemu clean` stop sshd.
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ import ctypes
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import threading
@@ -48,6 +58,7 @@ from . import firewall
 T = TypeVar("T")
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
 STATE_FILE = "state.json"
+RUN_ENV = "CCEMU_RUN"  # spawn() puts CCEMU_RUN=<run id> in what it starts (see above)
 SHELL_OF = "shell of "
 TERM_GRACE_S = 1.0  # how long recorded daemons get to exit on SIGTERM before SIGKILL
 
@@ -170,9 +181,22 @@ class ProcessRecord:
     def signal(self, sig: int) -> None:
         _send_signal(self.pid, sig, self.alive)
 
+    def carries(self, run_id: str) -> bool:
+        """Whether the process started with its run's mark in its environment (spawn() gives it;
+        an exec keeps it). Read once the record is judged alive: a gone process carries nothing."""
+        try:
+            environ = Path(f"/proc/{self.pid}/environ").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return False
+        return f"{RUN_ENV}={run_id}".encode() in environ.split(b"\0")
+
 
 class InventoryError(RuntimeError):
     pass
+
+
+class StateFileError(InventoryError):
+    """A state.json ccemu could not have written, or one it cannot trust (one line)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +204,12 @@ class NamespaceRecord:
     inode: int
     cookie: int | None  # SO_NETNS_COOKIE: unique until reboot, unlike the inode (None: recorded without one)
     what: str
+
+
+def container_name(run_id: str, host: str) -> str:
+    """Unique to the run (the run id holds a random part): cleanup finds it by this exact name.
+    Docker takes [a-zA-Z0-9][a-zA-Z0-9_.-]* only: anything else (dctcp+) becomes '_'."""
+    return re.sub(r"[^a-zA-Z0-9_.-]", "_", f"ccemu-{run_id}-{host}")
 
 
 @dataclass
@@ -254,6 +284,7 @@ class Inventory:
         child waits on a pipe until its pid and start time are saved (inside batch(): until the
         batch ends); if we are killed first, it reads EOF and exits without running anything."""
         gate_read, gate_write = os.pipe()
+        popen_kwargs["env"] = {**(popen_kwargs.get("env") or os.environ), RUN_ENV: self.run_id}
         try:
             popen_kwargs.pop("close_fds", None)  # pass_fds closes the rest, as Popen's default does
             proc = start(["bash", "-c", _GATE.format(fd=gate_read), "ccemu-gate", *argv], pass_fds=(gate_read,),
@@ -348,28 +379,74 @@ class Inventory:
 
     @classmethod
     def load(cls, state_dir: Path) -> "Inventory":
-        return cls.of_state(json.loads((state_dir / STATE_FILE).read_text()), state_dir)
+        """The run whose folder is `state_dir`: its state.json read only if the folder and the file
+        are ours, no one else can write them and neither is a link; StateFileError otherwise."""
+        _check_ours(state_dir, stat.S_ISDIR, "a folder")
+        path = state_dir / STATE_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as exc:
+            raise StateFileError(f"{path}: cannot be read without following a link ({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as file:
+            _check_ours(path, stat.S_ISREG, "a regular file", os.fstat(file.fileno()))
+            text = file.read()
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise StateFileError(f"{path}: not JSON ({exc})") from None
+        if not isinstance(data, dict) or data.get("run_id") != state_dir.name:
+            raise StateFileError(f"{path}: its run_id is not its folder's name {state_dir.name!r}")
+        return cls.of_state(data, state_dir)
 
     @classmethod
     def of_state(cls, data: dict, state_dir: Path) -> "Inventory":
-        """The inventory a state.json holds (read before it was removed, say)."""
-        return cls(
-            run_id=data["run_id"],
-            state_dir=state_dir,
-            orchestrator=ProcessRecord(**data["orchestrator"]),
-            processes=[ProcessRecord(**p) for p in data["processes"]],
-            namespaces=[NamespaceRecord(**{"cookie": None, **n}) for n in data["namespaces"]],
-            mounts=data.get("mounts", []),
-            containers=[ContainerRecord(**c) for c in data.get("containers", [])],
-            # Only a name ccemu gives: a record is not a way to have `ccemu clean` remove another chain.
-            filters=[chain for chain in data.get("filters", []) if firewall.is_chain(chain)],
-        )
+        """The inventory a state.json holds (read before it was removed, say); StateFileError
+        naming the first record ccemu could not have written."""
+        try:
+            run_id = data["run_id"]
+            if not isinstance(run_id, str) or not run_id.isprintable() or "/" in run_id:
+                raise StateFileError(f"run_id {run_id!r} is not a run's id")
+            inventory = cls(
+                run_id=run_id,
+                state_dir=state_dir,
+                orchestrator=_process(data["orchestrator"]),
+                processes=[_process(p) for p in data["processes"]],
+                namespaces=[NamespaceRecord(_count(n["inode"]), None if n.get("cookie") is None else
+                                            _count(n["cookie"]), _text(n["what"])) for n in data["namespaces"]],
+                mounts=[_mount(m, state_dir) for m in data.get("mounts", [])],
+                containers=[_container(c, run_id) for c in data.get("containers", [])],
+                # Only a name ccemu gives: a record is not a way to have `ccemu clean` remove another chain.
+                filters=[chain for chain in data.get("filters", []) if firewall.is_chain(chain)],
+            )
+        except StateFileError as exc:
+            raise StateFileError(f"{state_dir / STATE_FILE}: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise StateFileError(f"{state_dir / STATE_FILE}: not a run's record ({type(exc).__name__}: "
+                                 f"{exc})") from None
+        return inventory
 
     @classmethod
-    def all_runs(cls, root: Path = DEFAULT_STATE_ROOT) -> list["Inventory"]:
+    def all_runs(cls, root: Path = DEFAULT_STATE_ROOT, skipped: list[str] | None = None) -> list["Inventory"]:
+        """Every run under `root`. A run whose record cannot be trusted is skipped, and why goes to
+        `skipped` (one line each): one bad file does not stop the others."""
         if not root.is_dir():
             return []
-        return [cls.load(d) for d in sorted(root.iterdir()) if (d / STATE_FILE).is_file()]
+        try:
+            _check_ours(root, stat.S_ISDIR, "a folder")
+        except StateFileError as exc:
+            if skipped is not None:
+                skipped.append(f"{exc}: no run under it read")
+            return []
+        runs = []
+        for state_dir in sorted(root.iterdir()):
+            if not (state_dir / STATE_FILE).exists() and not (state_dir / STATE_FILE).is_symlink():
+                continue  # not a run's folder (the monitoring root, a run's folder being made)
+            try:
+                runs.append(cls.load(state_dir))
+            except StateFileError as exc:
+                if skipped is not None:
+                    skipped.append(str(exc))
+        return runs
 
     # Removing ----------------------------------------------------------------------
 
@@ -417,24 +494,29 @@ class Inventory:
         return inside
 
     def remove(self, timeout: float = 10.0,
-               remove_containers: Callable[[list[ContainerRecord]], list[str]] | None = None) -> list[str]:
+               remove_containers: Callable[[str, list[ContainerRecord]], list[str]] | None = None) -> list[str]:
         """Stop everything recorded; return what could not be removed (empty = clean).
         `remove_containers` removes recorded Docker containers (containers.engine's: this recorder
         knows no engine); a run that recorded containers and is given none reports them as left."""
-        for record in self.processes:
+        # A live process without its run's mark is not one ccemu started, whatever the record says.
+        foreign = [p for p in self.processes if p.alive() and not p.carries(self.run_id)]
+        problems = [f"{p.what} (pid {p.pid}) is not a process of {self.run_id} (it started without "
+                    f"{RUN_ENV}={self.run_id}): left alone" for p in foreign]
+        ours = [p for p in self.processes if p not in foreign]
+        for record in ours:
             record.signal(signal.SIGTERM)
-        wait_until(lambda: not any(p.alive() for p in self.processes), TERM_GRACE_S)
+        wait_until(lambda: not any(p.alive() for p in ours), TERM_GRACE_S)
 
         def killed_all() -> bool:
             inside = self._kill_inside()
-            for record in self.processes:
+            for record in ours:
                 record.signal(signal.SIGKILL)
-            return not inside and not any(p.alive() for p in self.processes)
+            return not inside and not any(p.alive() for p in ours)
         wait_until(killed_all, timeout)
-        problems = [f"{p.what} (pid {p.pid}) still running" for p in self.processes if p.alive()]
+        problems += [f"{p.what} (pid {p.pid}) still running" for p in ours if p.alive()]
         if self.containers:
             # Once nothing runs in their namespaces (their own init included): Docker removes them.
-            problems += (remove_containers(self.containers) if remove_containers else
+            problems += (remove_containers(self.run_id, self.containers) if remove_containers else
                          [f"containers {', '.join(c.name for c in self.containers)} left: nothing here removes "
                           "Docker containers"])
         unverified: set[int] = set()
@@ -453,6 +535,60 @@ class Inventory:
         if not problems:
             shutil.rmtree(self.state_dir)
         return problems
+
+
+def _check_ours(path: Path, kind: Callable[[int], bool], what: str, status: os.stat_result | None = None) -> None:
+    """StateFileError unless `path` (not followed, or the open file's `status`) is `what`, ours,
+    and writable by no one else: a record someone else could have written is not read."""
+    try:
+        status = status or os.lstat(path)
+    except OSError as exc:
+        raise StateFileError(f"{path}: {exc.strerror}") from None
+    if not kind(status.st_mode):
+        raise StateFileError(f"{path}: not {what} (a link, or something else)")
+    if status.st_uid != os.geteuid() or status.st_mode & 0o022:
+        raise StateFileError(f"{path}: owned by uid {status.st_uid} with mode {stat.S_IMODE(status.st_mode):o}: "
+                             "someone else could have written it")
+
+
+def _count(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise StateFileError(f"{value!r} is not a count")
+    return value
+
+
+def _text(value: object) -> str:
+    """A record's description: printed by `ccemu clean`, so one printable line."""
+    if not isinstance(value, str) or not value.isprintable():
+        raise StateFileError(f"{value!r} is not one printable line")
+    return value
+
+
+def _process(record: dict) -> ProcessRecord:
+    pid = _count(record["pid"])
+    if pid < 2:
+        raise StateFileError(f"pid {pid} is not a process ccemu starts")
+    return ProcessRecord(pid, _count(record["start_time"]), _text(record["what"]))
+
+
+def _mount(path: object, state_dir: Path) -> str:
+    """A recorded mount point: only inside the run's folder (add_mount makes them nowhere else)."""
+    if not isinstance(path, str) or ".." in Path(path).parts or state_dir not in Path(path).parents:
+        raise StateFileError(f"mount {path!r} is not inside the run's folder {state_dir}")
+    return path
+
+
+def _container(record: dict, run_id: str) -> ContainerRecord:
+    """A recorded container: named for its run as containers/host.py names them (removal also
+    checks the container's run label: containers/engine.py)."""
+    name, container_id = record["name"], record.get("id")
+    if not isinstance(name, str) or name == container_name(run_id, "") or \
+            container_name(run_id, name.removeprefix(container_name(run_id, ""))) != name:
+        raise StateFileError(f"container {name!r} is not named for run {run_id}")
+    if container_id is not None and not (isinstance(container_id, str) and re.fullmatch(r"[0-9a-f]{1,64}",
+                                                                                           container_id)):
+        raise StateFileError(f"container id {container_id!r} is not a container id")
+    return ContainerRecord(name, container_id)
 
 
 @functools.cache

@@ -48,7 +48,9 @@ def ccemu_on(machine: Machine, *args: str) -> list[str]:
         argv += ["-i", str(own["ansible_ssh_private_key_file"])]
     argv += shlex.split(str(own.get("ansible_ssh_common_args", "")))
     user = own.get("ansible_user")
-    return argv + [f"{user}@{host}" if user else host, "--", shlex.join(remote)]
+    # `--` before the destination: one starting with '-' (-oProxyCommand=...) would be an option
+    # of ssh's, and ssh takes options after the destination too unless `--` ended them.
+    return argv + ["--", f"{user}@{host}" if user else host, shlex.join(remote)]
 
 
 class Session:

@@ -193,6 +193,11 @@ def test_sigkill_of_the_orchestrator_then_ccemu_clean_leaves_no_container_veth_n
         containers = json.loads((state_file.parent / CONTAINERS_FILE).read_text())
         dockerd = None if machine_engine else json.loads((ENGINE_ROOT / "dockerd" / STATE_FILE).read_text())
         assert [c["id"] for c in state["containers"]] and all(c["id"] for c in state["containers"])
+        # `ccemu exec --in-container` joins the container its record names (judged: Container.running).
+        inside = subprocess.run([sys.executable, "-m", "ccemu.cli", "exec", "--run", state["run_id"],
+                                 "--in-container", "h2", "hostname"], capture_output=True, text=True, env=env,
+                                timeout=60)
+        assert (inside.returncode, inside.stdout.strip()) == (0, "h2"), inside.stdout + inside.stderr
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=10)
         clean = subprocess.run([sys.executable, "-m", "ccemu.cli", "clean"], capture_output=True, text=True,

@@ -43,7 +43,8 @@ def root_interfaces() -> set[str]:
 def leftovers(state: dict) -> list[str]:
     """What of a recorded run still exists: processes, anything holding its namespaces (the
     namespaces themselves, not whatever namespace got their inode numbers since), mounts."""
-    with Inventory.of_state(state, Path("/nonexistent")).held_namespaces() as held:
+    # Its namespaces alone (its mounts are checked below; of_state takes them only inside a run's folder).
+    with Inventory.of_state({**state, "mounts": []}, Path("/nonexistent")).held_namespaces() as held:
         found = [f"pid {pid} inside a namespace of the run" for pid in pids_in_namespaces(set(held))]
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():  # we hold them to look

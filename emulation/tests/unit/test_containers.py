@@ -3,6 +3,7 @@ staging and checks with a fake engine, and the engine's start, lock and stop wit
 
 import fcntl
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from ccemu.containers import engine as engine_module
 from ccemu.containers import image
 from ccemu.containers.cgroups import V2, cgroup_dirs, join_command, read_figures
 from ccemu.containers.engine import EngineError, stop_if_unused
-from ccemu.fabric.inventory import Inventory
+from ccemu.fabric.inventory import Inventory, ProcessRecord
 
 V1_MOUNTINFO = """\
 30 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
@@ -282,3 +283,52 @@ def test_container_names_hold_the_run_id_in_the_characters_docker_takes():
 
     assert container_name("incast-dctcp+-N8-780e60", "h1") == "ccemu-incast-dctcp_-N8-780e60-h1"
     assert container_name("check-20261123-054300-a1b2c3", "h16") == "ccemu-check-20261123-054300-a1b2c3-h16"
+
+
+def test_only_a_container_labelled_with_its_run_is_removed_for_it(monkeypatch):
+    from ccemu.fabric.inventory import ContainerRecord
+
+    removed = []
+
+    class FakeContainer:
+        def __init__(self, name, labels):
+            self.name, self.labels = name, labels
+
+        def remove(self, force, v):
+            removed.append(self.name)
+
+    containers = {"ccemu-run-1-h1": FakeContainer("ccemu-run-1-h1", {"org.ccemu.run": "run-1"}),
+                  "ccemu-run-1-h2": FakeContainer("ccemu-run-1-h2", {"org.ccemu.run": "someone-else"})}
+    class FakeEngine:
+        client = SimpleNamespace(containers=SimpleNamespace(get=containers.__getitem__))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(engine_module.DockerEngine, "acquire", classmethod(lambda cls: FakeEngine()))
+    problems = engine_module.remove_containers("run-1", [ContainerRecord("ccemu-run-1-h1"),
+                                                         ContainerRecord("ccemu-run-1-h2")])
+    assert removed == ["ccemu-run-1-h1"]
+    assert problems == ["container ccemu-run-1-h2 is not labelled org.ccemu.run=run-1: left alone"]
+
+
+def test_a_containers_record_is_used_only_while_its_process_runs_and_its_cgroups_are_cgroups():
+    from ccemu.containers.host import Container, inside
+
+    me = {"host": "h1", "name": "ccemu-run-1-h1", "id": "f00d", "pid": os.getpid(),
+          "start_time": ProcessRecord.of(os.getpid(), "me").start_time, "cgroups": cgroup_dirs(os.getpid()),
+          "cpus": None, "memory_mb": None}
+    assert Container.running(me).pid == os.getpid()
+    for wrong, why in (({"pid": "1; touch /tmp/x"}, "not a container's record"),
+                       ({"start_time": me["start_time"] - 1}, f"pid {os.getpid()}) is not running"),
+                       ({"cgroups": {"": "/etc"}}, "cgroup '/etc' is not in a cgroup filesystem"),
+                       ({"cgroups": {"": f"{next(iter(me['cgroups'].values()))}/../../../etc"}}, "is not in a cgroup"),
+                       ({"evil": 1}, "not a container's record")):
+        with pytest.raises(EngineError, match=re.escape(why)):
+            Container.running({**me, **wrong})
+    # The pid is an argument of the script, never its text.
+    argv = inside(4242, {"": "/sys/fs/cgroup/x"}, ["ip", "link"])
+    assert argv[:2] == ["bash", "-c"] and "4242" not in argv[2] and argv[3:] == ["ccemu-enter", "4242", "ip", "link"]

@@ -1,11 +1,14 @@
 """The run inventory: a process is on record before it runs (no SIGKILL can leak one)."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 from ccemu.fabric.inventory import Inventory, ProcessRecord, process_start_time
 
@@ -69,3 +72,69 @@ def test_containers_are_on_record_by_name_before_they_are_created_and_by_id_once
                                                            ("ccemu-run-1a2b3c-h2", "f00d")]
     legacy = {k: v for k, v in saved.items() if k != "containers"}  # a state.json of a run before Docker hosts
     assert Inventory.of_state(legacy, tmp_path).containers == []
+
+
+def test_a_record_naming_a_process_ccemu_did_not_start_does_not_have_it_stopped(tmp_path):
+    inventory = Inventory.create("run-1a2b3c", tmp_path)
+    ours = inventory.spawn("ours", ["sleep", "60"])
+    foreign = subprocess.Popen(["sleep", "60"])  # sshd, say: a crafted record names its pid and start time
+    try:
+        inventory.add_process(foreign.pid, "sshd, say")
+        problems = Inventory.load(inventory.state_dir).remove()
+        assert ours.wait(timeout=10) == -signal.SIGTERM
+        assert foreign.poll() is None
+        assert problems == [f"sshd, say (pid {foreign.pid}) is not a process of run-1a2b3c (it started without "
+                            "CCEMU_RUN=run-1a2b3c): left alone"]
+    finally:
+        for proc in (ours, foreign):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def state(run_id: str, **changes) -> dict:
+    return {"run_id": run_id, "orchestrator": {"pid": 99999999, "start_time": 1, "what": "orchestrator"},
+            "processes": [], "namespaces": [], "mounts": [], "containers": [], "filters": [], **changes}
+
+
+@pytest.mark.parametrize("name, make, why", [
+    ("not-json", lambda d: (d / "state.json").write_text("{"), "not JSON"),
+    ("a-link", lambda d: (d / "state.json").symlink_to(d.parent / "good" / "state.json"),
+     "cannot be read without following a link"),
+    ("writable", lambda d: ((d / "state.json").write_text(json.dumps(state("writable"))),
+                            (d / "state.json").chmod(0o666)), "someone else could have written it"),
+    ("renamed", lambda d: (d / "state.json").write_text(json.dumps(state("good"))), "is not its folder's name"),
+    ("mount", lambda d: (d / "state.json").write_text(json.dumps(state("mount", mounts=["/etc"]))),
+     "mount '/etc' is not inside the run's folder"),
+    ("climb", lambda d: (d / "state.json").write_text(json.dumps(state("climb", mounts=[f"{d}/../../etc"]))),
+     "is not inside the run's folder"),
+    ("container", lambda d: (d / "state.json").write_text(json.dumps(state("container", containers=[
+        {"name": "ccemu-other-run-h1", "id": None}]))),
+     "container 'ccemu-other-run-h1' is not named for run container"),
+    ("pid", lambda d: (d / "state.json").write_text(json.dumps(state("pid", processes=[
+        {"pid": "1; reboot", "start_time": 1, "what": "x"}]))), "'1; reboot' is not a count"),
+    ("init", lambda d: (d / "state.json").write_text(json.dumps(state("init", processes=[
+        {"pid": 1, "start_time": 1, "what": "x"}]))), "pid 1 is not a process ccemu starts"),
+    ("what", lambda d: (d / "state.json").write_text(json.dumps(state("what", processes=[
+        {"pid": 4242, "start_time": 1, "what": "x\n\x1b[2Jroot# "}]))), "is not one printable line"),
+    ("shape", lambda d: (d / "state.json").write_text(json.dumps({"run_id": "shape"})), "not a run's record"),
+])
+def test_a_state_file_ccemu_could_not_have_written_is_skipped_in_one_line_and_the_other_runs_are_read(
+        tmp_path, name, make, why):
+    good = Inventory.create("good", tmp_path)
+    (tmp_path / name).mkdir()
+    make(tmp_path / name)
+    skipped: list[str] = []
+    assert [run.run_id for run in Inventory.all_runs(tmp_path, skipped)] == ["good"]
+    assert len(skipped) == 1 and skipped[0].startswith(f"{tmp_path / name}") and why in skipped[0], skipped
+    assert "\n" not in skipped[0]
+    good.remove()
+
+
+def test_a_state_folder_others_can_write_is_not_read(tmp_path):
+    Inventory.create("good", tmp_path)
+    tmp_path.chmod(0o777)
+    skipped: list[str] = []
+    assert Inventory.all_runs(tmp_path, skipped) == []
+    assert skipped == [f"{tmp_path}: owned by uid {os.geteuid()} with mode 777: someone else could have written it: "
+                       "no run under it read"]

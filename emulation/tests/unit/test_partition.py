@@ -174,10 +174,20 @@ def test_the_controller_reaches_a_machine_as_ansible_does_and_runs_its_ccemu_wit
     argv = ccemu_on(machine, "part", "--machine", "w1")
     assert argv[0] == "ssh" and argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k"
     assert "-o" in argv and "UserKnownHostsFile=/kh" in argv and "BatchMode=yes" in argv
-    assert argv[-3:] == ["root@192.0.2.7", "--",
+    assert argv[-3:] == ["--", "root@192.0.2.7",
                          "env CCEMU_STATE_ROOT=/run/ccemu-w1 /srv/ccemu/.venv/bin/ccemu part --machine w1"]
     local = ccemu_on(Machine("here", "local", {}), "clean")
     assert local == ["/opt/ccemu/.venv/bin/ccemu", "clean"]
+
+
+def test_a_machine_whose_address_starts_with_a_dash_is_a_destination_ssh_refuses_not_an_option_of_ssh():
+    argv = ccemu_on(Machine("w1", "-oProxyCommand=touch /tmp/ccemu-pwned:22", {}), "clean")
+    # ssh -G prints what ssh would do with these arguments, connecting nowhere. The remote command
+    # is one word here ("true"): ccemu's has spaces, which ssh would refuse as a host name and so
+    # hide an option taken from the destination.
+    shown = subprocess.run([argv[0], "-G", *argv[1:-1], "true"], capture_output=True, text=True, timeout=30)
+    assert "proxycommand touch" not in shown.stdout.lower()
+    assert "hostname contains invalid characters" in shown.stdout + shown.stderr
 
 
 def test_a_machines_tunnel_address_is_its_own_setting_else_its_ansible_host():
