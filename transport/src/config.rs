@@ -29,6 +29,11 @@ pub struct EndpointConfig {
     pub rto_initial: Duration,
     /// RTT assumed by a credit receiver before its first sample (for its loss recovery).
     pub initial_rtt: Duration,
+    /// A flow being received is dropped once no packet came for it this long (10 s: longer
+    /// than any live sender's silence: a window sender's timeout backs off to at most 64 x its
+    /// RTO, 6.4 s from `rto_initial`; a credited one repeats its request every
+    /// `control_timeout`). What a sender that went away, or a forged request, leaves.
+    pub idle_timeout: Duration,
     /// Sender-driven flows to a host take over the congestion state (window, alpha, DCTCP+'s
     /// slow_time, RTT estimate) the last finished flow to that host left, as successive
     /// responses on a persistent connection do (the DCTCP+ paper's incast keeps its
@@ -53,6 +58,7 @@ impl EndpointConfig {
             rto_min: Duration::from_millis(10),
             rto_initial: Duration::from_millis(100),
             initial_rtt: Duration::from_millis(1),
+            idle_timeout: Duration::from_secs(10),
             reuse_connections: true,
             seed: host as u64,
             trace: false,
@@ -78,11 +84,12 @@ impl EndpointConfig {
             rto_min,
             rto_initial,
             initial_rtt,
+            idle_timeout,
             reuse_connections: _,
             seed: _,
             trace: _,
         } = self;
-        for time in [control_timeout, rto_min, rto_initial, initial_rtt] {
+        for time in [control_timeout, rto_min, rto_initial, initial_rtt, idle_timeout] {
             *time = time.mul_f64(d);
         }
         schemes.dilate(d);
@@ -120,6 +127,7 @@ mod tests {
         assert_eq!(config.rto_min, Duration::from_secs(10));
         assert_eq!(config.rto_initial, Duration::from_secs(100));
         assert_eq!(config.initial_rtt, Duration::from_secs(1));
+        assert_eq!(config.idle_timeout, Duration::from_secs(10_000));
         let (dctcp_plus, dcqcn, dcqcn_tcd) = (
             |c: &EndpointConfig| c.schemes.config::<DctcpPlusConfig>("dctcp+").cloned().expect("DCTCP+"),
             |c: &EndpointConfig| c.schemes.config::<DcqcnConfig>("dcqcn").cloned().expect("DCQCN"),
@@ -150,7 +158,7 @@ mod tests {
                 _ => assert_eq!(b, a),
             }
         }
-        assert_eq!(times, 12, "the times found: {before:?}");
+        assert_eq!(times, 13, "the times found: {before:?}");
     }
 
     #[test]

@@ -10,6 +10,16 @@
 //!
 //! (and, for throughput timelines, `inbound_progress` and `poll_inbound_finish`; with
 //! `EndpointConfig::trace`, the credit schemes' per-period trace: `poll_trace`).
+//!
+//! Any host of the fabric can send it anything (SECURITY.md). A flow this host sends answers
+//! only its destination: a Finish, credit, ack, nack or CNP from another host is not its own
+//! (`Counters::unknown_flow`). What other hosts can make it hold is bounded: flows received at
+//! once per peer and in all (`MAX_RECEIVING_PER_PEER`, `MAX_RECEIVING`; a flow over them is
+//! refused and its sender tries again), a flow's bitmap by what it can have in flight
+//! (`flow::MAX_AHEAD`, and a credited flow's by the credits this host sent), finished flows
+//! remembered (`MAX_FINISHED`, oldest forgotten first); and a flow received that no packet
+//! has come for in `EndpointConfig::idle_timeout` is dropped (a forged credit request gets no
+//! data back: its credits stop there).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
@@ -33,6 +43,18 @@ use crate::wire::{Kind, Packet, FRAME_OVERHEAD_BYTES};
 /// Payload buffers [`Endpoint::recycle`] keeps at most: more than a window's burst of packets
 /// between two sends of the shell, few enough that an idle host holds little (~1.5 MB).
 const SPARE_PAYLOADS: usize = 1024;
+
+/// Flows received from one peer at once, at most: more than any workload here runs between two
+/// hosts (an incast's senders send one each; the busiest realistic runs, a few tens), few
+/// enough that one peer forging fresh flow ids holds little.
+const MAX_RECEIVING_PER_PEER: usize = 1024;
+/// Flows received at once from all peers, at most (a flow's bitmap holds at most 16 KiB until
+/// its packets arrive in order: `flow::MAX_AHEAD`; so 128 MiB in all).
+const MAX_RECEIVING: usize = 8 * 1024;
+/// Finished flows remembered to answer their late packets (~40 bytes each), oldest forgotten
+/// first: a late packet of a forgotten flow is not answered (a window flow's starts a flow the
+/// idle timeout then drops).
+const MAX_FINISHED: usize = 64 * 1024;
 
 /// The flows' context for one event: `now` and the endpoint's output, spare buffers and random
 /// source. A macro, not a method: it borrows those fields alone, leaving the flows' maps free.
@@ -60,6 +82,54 @@ enum Receiving {
     Window(WindowReceiver),
 }
 
+impl Sending {
+    /// The host the flow goes to: the only one whose packets it answers.
+    fn peer(&self) -> HostId {
+        match self {
+            Sending::Credited(s) => s.dst(),
+            Sending::Window(s) => s.dst(),
+        }
+    }
+}
+
+impl Receiving {
+    fn deadline(&self) -> Option<Instant> {
+        match self {
+            Receiving::Crediting(r) => r.deadline(),
+            Receiving::Window(r) => r.deadline(),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        match self {
+            Receiving::Crediting(r) => r.bytes(),
+            Receiving::Window(r) => r.bytes(),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        match self {
+            Receiving::Crediting(r) => r.held_bytes(),
+            Receiving::Window(r) => r.held_bytes(),
+        }
+    }
+}
+
+/// A flow this host receives, and when its sender was last heard.
+struct Inbound {
+    flow: Receiving,
+    heard_at: Instant,
+}
+
+/// What other hosts' packets make this host hold ([`Endpoint::held`]): bounded whatever they send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub receiving: usize,
+    pub finished: usize,
+    /// Bytes of the receiving flows' arrival bitmaps.
+    pub bitmap_bytes: usize,
+}
+
 /// What a receiver remembers of a finished flow, to answer its late packets.
 #[derive(Debug, Clone, Copy)]
 struct Finished {
@@ -72,8 +142,14 @@ pub struct Endpoint {
     config: EndpointConfig,
     rng: SmallRng,
     sending: BTreeMap<u32, Sending>,
-    receiving: BTreeMap<(HostId, u32), Receiving>,
+    receiving: BTreeMap<(HostId, u32), Inbound>,
+    /// Flows received from each peer at once (its entries in `receiving`).
+    receiving_per_peer: BTreeMap<HostId, usize>,
     finished: BTreeMap<(HostId, u32), Finished>,
+    /// `finished`'s keys, oldest first (forgotten in this order past `MAX_FINISHED`).
+    finished_order: VecDeque<(HostId, u32)>,
+    /// When `handle_timeout` next drops the receiving flows gone idle.
+    idle_check_at: Option<Instant>,
     /// Congestion state finished sender-driven flows left, per destination and scheme.
     connections: BTreeMap<(HostId, Scheme), Vec<Connection>>,
     out: VecDeque<Transmit>,
@@ -95,7 +171,10 @@ impl Endpoint {
             config,
             sending: BTreeMap::new(),
             receiving: BTreeMap::new(),
+            receiving_per_peer: BTreeMap::new(),
             finished: BTreeMap::new(),
+            finished_order: VecDeque::new(),
+            idle_check_at: None,
             connections: BTreeMap::new(),
             out: VecDeque::new(),
             spare: Vec::new(),
@@ -125,13 +204,41 @@ impl Endpoint {
     /// A flow leaves this list when its last byte arrives; `poll_inbound_finish` then says
     /// so once.
     pub fn inbound_progress(&self) -> impl Iterator<Item = (HostId, u32, u64)> + '_ {
-        self.receiving.iter().map(|(&(src, flow), receiver)| {
-            let bytes = match receiver {
-                Receiving::Crediting(r) => r.bytes(),
-                Receiving::Window(r) => r.bytes(),
-            };
-            (src, flow, bytes)
-        })
+        self.receiving.iter().map(|(&(src, flow), inbound)| (src, flow, inbound.flow.bytes()))
+    }
+
+    /// What the flows other hosts send make this host hold now.
+    pub fn held(&self) -> Held {
+        Held {
+            receiving: self.receiving.len(),
+            finished: self.finished.len(),
+            bitmap_bytes: self.receiving.values().map(|inbound| inbound.flow.held_bytes()).sum(),
+        }
+    }
+
+    /// Whether a new flow from `src` fits under the bounds; counts it refused if not.
+    fn room_for(&mut self, src: HostId) -> bool {
+        let from_peer = self.receiving_per_peer.get(&src).copied().unwrap_or(0);
+        let room = from_peer < MAX_RECEIVING_PER_PEER && self.receiving.len() < MAX_RECEIVING;
+        self.counters.flows_refused += !room as u64;
+        room
+    }
+
+    fn add_receiving(&mut self, now: Instant, key: (HostId, u32), flow: Receiving) {
+        self.receiving.insert(key, Inbound { flow, heard_at: now });
+        *self.receiving_per_peer.entry(key.0).or_default() += 1;
+        self.idle_check_at.get_or_insert(now + self.config.idle_timeout);
+    }
+
+    fn remove_receiving(&mut self, key: (HostId, u32)) -> Option<Receiving> {
+        let inbound = self.receiving.remove(&key)?;
+        if let Some(count) = self.receiving_per_peer.get_mut(&key.0) {
+            *count -= 1;
+            if *count == 0 {
+                self.receiving_per_peer.remove(&key.0);
+            }
+        }
+        Some(inbound.flow)
     }
 
     fn micros(&self, now: Instant) -> u64 {
@@ -188,7 +295,9 @@ impl Endpoint {
             Packet::CreditRequest { flow, size_bytes, scheme, paths } => {
                 if let Some(done) = self.finished.get(&(src, flow)) {
                     send_finish(&mut ctx, src, flow, done);
-                } else if !self.receiving.contains_key(&(src, flow)) {
+                } else if let Some(inbound) = self.receiving.get_mut(&(src, flow)) {
+                    inbound.heard_at = now; // a repeated request: its sender is there
+                } else {
                     let config = &self.config;
                     let packets = packets_of(size_bytes, config.mss);
                     let cc = config.schemes.by_wire_id(scheme).and_then(|s| s.credit_control(now, packets, paths));
@@ -196,15 +305,20 @@ impl Endpoint {
                         self.counters.malformed += 1; // no credit scheme of that id
                         return;
                     };
+                    if !self.room_for(src) {
+                        return;
+                    }
+                    let mut ctx = ctx!(self, now, now_us);
                     let receiver = CreditingReceiver::new(&mut ctx, src, flow, packets, incoming.path_id, cc);
-                    self.receiving.insert((src, flow), Receiving::Crediting(receiver));
+                    self.add_receiving(now, (src, flow), Receiving::Crediting(receiver));
                 }
             }
             Packet::Credit { flow, credit_seq, sent_us } => match self.sending.get_mut(&flow) {
-                Some(Sending::Credited(sender)) => {
+                Some(Sending::Credited(sender)) if sender.dst() == src => {
                     let marked = incoming.ecn == Ecn::Ce;
                     sender.on_credit(&mut ctx, credit_seq, sent_us, incoming.path_id, marked)
                 }
+                Some(other) if other.peer() != src => self.counters.unknown_flow += 1, // not its receiver's
                 _ => self.counters.credits_wasted += 1, // a late credit of a finished flow
             },
             Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, scheme } => {
@@ -217,14 +331,21 @@ impl Endpoint {
                     send_finish(&mut ctx, src, flow, done);
                     return;
                 }
-                let config = &self.config;
-                let receiver = self.receiving.entry((src, flow)).or_insert_with(|| {
+                if !self.receiving.contains_key(&(src, flow)) {
+                    if !self.room_for(src) {
+                        return;
+                    }
                     // A flow without a credit request is a window scheme's: the scheme its data
                     // names says what the receiver does with marks (none it does not know).
-                    let control = config.schemes.by_wire_id(scheme).and_then(|s| s.receiver_control());
-                    Receiving::Window(WindowReceiver::new(src, flow, incoming.path_id, control))
-                });
-                let complete = match receiver {
+                    let control = self.config.schemes.by_wire_id(scheme).and_then(|s| s.receiver_control());
+                    let receiver = WindowReceiver::new(src, flow, incoming.path_id, control);
+                    self.add_receiving(now, (src, flow), Receiving::Window(receiver));
+                }
+                let config = &self.config;
+                let mut ctx = ctx!(self, now, now_us);
+                let inbound = self.receiving.get_mut(&(src, flow)).expect("added above");
+                inbound.heard_at = now;
+                let complete = match &mut inbound.flow {
                     Receiving::Crediting(r) => {
                         let wire_bytes = incoming.payload.len() as u64 + FRAME_OVERHEAD_BYTES;
                         let path_id = incoming.path_id;
@@ -257,7 +378,10 @@ impl Endpoint {
             Packet::CreditStop { flow } => {
                 if let Some(done) = self.finished.get(&(src, flow)) {
                     send_finish(&mut ctx, src, flow, done);
-                } else if let Some(Receiving::Crediting(r)) = self.receiving.get_mut(&(src, flow)) {
+                } else if let Some(Inbound { flow: Receiving::Crediting(r), heard_at }) =
+                    self.receiving.get_mut(&(src, flow))
+                {
+                    *heard_at = now;
                     r.on_credit_stop(&mut ctx, &self.config);
                 } else {
                     self.counters.unknown_flow += 1;
@@ -266,7 +390,7 @@ impl Endpoint {
             Packet::Ack { flow, cumulative, ece, duplicate, hole, echo_sent_us } => {
                 self.counters.ece_received += ece as u64;
                 match self.sending.get_mut(&flow) {
-                    Some(Sending::Window(sender)) => sender.on_ack(
+                    Some(Sending::Window(sender)) if sender.dst() == src => sender.on_ack(
                         &mut ctx,
                         AckInfo { cumulative, ece, duplicate, hole, echo_sent_us },
                         &self.config,
@@ -275,16 +399,20 @@ impl Endpoint {
                 }
             }
             Packet::Nack { flow, missing } => match self.sending.get_mut(&flow) {
-                Some(Sending::Credited(sender)) => sender.on_nack(&missing),
+                Some(Sending::Credited(sender)) if sender.dst() == src => sender.on_nack(&missing),
                 _ => self.counters.unknown_flow += 1,
             },
             Packet::Cnp { flow, flag } => match self.sending.get_mut(&flow) {
-                Some(Sending::Window(sender)) => sender.on_congestion_notification(&mut ctx, flag, &self.config),
+                Some(Sending::Window(sender)) if sender.dst() == src => {
+                    sender.on_congestion_notification(&mut ctx, flag, &self.config)
+                }
                 _ => self.counters.unknown_flow += 1, // a late CNP of a finished flow
             },
             Packet::Finish { flow, end_us, credits_sent } => {
-                // A repeated Finish finds the flow gone.
-                if let Some(sending) = self.sending.remove(&flow) {
+                // A repeated Finish finds the flow gone; another host's is not the flow's end.
+                if self.sending.get(&flow).is_some_and(|sending| sending.peer() != src) {
+                    self.counters.unknown_flow += 1;
+                } else if let Some(sending) = self.sending.remove(&flow) {
                     let record = match sending {
                         Sending::Credited(s) => s.record(self.config.host, end_us, credits_sent),
                         Sending::Window(s) => {
@@ -309,7 +437,7 @@ impl Endpoint {
 
     fn finish_receiving(&mut self, now: Instant, src: HostId, flow: u32) {
         let now_us = self.micros(now);
-        let Some(receiver) = self.receiving.remove(&(src, flow)) else { return };
+        let Some(receiver) = self.remove_receiving((src, flow)) else { return };
         let (credits_sent, path_id, bytes) = match receiver {
             Receiving::Crediting(r) => {
                 self.counters.credits_lost += r.credits_lost();
@@ -321,7 +449,13 @@ impl Endpoint {
         let done = Finished { end_us: now_us, credits_sent, path_id };
         let mut ctx = ctx!(self, now, now_us);
         send_finish(&mut ctx, src, flow, &done);
-        self.finished.insert((src, flow), done);
+        if self.finished.insert((src, flow), done).is_none() {
+            self.finished_order.push_back((src, flow));
+        }
+        while self.finished_order.len() > MAX_FINISHED {
+            let oldest = self.finished_order.pop_front().expect("over the bound: not empty");
+            self.finished.remove(&oldest);
+        }
     }
 
     /// When `handle_timeout` next has work; `None`: only a packet can wake this host.
@@ -330,11 +464,8 @@ impl Endpoint {
             Sending::Credited(s) => s.deadline(&self.config),
             Sending::Window(s) => s.deadline(),
         });
-        let receivers = self.receiving.values().filter_map(|flow| match flow {
-            Receiving::Crediting(r) => r.deadline(),
-            Receiving::Window(r) => r.deadline(),
-        });
-        senders.chain(receivers).min()
+        let receivers = self.receiving.values().filter_map(|inbound| inbound.flow.deadline());
+        senders.chain(receivers).chain(self.idle_check_at).min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -359,22 +490,38 @@ impl Endpoint {
         // tests/sim_convergence.rs. The reference sends each credit at its own time, so its
         // queue sees them in the order they were due.)
         let mut due = std::mem::take(&mut self.due);
-        due.extend(self.receiving.iter().filter_map(|(&key, flow)| {
-            let deadline = match flow {
-                Receiving::Crediting(r) => r.deadline(),
-                Receiving::Window(r) => r.deadline(),
-            };
-            deadline.filter(|&d| d <= now).map(|d| (d, key))
-        }));
+        due.extend(
+            self.receiving
+                .iter()
+                .filter_map(|(&key, inbound)| inbound.flow.deadline().filter(|&d| d <= now).map(|d| (d, key))),
+        );
         due.sort_unstable();
         for (_, key) in due.drain(..) {
-            match self.receiving.get_mut(&key) {
+            match self.receiving.get_mut(&key).map(|inbound| &mut inbound.flow) {
                 Some(Receiving::Crediting(r)) => r.on_timeout(&mut ctx),
                 Some(Receiving::Window(r)) => r.on_timeout(&mut ctx),
                 None => {}
             }
         }
         self.due = due;
+        if self.idle_check_at.is_some_and(|at| at <= now) {
+            self.drop_idle(now);
+        }
+    }
+
+    /// Drops the receiving flows no packet came for in `idle_timeout` (a sender that went away,
+    /// or a forged request: ns2-xpass's receiver ends such a flow by its timer too), and sets the
+    /// next check (a quarter of the timeout on: a flow goes at most 1.25 timeouts after its
+    /// last packet).
+    fn drop_idle(&mut self, now: Instant) {
+        let idle = self.config.idle_timeout;
+        let gone: Vec<_> =
+            self.receiving.iter().filter(|(_, inbound)| inbound.heard_at + idle <= now).map(|(&key, _)| key).collect();
+        for key in gone {
+            self.remove_receiving(key);
+            self.counters.flows_dropped_idle += 1;
+        }
+        self.idle_check_at = (!self.receiving.is_empty()).then(|| now + idle / 4);
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {

@@ -24,7 +24,7 @@ pub mod wire;
 pub use cc::{Driver, SchemeFactory};
 pub use config::EndpointConfig;
 pub use delay_line::{DelayLine, OneWay, PathDelays};
-pub use endpoint::{flow_path_id, Endpoint};
+pub use endpoint::{flow_path_id, Endpoint, Held};
 pub use record::{Counters, FlowRecord, FlowSpec, InboundFinish, ReceiverTrace, SenderTrace, Trace};
 pub use scheme::{Registry, Scheme};
 pub use types::{Ecn, HostId, Incoming, Transmit};

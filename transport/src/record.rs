@@ -174,4 +174,9 @@ pub struct Counters {
     pub flows_finished: u64,
     /// Control packets (credit request, credit stop) sent again after a timeout.
     pub control_retransmits: u64,
+    /// New flows to receive refused: their peer, or all peers, at the bound of flows received at
+    /// once (the sender tries again).
+    pub flows_refused: u64,
+    /// Flows being received dropped after `EndpointConfig::idle_timeout` without a packet.
+    pub flows_dropped_idle: u64,
 }

@@ -247,7 +247,8 @@ fn the_np_answers_ue_only_for_tcd_flows_and_ce_wins_within_an_interval() {
     assert!(cnps(&data(&mut receiver, start, 0, Ecn::Ect1, Scheme::from_name("dcqcn").unwrap())).is_empty());
     let mut dctcp = Endpoint::new(EndpointConfig::new(2, LINK, start));
     assert!(cnps(&data(&mut dctcp, start, 0, Ecn::Ce, Scheme::from_name("dctcp").unwrap())).is_empty());
-    assert_eq!(dctcp.poll_timeout(), None);
+    // No CNP timer: its only wake-up is the check for flows gone idle.
+    assert_eq!(dctcp.poll_timeout(), Some(start + dctcp.config().idle_timeout));
     // TCD: UE first (answered at once), then UE and CE within the interval: one CE CNP at its end.
     let mut tcd = Endpoint::new(EndpointConfig::new(2, LINK, start));
     assert_eq!(

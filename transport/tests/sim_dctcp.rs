@@ -101,3 +101,20 @@ fn reordering_costs_at_most_one_needless_retransmission_and_no_timeout() {
         assert!(record.retransmits <= 1 && record.timeouts == 0, "overtaken by {overtaken_by}: {record:?}");
     }
 }
+
+/// As for ExpressPass (sim_expresspass.rs): ordinary window flows, a data packet lost and
+/// recovered, and no packet malformed, no flow refused or dropped idle.
+#[test]
+fn ordinary_window_flows_with_a_loss_have_no_packet_refused_by_the_bounds_against_forgery() {
+    let mut net = network(5, 250 * FRAME);
+    net.lose(Kind::Data, 30);
+    for sender in 1..=4 {
+        net.start_flow(Duration::from_micros(sender as u64), sender, flow(sender, 5, 300_000));
+    }
+    net.run_to_completion(Duration::from_secs(1));
+    assert_eq!(net.records.len(), 4);
+    for host in 1..=5 {
+        let c = net.host(host).counters();
+        assert_eq!((c.malformed, c.flows_refused, c.flows_dropped_idle), (0, 0, 0), "host {host}");
+    }
+}

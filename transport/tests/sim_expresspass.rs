@@ -329,3 +329,22 @@ fn a_short_flow_waits_one_slow_initial_credit_gap_and_never_for_loss_recovery() 
         assert!(fct[packets as usize - 1] <= bound, "{packets} packets: {:?} > {bound:?}", fct[packets as usize - 1]);
     }
 }
+
+/// The bounds on what other hosts' packets can make a host hold (endpoint.rs) take nothing from
+/// ordinary flows: four senders into one receiver, a data packet lost and recovered, and every
+/// packet taken (none malformed, no flow refused or dropped idle).
+#[test]
+fn ordinary_flows_with_a_loss_have_no_packet_refused_by_the_bounds_against_forgery() {
+    let mut net = network(5);
+    net.lose(Kind::Data, 30);
+    for sender in 1..=4 {
+        net.start_flow(Duration::from_micros(sender as u64), sender, flow(sender, 5, 300_000));
+    }
+    net.run_to_completion(Duration::from_secs(1));
+    assert_eq!(net.records.len(), 4);
+    assert_eq!(net.records.iter().map(|r| r.retransmits).sum::<u64>(), 1);
+    for host in 1..=5 {
+        let c = net.host(host).counters();
+        assert_eq!((c.malformed, c.flows_refused, c.flows_dropped_idle), (0, 0, 0), "host {host}");
+    }
+}

@@ -3,7 +3,7 @@
 //! SprayPass), stops the credits when it has nothing left (early: when the credits of an RTT
 //! cover what remains), and counts the credits it could not use.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{packets_of, payload_of, Ctx};
@@ -21,6 +21,8 @@ pub(crate) struct CreditedSender {
     next_seq: u32,
     /// Packets the receiver reported missing, to spend the next credits on.
     resend: VecDeque<u32>,
+    /// The packets in `resend` (a nack naming one again costs a lookup, not a scan).
+    queued: HashSet<u32>,
     start_us: u64,
     request_sent_at: Instant,
     first_credit_at: Option<Instant>,
@@ -53,6 +55,11 @@ struct Tally {
 }
 
 impl CreditedSender {
+    /// The flow's receiver: the only host whose credits, nacks and Finish it takes.
+    pub fn dst(&self) -> HostId {
+        self.spec.dst
+    }
+
     pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, config: &EndpointConfig) -> Self {
         let packets = packets_of(spec.size_bytes, config.mss).min(u32::MAX as u64) as u32;
         let mut sender = Self {
@@ -62,6 +69,7 @@ impl CreditedSender {
             packets,
             next_seq: 0,
             resend: VecDeque::new(),
+            queued: HashSet::new(),
             start_us: ctx.now_us,
             request_sent_at: ctx.now,
             first_credit_at: None,
@@ -103,6 +111,9 @@ impl CreditedSender {
         let rtt = self.rtt.unwrap_or_default();
         self.window_credits += 1;
         let resend = self.resend.pop_front();
+        if let Some(seq) = resend {
+            self.queued.remove(&seq);
+        }
         if self.traced.is_some() {
             self.trace(ctx, rtt, resend.is_some());
         }
@@ -205,7 +216,7 @@ impl CreditedSender {
     /// credits after the stop that made it look).
     pub fn on_nack(&mut self, missing: &[u32]) {
         for &seq in missing {
-            if seq < self.next_seq && !self.resend.contains(&seq) {
+            if seq < self.next_seq && self.queued.insert(seq) {
                 self.resend.push_back(seq);
             }
         }

@@ -83,6 +83,11 @@ impl CreditingReceiver {
         self.path_id
     }
 
+    /// Bytes of its arrival bitmap.
+    pub fn held_bytes(&self) -> usize {
+        self.received.held_bytes()
+    }
+
     pub fn credits_sent(&self) -> u32 {
         self.credits_sent
     }
@@ -99,9 +104,11 @@ impl CreditingReceiver {
     /// Ok(true) once every packet of the flow has arrived.
     pub fn on_data(&mut self, ctx: &mut Ctx, data: DataArrival, config: &EndpointConfig) -> Result<bool, OutOfRange> {
         // A sequence number the flow cannot have, too far ahead for the bitmap, or an echo of
-        // a credit never sent: not data of this flow.
+        // a credit never sent: not data of this flow. Nor a packet numbered beyond the credits
+        // sent: each new packet spends one (so a sender cannot grow the bitmap past them).
         let too_far = data.seq.saturating_sub(self.received.cumulative()) > MAX_AHEAD;
-        if data.seq >= self.packets || too_far || data.echo_credit_seq >= self.next_credit_seq {
+        let unpaid = data.seq >= self.next_credit_seq;
+        if data.seq >= self.packets || too_far || unpaid || data.echo_credit_seq >= self.next_credit_seq {
             return Err(OutOfRange);
         }
         if self.received.insert(data.seq) {

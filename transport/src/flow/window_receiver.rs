@@ -49,6 +49,11 @@ impl WindowReceiver {
         self.path_id
     }
 
+    /// Bytes of its arrival bitmap.
+    pub fn held_bytes(&self) -> usize {
+        self.received.held_bytes()
+    }
+
     /// Payload bytes received so far, in order or not, each packet counted once.
     pub fn bytes(&self) -> u64 {
         self.bytes

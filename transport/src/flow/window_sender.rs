@@ -78,6 +78,11 @@ pub(crate) struct WindowSender {
 }
 
 impl WindowSender {
+    /// The flow's receiver: the only host whose acks, CNPs and Finish it takes.
+    pub fn dst(&self) -> HostId {
+        self.spec.dst
+    }
+
     pub fn start(ctx: &mut Ctx, spec: FlowSpec, path_id: u8, connection: Connection, config: &EndpointConfig) -> Self {
         let Connection { mut cc, rtt } = connection;
         cc.on_flow_start(ctx.now);

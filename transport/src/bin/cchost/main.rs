@@ -184,6 +184,7 @@ impl Outputs {
             "credits_sent": c.credits_sent, "credits_wasted": c.credits_wasted,
             "flows_started": c.flows_started, "flows_finished": c.flows_finished,
             "control_retransmits": c.control_retransmits, "active_flows": endpoint.active_flows(),
+            "flows_refused": c.flows_refused, "flows_dropped_idle": c.flows_dropped_idle,
             "send_errors": shell.send_errors, "timer_lateness": lateness.summary(),
             "delayed_packets": shell.delayed_packets, "delay_line_max": shell.delay_line_max,
         });
