@@ -44,9 +44,9 @@ use crate::wire::{Kind, Packet, FRAME_OVERHEAD_BYTES};
 /// between two sends of the shell, few enough that an idle host holds little (~1.5 MB).
 const SPARE_PAYLOADS: usize = 1024;
 
-/// Flows received from one peer at once, at most: more than any workload here runs between two
-/// hosts (an incast's senders send one each; the busiest realistic runs, a few tens), few
-/// enough that one peer forging fresh flow ids holds little.
+/// Flows received from one peer at once, at most: more than any shipped workload runs between
+/// two hosts (the most: an incast of 200 flows, spread over its senders), few enough that one
+/// peer forging fresh flow ids holds little.
 const MAX_RECEIVING_PER_PEER: usize = 1024;
 /// Flows received at once from all peers, at most (a flow's bitmap holds at most 16 KiB until
 /// its packets arrive in order: `flow::MAX_AHEAD`; so 128 MiB in all).
@@ -573,4 +573,129 @@ fn send_finish(ctx: &mut Ctx, src: HostId, flow: u32, done: &Finished) {
 pub fn flow_path_id(host: HostId, flow: u32) -> u8 {
     let mixed = (u64::from(host) << 32 | u64::from(flow)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (mixed >> 56) as u8
+}
+
+/// The endpoint fed arbitrary packets from arbitrary hosts, with time passing (proptest): it
+/// never panics, what other hosts make it hold stays under its bounds, and a flow it sends ends
+/// only by its own receiver's Finish.
+///
+/// Packets are drawn mostly near the flows it has (small flow ids and sequence numbers, the hosts
+/// of its flows), so that they reach deep into the flows' state machines, sometimes around the
+/// bound of how far ahead a packet may be, and sometimes from anywhere.
+/// `PROPTEST_CASES=20000 cargo test --release --lib fuzz -- --nocapture` prints the figures of a
+/// longer run.
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+
+    use super::{Endpoint, MAX_FINISHED, MAX_RECEIVING};
+    use crate::config::EndpointConfig;
+    use crate::flow::MAX_AHEAD;
+    use crate::record::FlowSpec;
+    use crate::scheme::Scheme;
+    use crate::types::{Ecn, Incoming};
+    use crate::wire::strategies::packets;
+    use crate::wire::Packet;
+
+    /// This host, and its two flows: (flow id, its receiver), one credited, one window.
+    const HOST: u32 = 1;
+    const CREDITED: (u32, u32) = (7, 2);
+    const WINDOW: (u32, u32) = (8, 3);
+    /// A flow received holds at most this much bitmap: `MAX_AHEAD` bits and a word, twice (the
+    /// vector grows by doubling).
+    const MAX_BITMAP_BYTES: usize = 2 * (MAX_AHEAD as usize / 8 + 8);
+
+    /// One input: a packet (or bytes that may not parse) from a host, some time after the last.
+    #[derive(Debug, Clone)]
+    struct Input {
+        src: u32,
+        ecn: u8,
+        bytes: Vec<u8>,
+        /// The flow a Finish names.
+        finish_for: Option<u32>,
+        after_us: u64,
+    }
+
+    fn input() -> impl Strategy<Value = Input> {
+        let flow = prop_oneof![4 => 0u32..12, 1 => any::<u32>()].boxed();
+        let seq = prop_oneof![8 => 0u32..40, 1 => 60_000u32..1_100_000, 1 => any::<u32>()].boxed();
+        let size = prop_oneof![0u64..100_000, any::<u64>()].boxed();
+        let src = prop_oneof![4 => 1u32..6, 1 => any::<u32>()];
+        let bytes = prop_oneof![
+            9 => packets(flow, seq, size).prop_map(|packet| {
+                let finish_for = match packet {
+                    Packet::Finish { flow, .. } => Some(flow),
+                    _ => None,
+                };
+                let mut bytes = Vec::new();
+                packet.encode(&mut bytes);
+                (bytes, finish_for)
+            }),
+            1 => proptest::collection::vec(any::<u8>(), 0..80).prop_map(|bytes| (bytes, None)),
+        ];
+        (src, 0u8..4, bytes, prop_oneof![0u64..50, 0u64..200_000, Just(11_000_000)])
+            .prop_map(|(src, ecn, (bytes, finish_for), after_us)| Input { src, ecn, bytes, finish_for, after_us })
+    }
+
+    static INPUTS: AtomicUsize = AtomicUsize::new(0);
+    static MOST_HELD: AtomicUsize = AtomicUsize::new(0);
+
+    fn spec(id: u32, dst: u32, scheme: &str) -> FlowSpec {
+        FlowSpec {
+            id,
+            dst,
+            size_bytes: 20 * 1450,
+            scheme: Scheme::from_name(scheme).unwrap(),
+            path_id: None,
+            paths: None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn fuzz_arbitrary_packets_from_any_host_never_panic_stay_bounded_and_end_no_flow_but_by_its_receiver(
+            inputs in proptest::collection::vec(input(), 1..300)
+        ) {
+            let start = Instant::now();
+            let mut now = start;
+            let mut endpoint = Endpoint::new(EndpointConfig::new(HOST, 10e9, start));
+            endpoint.start_flow(now, spec(CREDITED.0, CREDITED.1, "expresspass"));
+            endpoint.start_flow(now, spec(WINDOW.0, WINDOW.1, "dctcp"));
+            let mut finishes_from_receivers = 0;
+            for input in &inputs {
+                now += Duration::from_micros(input.after_us);
+                while endpoint.poll_timeout().is_some_and(|at| at <= now) {
+                    endpoint.handle_timeout(now);
+                }
+                let ecn = [Ecn::NotEct, Ecn::Ect1, Ecn::Ect0, Ecn::Ce][input.ecn as usize];
+                // A Finish from a flow's own receiver may end it (the flows' records count those).
+                finishes_from_receivers += input
+                    .finish_for
+                    .is_some_and(|flow| (flow, input.src) == CREDITED || (flow, input.src) == WINDOW)
+                    as usize;
+                endpoint.handle_packet(now, Incoming { src: input.src, path_id: 0, ecn, payload: &input.bytes });
+                while let Some(transmit) = endpoint.poll_transmit() {
+                    endpoint.recycle(transmit.payload);
+                }
+                while endpoint.poll_inbound_finish().is_some() {}
+                let held = endpoint.held();
+                prop_assert!(held.receiving <= MAX_RECEIVING && held.finished <= MAX_FINISHED, "{held:?}");
+                prop_assert!(held.bitmap_bytes <= held.receiving * MAX_BITMAP_BYTES, "{held:?}");
+                MOST_HELD.fetch_max(held.bitmap_bytes, Ordering::Relaxed);
+            }
+            let records: Vec<_> = std::iter::from_fn(|| endpoint.poll_record()).collect();
+            prop_assert!(records.iter().all(|record| record.id == CREDITED.0 || record.id == WINDOW.0));
+            prop_assert!(records.len() <= finishes_from_receivers, "a flow ended by another host's Finish");
+            let total = INPUTS.fetch_add(inputs.len(), Ordering::Relaxed) + inputs.len();
+            if total % 10_000 < inputs.len() {
+                eprintln!("fuzz: {total} inputs, no panic, most bitmap bytes held at once {}",
+                          MOST_HELD.load(Ordering::Relaxed));
+            }
+        }
+    }
 }

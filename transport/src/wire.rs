@@ -340,6 +340,64 @@ impl Reader<'_> {
     }
 }
 
+/// Property tests' packets (this module's, and the endpoint's fuzzing).
+#[cfg(test)]
+pub(crate) mod strategies {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Packets of every kind, their flow ids, sequence numbers (credit numbers, cumulative points
+    /// and nacked packets too) and request sizes drawn from the strategies given, the rest from
+    /// anything.
+    pub(crate) fn packets(
+        flow: BoxedStrategy<u32>,
+        seq: BoxedStrategy<u32>,
+        size: BoxedStrategy<u64>,
+    ) -> impl Strategy<Value = Packet> {
+        prop_oneof![
+            (flow.clone(), size, any::<u8>(), any::<u16>()).prop_map(|(flow, size_bytes, scheme, paths)| {
+                Packet::CreditRequest { flow, size_bytes, scheme, paths }
+            }),
+            (flow.clone(), seq.clone(), any::<u32>()).prop_map(|(flow, credit_seq, sent_us)| Packet::Credit {
+                flow,
+                credit_seq,
+                sent_us
+            }),
+            (
+                (flow.clone(), seq.clone(), seq.clone(), any::<u32>(), 0u16..2000),
+                (any::<bool>(), any::<bool>(), 0..=MAX_SCHEME_ID)
+            )
+                .prop_map(
+                    |((flow, seq, echo_credit_seq, echo_sent_us, payload_len), (last, credit_ce, scheme))| {
+                        Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, scheme }
+                    }
+                ),
+            flow.clone().prop_map(|flow| Packet::CreditStop { flow }),
+            (flow.clone(), seq.clone(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
+                |(flow, cumulative, ece, duplicate, hole, echo_sent_us)| Packet::Ack {
+                    flow,
+                    cumulative,
+                    ece,
+                    duplicate,
+                    hole,
+                    echo_sent_us
+                }
+            ),
+            (flow.clone(), any::<u64>(), any::<u32>()).prop_map(|(flow, end_us, credits_sent)| Packet::Finish {
+                flow,
+                end_us,
+                credits_sent
+            }),
+            (flow.clone(), proptest::collection::vec(seq, 0..=NACK_MAX_SEQS))
+                .prop_map(|(flow, missing)| Packet::Nack { flow, missing }),
+            (flow, any::<bool>()).prop_map(|(flow, ce)| Packet::Cnp {
+                flow,
+                flag: if ce { CnpFlag::Congestion } else { CnpFlag::Undetermined }
+            }),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,47 +456,7 @@ mod tests {
     }
 
     fn any_packet() -> impl Strategy<Value = Packet> {
-        prop_oneof![
-            (any::<u32>(), any::<u64>(), any::<u8>(), any::<u16>()).prop_map(|(flow, size_bytes, scheme, paths)| {
-                Packet::CreditRequest { flow, size_bytes, scheme, paths }
-            }),
-            (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(flow, credit_seq, sent_us)| Packet::Credit {
-                flow,
-                credit_seq,
-                sent_us
-            }),
-            (
-                (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>(), 0u16..2000),
-                (any::<bool>(), any::<bool>(), 0..=MAX_SCHEME_ID)
-            )
-                .prop_map(
-                    |((flow, seq, echo_credit_seq, echo_sent_us, payload_len), (last, credit_ce, scheme))| {
-                        Packet::Data { flow, seq, echo_credit_seq, echo_sent_us, payload_len, last, credit_ce, scheme }
-                    }
-                ),
-            any::<u32>().prop_map(|flow| Packet::CreditStop { flow }),
-            (any::<u32>(), any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(
-                |(flow, cumulative, ece, duplicate, hole, echo_sent_us)| Packet::Ack {
-                    flow,
-                    cumulative,
-                    ece,
-                    duplicate,
-                    hole,
-                    echo_sent_us
-                }
-            ),
-            (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(flow, end_us, credits_sent)| Packet::Finish {
-                flow,
-                end_us,
-                credits_sent
-            }),
-            (any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=NACK_MAX_SEQS))
-                .prop_map(|(flow, missing)| Packet::Nack { flow, missing }),
-            (any::<u32>(), any::<bool>()).prop_map(|(flow, ce)| Packet::Cnp {
-                flow,
-                flag: if ce { CnpFlag::Congestion } else { CnpFlag::Undetermined }
-            }),
-        ]
+        strategies::packets(any::<u32>().boxed(), any::<u32>().boxed(), any::<u64>().boxed())
     }
 
     proptest! {

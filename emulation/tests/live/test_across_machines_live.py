@@ -347,10 +347,12 @@ def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_mach
     its timeouts gone, its one judged block (N = 8) is a draw of its randomised slow_time (three
     rounds on one machine: 4.07-4.66 Mbit/s), and a CI run went red on it too (0.882, no timeout
     in either run; 2026-11-27). DCTCP, the same windows without the random pacing, stands for it
-    (N = 8: 1.000, 0.992 and 1.000 in three runs). These rules were written down before the runs
-    that test them; the credit schemes time out never, so all their blocks are judged, and
-    DCTCP's N = 8 is judged (asserted). The per-block figures are printed (-rP)."""
-    experiment = incast_file(tmp_path, rounds=1)
+    (N = 8: 1.000, 0.992 and 1.000 in three runs), and since 2026-11-29 DCTCP+ does not run here
+    at all: judged by nothing, its rounds (timeouts included) took much of the test's 347 s in a
+    35-minute CI. These rules were written down before the runs that test them; the credit schemes
+    time out never, so all their blocks are judged, and DCTCP's N = 8 is judged (asserted). The
+    per-block figures are printed (-rP)."""
+    experiment = incast_file(tmp_path, schemes=3, rounds=1)
     here = subprocess.run([str(REPO / ".venv" / "bin" / "ccemu"), "experiment", str(experiment), "--results",
                            str(tmp_path / "here"), "--no-monitoring"], capture_output=True, text=True, timeout=1800)
     assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-3000:]
@@ -358,7 +360,7 @@ def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_mach
                            capture_output=True, text=True, timeout=1800)
     assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
     one, two = rounds_of(tmp_path / "here"), rounds_of(tmp_path / "across")
-    assert one.keys() == two.keys() and len(one) == 4 * 5
+    assert one.keys() == two.keys() and len(one) == 3 * 5
     for block in sorted(one):  # shown with -rP
         print(f"{block[0]:12} N={block[1]:>3}  one machine {one[block][2] / 1e6:.3f} Mbit/s ({one[block][3]} timeouts)"
               f"  two {two[block][2] / 1e6:.3f} ({two[block][3]})  ratio {two[block][2] / one[block][2]:.3f}")

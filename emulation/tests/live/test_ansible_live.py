@@ -66,6 +66,7 @@ def test_site_yml_against_localhost_twice_changes_nothing_the_second_time(tmp_pa
         assert (root / "build" / "cchost").read_bytes() == (REPO / "build" / "cchost").read_bytes()
         assert (root / "build" / "bpf" / "port.bpf.o").is_file()
         assert (root / "build" / "commit").read_text().strip() == git_commit()  # what its bundles will cite
+        assert root.stat().st_mode & 0o777 == 0o700  # the controller's untracked files are root's to read
         check = subprocess.run([str(root / ".venv" / "bin" / "ccemu"), "sweep", "--help"], capture_output=True,
                                text=True)
         assert check.returncode == 0 and "--inventory" in check.stdout

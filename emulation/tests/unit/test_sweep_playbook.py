@@ -10,17 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 PLAYBOOKS = Path(__file__).resolve().parents[3] / "playbooks"
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
-def run_sweep_playbook(tmp_path: Path, machine: str, root: Path | None = None) -> subprocess.CompletedProcess:
-    """The sweep playbook with a plan of no points on one local 'machine' named `machine`, its
-    sweep folders under `root` (default: tmp_path/a/b/c/root, made here as root makes folders)."""
+def run_sweep_playbook(tmp_path: Path, machine: str, root: Path | None = None,
+                       plan: dict | None = None) -> subprocess.CompletedProcess:
+    """The sweep playbook with a plan of no points (or `plan`) on one local 'machine' named
+    `machine`, its sweep folders under `root` (default: tmp_path/a/b/c/root, made here as root
+    makes folders)."""
     planned = tmp_path / "results" / "sweeps" / "t" / "20261126-000000"
-    planned.mkdir(parents=True)
-    (planned / "plan.json").write_text(json.dumps({"name": "t", "points": [], "prefix": []}))
+    planned.mkdir(parents=True, exist_ok=True)
+    (planned / "plan.json").write_text(json.dumps(plan or {"name": "t", "points": [], "prefix": []}))
     inventory = tmp_path / "inventory.ini"
     inventory.write_text(f"{machine} ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     if root is None:
@@ -31,7 +34,7 @@ def run_sweep_playbook(tmp_path: Path, machine: str, root: Path | None = None) -
            "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     extra = {"ccemu_sweep_dir": str(planned), "ccemu_sweep_update": False, "ccemu_sweep_merge": False,
-             "ccemu_sweep_remote_root": str(root)}
+             "ccemu_sweep_remote_root": str(root), "ccemu_build_root": str(tmp_path / "no-ccemu-here")}
     return subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(PLAYBOOKS / "sweep.yml"),
                            "-e", json.dumps(extra)], capture_output=True, text=True, env=env, timeout=300)
 
@@ -112,3 +115,45 @@ def test_a_sweeps_root_missing_is_made_root_only(tmp_path):
     done = run_sweep_playbook(tmp_path, "machine-1", root)
     assert done.returncode == 0, done.stdout[-2000:]
     assert oct(root.stat().st_mode & 0o777) == "0o700" and root.stat().st_uid == 0
+
+
+def test_the_playbooks_name_rule_is_ccemus():
+    from ccemu.model.names import NAME_PATTERN
+
+    play = yaml.safe_load((PLAYBOOKS / "sweep.yml").read_text())[0]
+    (read,) = [task for task in play["tasks"] if task["name"] == "Read the plan"]
+    assert read["ansible.builtin.set_fact"]["ccemu_sweep_name_pattern"] == NAME_PATTERN
+
+
+@needs_playbook
+@pytest.mark.parametrize("change, says", [
+    ({"prefix": ["sh", "-c", "touch {sentinel}"]}, "is not a time limit ccemu plans"),
+    ({"prefix": ["timeout", "--signal=INT", "--kill-after=120", "1; touch {sentinel}"]},
+     "is not a time limit ccemu plans"),
+    ({"points": [{"id": "p01", "args": ["experiment", "points/p01.yaml", "--results", "runs/p01", "--inventory",
+                                        "{sentinel}"]}]}, "not what ccemu plans"),
+    ({"points": [{"id": "p01", "args": ["sweep", "points/p01.yaml", "--results", "runs/p01"]}]},
+     "not what ccemu plans"),
+])
+def test_a_plan_that_runs_anything_but_ccemu_experiment_on_its_points_is_refused_before_any_machine_is_touched(
+        tmp_path, change, says):
+    sentinel = tmp_path / "ran"
+    plan = {"name": "t", "points": [], "prefix": [], **json.loads(json.dumps(change).replace("{sentinel}",
+                                                                                          str(sentinel)))}
+    done = run_sweep_playbook(tmp_path, "machine-1", plan=plan)
+    assert done.returncode != 0 and says in done.stdout, done.stdout[-2000:]
+    root = tmp_path / "a" / "b" / "c" / "root"
+    assert list(root.iterdir()) == [] and not sentinel.exists()
+
+
+@needs_playbook
+def test_a_plan_as_ccemu_writes_it_passes_the_playbooks_checks(tmp_path):
+    plan = {"name": "t", "prefix": ["timeout", "--signal=INT", "--kill-after=120", "1e+03"],
+            "points": [{"id": "p01", "args": ["experiment", "points/p01.yaml", "--results", "runs/p01",
+                                              "--no-monitoring", "--skip-check"]}]}
+    points = tmp_path / "results" / "sweeps" / "t" / "20261126-000000" / "points"
+    points.mkdir(parents=True)
+    (points / "p01.yaml").write_text("name: p01\n")  # never run: no ccemu at the build root given
+    done = run_sweep_playbook(tmp_path, "machine-1", plan=plan)
+    assert "not what ccemu plans" not in done.stdout and "not a time limit" not in done.stdout, done.stdout[-2000:]
+    assert "Check that the machine answers" in done.stdout
