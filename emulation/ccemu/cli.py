@@ -812,11 +812,11 @@ def cmd_exec(args) -> int:
         from .containers import CONTAINERS_FILE
         from .containers.engine import EngineError
         from .containers.host import Container, inside
+        from .results.files import read_text
 
         path = run.state_dir / CONTAINERS_FILE
         try:  # the run's folder is judged ours (Inventory.load); the file is read without following a link
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)) as file:
-                record = json.load(file).get(args.node)
+            record = json.loads(read_text(path)).get(args.node)
         except FileNotFoundError:
             record = None
         except (OSError, ValueError, AttributeError) as exc:

@@ -82,9 +82,3 @@ def remove(chain: str) -> list[str]:
                 problems.append(f"cannot remove chain {chain}: {done.stderr.strip()}")
     return problems
 
-
-def chains_here() -> list[str]:
-    """ccemu's tunnel chains in this network namespace (what a finished run must not leave)."""
-    listed = _iptables("-S")
-    return [line.split()[1] for line in listed.stdout.splitlines()
-            if line.startswith("-N ") and line.split()[1].startswith(CHAIN_PREFIX)]

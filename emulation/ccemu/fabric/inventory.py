@@ -439,7 +439,7 @@ class Inventory:
             return []
         runs = []
         for state_dir in sorted(root.iterdir()):
-            if not (state_dir / STATE_FILE).exists() and not (state_dir / STATE_FILE).is_symlink():
+            if not os.path.lexists(state_dir / STATE_FILE):
                 continue  # not a run's folder (the monitoring root, a run's folder being made)
             try:
                 runs.append(cls.load(state_dir))
@@ -499,10 +499,12 @@ class Inventory:
         `remove_containers` removes recorded Docker containers (containers.engine's: this recorder
         knows no engine); a run that recorded containers and is given none reports them as left."""
         # A live process without its run's mark is not one ccemu started, whatever the record says.
-        foreign = [p for p in self.processes if p.alive() and not p.carries(self.run_id)]
+        ours: list[ProcessRecord] = []
+        foreign: list[ProcessRecord] = []
+        for record in self.processes:
+            (foreign if record.alive() and not record.carries(self.run_id) else ours).append(record)
         problems = [f"{p.what} (pid {p.pid}) is not a process of {self.run_id} (it started without "
                     f"{RUN_ENV}={self.run_id}): left alone" for p in foreign]
-        ours = [p for p in self.processes if p not in foreign]
         for record in ours:
             record.signal(signal.SIGTERM)
         wait_until(lambda: not any(p.alive() for p in ours), TERM_GRACE_S)

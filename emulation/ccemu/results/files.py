@@ -12,6 +12,7 @@ replaced, never written through, and a folder swapped for a link after the check
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -48,7 +49,7 @@ def read_text(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the last component is a link
+        if exc.errno == errno.ELOOP:  # the last component is a link
             raise BundleFileError(f"{path} is a link: not read") from None
         raise
     with os.fdopen(fd, "rb") as source:
@@ -66,7 +67,7 @@ def _folder(path: Path, create: bool) -> Iterator[int]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if exc.errno in (20, 40):  # ENOTDIR, ELOOP: a file or a link where the folder should be
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):  # a file or a link where the folder should be
             raise BundleFileError(f"{path} is not a folder (a link or a file): nothing written into it") from None
         raise
     try:

@@ -119,10 +119,9 @@ def _written_csv(path: Path) -> Iterator[io.StringIO]:
 
 def _manifest(bundle: Path) -> dict | None:
     try:
-        manifest = read_manifest(bundle)
+        return read_manifest(bundle)  # an object, or BundleFileError
     except (OSError, ValueError):  # BundleFileError among them
         return None
-    return manifest if isinstance(manifest, dict) else None
 
 
 def _unique(names: Sequence[str]) -> list[str]:
