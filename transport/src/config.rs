@@ -11,7 +11,8 @@ use crate::wire::DEFAULT_MSS;
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
     pub host: HostId,
-    /// Clock origin shared by every host of the emulation (flow records' times count from it).
+    /// Clock origin shared by every host of the emulation, on every machine the same instant
+    /// (flow records' times, and the receiver's Finish, count from it).
     pub epoch: Instant,
     /// Data payload per packet, bytes ([`DEFAULT_MSS`]).
     pub mss: u16,

@@ -78,8 +78,9 @@ pub enum Packet {
     /// `hole`: packets above `cumulative` have arrived, so `cumulative` is missing rather
     /// than merely not there yet (a one-bit SACK).
     Ack { flow: u32, cumulative: u32, ece: bool, duplicate: bool, hole: bool, echo_sent_us: u32 },
-    /// Receiver -> sender: every byte arrived, at `end_us` of the receiver's clock (hosts of
-    /// one emulation share a clock); `credits_sent` by the receiver for the flow.
+    /// Receiver -> sender: every byte arrived, at `end_us` of the receiver's clock
+    /// (microseconds since the run's epoch, an instant every host of the run agrees on
+    /// whatever its machine's clock); `credits_sent` by the receiver for the flow.
     Finish { flow: u32, end_us: u64, credits_sent: u32 },
     /// Receiver -> sender (credit schemes): these data packets never arrived (lost, or never
     /// sent because credits an early stop counted on were dropped); the receiver restarts its

@@ -7,6 +7,7 @@ table); a test checks them against the loader's `--layout`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -25,6 +26,27 @@ from .tc import WIRE_OVERHEAD_BYTES, PortShape
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (ports/tc.py port_qdiscs)
 
+
+
+@functools.cache
+def _time_namespace_offset_ns() -> int:
+    """How far this process's CLOCK_MONOTONIC runs ahead of the kernel's (a time namespace's
+    offset: a machine of the across-machines tests has one; 0 outside one)."""
+    try:
+        lines = Path("/proc/self/timens_offsets").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        clock, seconds, nanoseconds = line.split()
+        if clock == "monotonic":
+            return int(seconds) * 1_000_000_000 + int(nanoseconds)
+    return 0
+
+
+def ktime_ns() -> int:
+    """Now on the port program's clock (bpf_ktime_get_ns: the kernel's CLOCK_MONOTONIC, which a
+    time namespace does not move)."""
+    return time.monotonic_ns() - _time_namespace_offset_ns()
 
 class Layout:
     """A struct of bpf/port.h as Python reads it: its fields in order, each with its struct
@@ -388,7 +410,7 @@ class PortMaps:
                 raw_arrivals = self.departures.lookup(config.peer_port_id)
                 raw_state = self.states.lookup(port_id)
                 raw_pfc = self.pfc.lookup(config.port_id)
-                now = time.monotonic_ns()  # CLOCK_MONOTONIC, as bpf_ktime_get_ns
+                now = ktime_ns()
                 if raw_state is None or raw_departures is None or raw_arrivals is None:
                     continue
                 departed = PORT_DEPARTURES.unpack(raw_departures)["bytes"]

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pyroute2.netns import popns, pushns
 
-from .maps import PFC_EVENT, PORT_PFC, PinnedMap, open_pinned
+from .maps import PFC_EVENT, PORT_PFC, PinnedMap, ktime_ns, open_pinned
 from .program import SHAPE_FILE
 from .tc import DATA_CLASSID, GateSettings, PortShape
 
@@ -233,7 +233,7 @@ class Agent:
         if event is None:
             self.stats.corrections += 1
         elif bool(event["pause"]) == paused:
-            self.stats.reactions_ns.append(time.monotonic_ns() - event["ns"])
+            self.stats.reactions_ns.append(ktime_ns() - event["ns"])
 
     def check_all(self) -> None:
         for port_id in self.ports:

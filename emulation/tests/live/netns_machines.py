@@ -7,7 +7,11 @@ capacity: every machine shares this machine's CPUs.
 
 Everything made is recorded and removed by stop(): the namespaces (by the names made here, with a
 random part), the sshd processes and their sessions, the folder. Nothing is made in the namespace
-the tests run in."""
+the tests run in.
+
+A machine can have a clock of its own, as a real machine has (CLOCK_MONOTONIC counts from its
+boot): `clock_ahead_s` puts its sshd, and so everything it starts, in a time namespace whose
+CLOCK_MONOTONIC runs that many seconds ahead of this machine's (the controller's)."""
 
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ class NetnsMachines(Machines):
     underlay_mtu: int = JUMBO_MTU
     tag: str = field(default_factory=lambda: f"ccx{secrets.token_hex(3)}")
     made: list[str] = field(default_factory=list)  # namespaces made, in order
+    clock_ahead_s: dict[str, int] = field(default_factory=dict)  # machine -> its CLOCK_MONOTONIC's lead
 
     @property
     def controller(self) -> str:
@@ -43,7 +48,9 @@ class NetnsMachines(Machines):
         return f"{UNDERLAY}.{self.names.index(name) + 1}"
 
     def in_machine(self, name: str) -> list[str]:
-        return ["ip", "netns", "exec", self.namespace(name)]
+        ahead = self.clock_ahead_s.get(name)
+        clock = ["unshare", "--time", f"--monotonic={ahead}"] if ahead else []
+        return ["ip", "netns", "exec", self.namespace(name), *clock]
 
     def free_port(self) -> int:
         return 22  # each machine's own namespace: nobody else listens there
@@ -114,9 +121,19 @@ class NetnsMachines(Machines):
 
     def on_machine_argv(self, name: str, *argv: str) -> list[str]:
         """What runs `ccemu ARGV` on machine `name` as its user would run it there (over ssh, as root)."""
-        remote = f"env CCEMU_STATE_ROOT={self.state_root(name)} {REPO / '.venv' / 'bin' / 'ccemu'} {' '.join(argv)}"
+        return self.ssh_argv(name, f"env CCEMU_STATE_ROOT={self.state_root(name)} {REPO / '.venv' / 'bin' / 'ccemu'} "
+                                   f"{' '.join(argv)}")
+
+    def ssh_argv(self, name: str, remote: str) -> list[str]:
+        """What runs the shell text `remote` on machine `name` over ssh, from the controller."""
         return ["ip", "netns", "exec", self.controller, "ssh", "-T", "-o", "BatchMode=yes", "-i", str(self.key),
                 "-o", f"UserKnownHostsFile={self.root / 'known_hosts'}", f"root@{self.address(name)}", remote]
+
+    def monotonic_s(self, name: str) -> float:
+        """CLOCK_MONOTONIC as a session on machine `name` reads it."""
+        read = subprocess.run(self.ssh_argv(name, "python3 -c 'import time; print(time.monotonic())'"),
+                              capture_output=True, text=True, timeout=60, check=True)
+        return float(read.stdout)
 
     def on_machine(self, name: str, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(self.on_machine_argv(name, *argv), capture_output=True, text=True, timeout=120)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from statistics import mean
 
 import psutil
 import pytest
@@ -24,11 +25,20 @@ EXIT_FABRIC = 6
 REPO = Path(__file__).resolve().parents[3]
 
 
+# Each machine's CLOCK_MONOTONIC hours from the controller's and from the other's, as real machines'
+# (booted at different times) are: every time that crosses machines must be in the run's shared epoch.
+CLOCKS_AHEAD_S = {"m1": 3 * 3600, "m2": 7 * 3600}
+
+
 @pytest.fixture
 def machines(tmp_path):
-    made = NetnsMachines(tmp_path, ["m1", "m2"])
+    made = NetnsMachines(tmp_path, ["m1", "m2"], clock_ahead_s=CLOCKS_AHEAD_S)
     try:
-        yield made.start()
+        made.start()
+        # The premise: a session on each machine reads its own clock, hours from ours.
+        for name, ahead in CLOCKS_AHEAD_S.items():
+            assert abs(made.monotonic_s(name) - time.monotonic() - ahead) < 60, name
+        yield made
     finally:
         made.stop()
     assert made.processes() == [] and not made.made
@@ -305,6 +315,16 @@ def across(machines: NetnsMachines, experiment: Path, results: Path, *options: s
                                        str(machines.inventory()), *options)
 
 
+def fcts_of(bundle_root: Path) -> dict[tuple[str, str], list[float]]:
+    """(scheme, N) -> its flows' FCTs (s), in the only bundle under `bundle_root`."""
+    (bundle,) = [p.parent for p in bundle_root.glob("*/*/manifest.json")]
+    fcts: dict[tuple[str, str], list[float]] = {}
+    with open(bundle / "flows.csv") as rows:
+        for row in csv.DictReader(rows):
+            fcts.setdefault((row["scheme"], row["n"]), []).append(float(row["fct"]))
+    return fcts
+
+
 def rounds_of(bundle_root: Path) -> dict[tuple[str, str], tuple[int, float, float, int]]:
     """(scheme, N) -> (bytes, seconds, goodput in bit/s, flows' timeouts) of its round, in the only
     bundle under `bundle_root`."""
@@ -330,7 +350,8 @@ def goodput_of(rounds: dict[tuple[str, str], tuple[int, float, float, int]], blo
 def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_machine_across_machines(machines,
                                                                                                     tmp_path):
     """`make experiment NAME=incast` with one round per N, on one machine and over two (k=4: 8 cut
-    links), side by side in one test: ExpressPass's, SprayPass's and DCTCP's goodput over their
+    links) whose clocks run 3 and 7 hours ahead of the controller's (the fixture's), side by side in
+    one test: ExpressPass's, SprayPass's and DCTCP's goodput, and their flows' mean FCT, over their
     blocks that no timeout decided within 10 % of the one machine's, every flow of every scheme
     finished, and ExpressPass drops no data on the split fabric.
 
@@ -372,6 +393,15 @@ def test_incast_on_a_fabric_split_over_two_machines_gets_the_goodput_of_one_mach
               for scheme in ("expresspass", "spraypass", "dctcp")}
     print("each scheme's goodput over its judged blocks, two machines / one:", ratios)
     assert all(0.9 <= ratio <= 1.1 for ratio in ratios.values()), ratios
+    # Every flow's time, not only the round's (whose end is the last flow's, often one on the
+    # aggregator's own machine): a flow across machines ends on its receiver's clock.
+    fcts_one, fcts_two = fcts_of(tmp_path / "here"), fcts_of(tmp_path / "across")
+    assert all(fct > 0 for fcts in fcts_two.values() for fct in fcts), "a flow across machines took no time"
+    fct_ratios = {scheme: mean(f for b in judged if b[0] == scheme for f in fcts_two[b])
+                  / mean(f for b in judged if b[0] == scheme for f in fcts_one[b])
+                  for scheme in ("expresspass", "spraypass", "dctcp")}
+    print("each scheme's mean FCT over its judged blocks, two machines / one:", fct_ratios)
+    assert all(0.9 <= ratio <= 1.1 for ratio in fct_ratios.values()), fct_ratios
     (bundle,) = [p.parent for p in (tmp_path / "across").glob("*/*/manifest.json")]
     with open(bundle / "ports.csv") as rows:
         dropped = sum(int(row["data_dropped"]) for row in csv.DictReader(rows) if row["scheme"] == "expresspass")

@@ -1,7 +1,11 @@
 //! Time for the shell: the experiment's shared epoch, a timerfd armed at absolute
-//! CLOCK_MONOTONIC instants (Rust's `Instant` is CLOCK_MONOTONIC on Linux, so every host of
-//! the emulation agrees on it; the poller's fallback where epoll_pwait2 is refused), and how
-//! late the timer fired.
+//! CLOCK_MONOTONIC instants (Rust's `Instant` is CLOCK_MONOTONIC on Linux; the poller's
+//! fallback where epoll_pwait2 is refused), and how late the timer fired.
+//!
+//! The epoch is the one instant every host of a run agrees on: `--epoch-ns` gives it on this
+//! machine's CLOCK_MONOTONIC (the controller moves it onto each machine's clock, whose zero is
+//! that machine's boot), and the endpoint counts every time from it, so that a receiver's
+//! Finish (`end_us`) means the same instant on the sender's machine as on its own.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -40,15 +44,10 @@ impl Clock {
         self.epoch
     }
 
-    /// CLOCK_MONOTONIC's zero: the endpoint's time base, the same for every host of the
-    /// machine whatever their epochs (finish times come from the receiver's clock).
-    pub fn origin(&self) -> Instant {
-        self.anchor.0.checked_sub(Duration::from_nanos(self.anchor.1)).unwrap_or(self.anchor.0)
-    }
-
-    /// Seconds after the epoch of a time in microseconds since the origin.
+    /// Seconds after the epoch of an endpoint time (microseconds since the epoch: the
+    /// endpoint's time base; a time before the epoch counts as the epoch itself).
     pub fn seconds_after_epoch(&self, us: u64) -> f64 {
-        (us as f64 * 1e3 - self.epoch_ns as f64) / 1e9
+        us as f64 / 1e6
     }
 
     /// Seconds after the epoch of an instant (negative before it).

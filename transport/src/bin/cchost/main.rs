@@ -75,7 +75,7 @@ struct Outputs {
     /// What the counters file last said: an unchanged file is not rewritten (an idle host's
     /// rewrite every 100 ms was most of its CPU: 256 of them creating and renaming files in one
     /// directory took 51-66 % of this machine's 2 CPUs, 3.7 % without).
-    counters_written: Option<(Counters, usize, u64, ShellCounters)>,
+    counters_written: Option<(Counters, usize, u64, u64, ShellCounters)>,
     progress: Option<BufWriter<File>>,
     trace: Option<BufWriter<File>>,
 }
@@ -166,10 +166,16 @@ impl Outputs {
         Ok(())
     }
 
-    fn write_counters(&mut self, endpoint: &Endpoint, lateness: &Lateness, shell: &ShellCounters) -> io::Result<()> {
+    fn write_counters(
+        &mut self,
+        endpoint: &Endpoint,
+        lateness: &Lateness,
+        start_lateness: &Lateness,
+        shell: &ShellCounters,
+    ) -> io::Result<()> {
         let Some(path) = &self.counters else { return Ok(()) };
         let c = endpoint.counters();
-        let now = (c.clone(), endpoint.active_flows(), lateness.count(), shell.clone());
+        let now = (c.clone(), endpoint.active_flows(), lateness.count(), start_lateness.count(), shell.clone());
         if self.counters_written.as_ref() == Some(&now) {
             return Ok(());
         }
@@ -186,6 +192,7 @@ impl Outputs {
             "control_retransmits": c.control_retransmits, "active_flows": endpoint.active_flows(),
             "flows_refused": c.flows_refused, "flows_dropped_idle": c.flows_dropped_idle,
             "send_errors": shell.send_errors, "timer_lateness": lateness.summary(),
+            "start_lateness": start_lateness.summary(),
             "delayed_packets": shell.delayed_packets, "delay_line_max": shell.delay_line_max,
         });
         let temporary = path.with_extension("tmp");
@@ -278,7 +285,7 @@ fn run(args: &Args) -> Result<(), String> {
         schedule.read_file(path)?;
     }
     let clock = Clock::new(args.epoch_ns);
-    let mut endpoint = Endpoint::new(endpoint_config(args, clock.origin())?);
+    let mut endpoint = Endpoint::new(endpoint_config(args, clock.epoch())?);
     let mut delay_line: Option<DelayLine<Arrived>> = match &args.delays {
         Some(path) => Some(DelayLine::new(delays::read(path)?)),
         None => None,
@@ -323,6 +330,7 @@ fn run(args: &Args) -> Result<(), String> {
     let mut outgoing: Vec<Transmit> = Vec::new();
     let mut lateness = Lateness::default();
     let mut shell = ShellCounters::default();
+    let mut start_lateness = Lateness::default();
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let progress_every = Duration::from_secs_f64(args.progress_every_ms / 1e3);
     let mut progress_due = outputs.progress.is_some().then(Instant::now);
@@ -332,7 +340,10 @@ fn run(args: &Args) -> Result<(), String> {
 
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        while let Some(spec) = schedule.pop_due(clock.epoch(), now) {
+        while let Some((spec, due)) = schedule.pop_due(clock.epoch(), now) {
+            // A flow that came after its time (on standard input, from a controller that fell
+            // behind) or that the loop reached late: the verdict's "started late".
+            start_lateness.record(now - due);
             endpoint.start_flow(now, spec);
         }
         if let Some(line) = &mut delay_line {
@@ -374,7 +385,9 @@ fn run(args: &Args) -> Result<(), String> {
         }
         if now >= counters_due {
             shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
-            outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
+            outputs
+                .write_counters(&endpoint, &lateness, &start_lateness, &shell)
+                .map_err(|e| format!("counters: {e}"))?;
             outputs.flush_lines().map_err(|e| format!("progress, trace: {e}"))?;
             counters_due = now + COUNTERS_EVERY;
         }
@@ -449,7 +462,7 @@ fn run(args: &Args) -> Result<(), String> {
     outputs.write_trace(&mut endpoint, &clock).map_err(|e| format!("trace: {e}"))?;
     outputs.flush_lines().map_err(|e| format!("progress, trace: {e}"))?;
     shell.delay_line_max = delay_line.as_ref().map_or(0, DelayLine::max_len);
-    outputs.write_counters(&endpoint, &lateness, &shell).map_err(|e| format!("counters: {e}"))?;
+    outputs.write_counters(&endpoint, &lateness, &start_lateness, &shell).map_err(|e| format!("counters: {e}"))?;
     if endpoint.active_flows() > 0 || !schedule.is_empty() {
         say(&format!(
             "cchost h{}: stopped with {} flows unfinished and {} not started",
@@ -526,14 +539,15 @@ mod tests {
             trace: None,
         };
         let endpoint = Endpoint::new(cchost::EndpointConfig::new(1, 1e8, Instant::now()));
-        let (mut lateness, shell) = (Lateness::default(), ShellCounters::default());
-        outputs.write_counters(&endpoint, &lateness, &shell).expect("writes");
+        let (mut lateness, start_lateness, shell) =
+            (Lateness::default(), Lateness::default(), ShellCounters::default());
+        outputs.write_counters(&endpoint, &lateness, &start_lateness, &shell).expect("writes");
         assert!(path.exists(), "the first write");
         fs::remove_file(&path).expect("removes it");
-        outputs.write_counters(&endpoint, &lateness, &shell).expect("skips");
+        outputs.write_counters(&endpoint, &lateness, &start_lateness, &shell).expect("skips");
         assert!(!path.exists(), "unchanged: not rewritten");
         lateness.record(Duration::from_micros(3));
-        outputs.write_counters(&endpoint, &lateness, &shell).expect("writes");
+        outputs.write_counters(&endpoint, &lateness, &start_lateness, &shell).expect("writes");
         assert!(path.exists(), "a timer measured since: rewritten");
         fs::remove_dir_all(&dir).expect("removes the temporary directory");
     }

@@ -136,11 +136,11 @@ impl Schedule {
         self.pending.last().map(|flow| flow.start)
     }
 
-    /// The next flow to start if its time (`epoch` + its start) has come by `now`: a flow given
-    /// after its start time is due at once.
-    pub fn pop_due(&mut self, epoch: Instant, now: Instant) -> Option<FlowSpec> {
-        let due = self.pending.last().is_some_and(|flow| epoch + flow.start <= now);
-        due.then(|| self.pending.pop().expect("checked").spec)
+    /// The next flow to start if its time (`epoch` + its start) has come by `now`, and that
+    /// time: a flow given after its start time is due at once (and starts late).
+    pub fn pop_due(&mut self, epoch: Instant, now: Instant) -> Option<(FlowSpec, Instant)> {
+        let at = epoch + self.pending.last()?.start;
+        (at <= now).then(|| (self.pending.pop().expect("checked").spec, at))
     }
 
     /// Flows not started yet.
@@ -271,7 +271,7 @@ mod tests {
     /// Every pending flow's id, in the order they start.
     fn start_order(schedule: &mut Schedule) -> Vec<u32> {
         let (epoch, later) = (Instant::now(), Instant::now() + Duration::from_secs(MAX_START_S as u64));
-        std::iter::from_fn(|| schedule.pop_due(epoch, later)).map(|spec| spec.id).collect()
+        std::iter::from_fn(|| schedule.pop_due(epoch, later)).map(|(spec, _)| spec.id).collect()
     }
 
     #[test]
@@ -348,7 +348,7 @@ mod tests {
             .expect("two flows");
         let now = Instant::now();
         assert_eq!(
-            schedule.pop_due(now, now).map(|spec| (spec.id, spec.scheme)),
+            schedule.pop_due(now, now).map(|(spec, _)| (spec.id, spec.scheme)),
             Some((1, Scheme::from_name("dctcp").unwrap()))
         );
         for id in [1, 2] {
@@ -387,16 +387,20 @@ mod tests {
     }
 
     #[test]
-    fn a_flow_whose_start_has_passed_is_due_at_once_and_a_later_one_waits_for_its_time() {
+    fn a_flow_whose_start_has_passed_is_due_at_once_with_its_own_time_and_a_later_one_waits_for_its_time() {
         let mut schedule = Schedule::new(Scheme::from_name("expresspass").unwrap());
         let now = Instant::now();
         let epoch = now - Duration::from_secs(10);
         let text = format!("{}{}", line(1, 20.0), line(2, 5.0));
         schedule.add_lines("stdin", Lines::default().split(text.as_bytes())).expect("good lines");
-        assert_eq!(schedule.pop_due(epoch, now).map(|spec| spec.id), Some(2));
-        assert_eq!(schedule.pop_due(epoch, now).map(|spec| spec.id), None);
+        // Due 5 s after the epoch: the 5 s it is late are what cchost counts as start lateness.
+        assert_eq!(
+            schedule.pop_due(epoch, now).map(|(spec, due)| (spec.id, due)),
+            Some((2, epoch + Duration::from_secs(5)))
+        );
+        assert_eq!(schedule.pop_due(epoch, now).map(|(spec, _)| spec.id), None);
         assert_eq!(schedule.next_start(), Some(Duration::from_secs(20)));
-        assert_eq!(schedule.pop_due(epoch, epoch + Duration::from_secs(20)).map(|spec| spec.id), Some(1));
+        assert_eq!(schedule.pop_due(epoch, epoch + Duration::from_secs(20)).map(|(spec, _)| spec.id), Some(1));
         assert!(schedule.is_empty());
     }
 
