@@ -476,18 +476,23 @@ def with_hosts(config: ExperimentConfig, kind: str | None) -> ExperimentConfig:
 
 
 def validated_experiment(path: Path, results: Path, hosts: str | None = None, data: object = None,
-                         source: str | None = None) -> tuple[ExperimentConfig, FaithfulRates | None]:
+                         source: str | None = None, admit_here: bool = True
+                         ) -> tuple[ExperimentConfig, FaithfulRates | None]:
     """Everything that can be judged of an experiment file without root and without starting
     anything, in the order `ccemu experiment` meets it: the schema and its cross-checks, the
     workload against the topology, a kind and schemes to run, this machine's admission, and the
     built cchost's own argument rules for what every scheme gives its hosts (--check-args).
-    ConfigError / DoesNotFit (one line, naming `source`: default, the path) at the first that fails."""
+    ConfigError / DoesNotFit (one line, naming `source`: default, the path) at the first that fails.
+    `admit_here` False: a fabric split over machines, each of which admits its own share as its part
+    starts (machines/part.py underlay), not this controller."""
     from .experiments import runnable_kind
     from .programs.cchost import check_args
 
     source = source or str(path)
     config, dilation_from = load_experiment(path, results, data, source)
-    config = admit(with_hosts(config, hosts), source)
+    config = with_hosts(config, hosts)
+    if admit_here:
+        config = admit(config, source)
     alphas = list(dict.fromkeys(spec.alpha for spec in runnable_kind(config, source).blocks(config)))
     check_args(config, alphas, source)
     return config, dilation_from
@@ -664,9 +669,10 @@ def cmd_up(args) -> int:
 
     from .fabric.net import FabricNet
 
-    config = admit(load_experiment(args.config, RESULTS)[0], str(args.config))
-    if args.inventory is not None:
+    config = load_experiment(args.config, RESULTS)[0]
+    if args.inventory is not None:  # each machine admits its own share
         return _up_across(config, args.inventory)
+    config = admit(config, str(args.config))
     _require_root("up")
     net = FabricNet(config)
     try:
@@ -848,7 +854,8 @@ def cmd_experiment(args) -> int:
     PortProgram.built()
     data, source = as_asked(args.config, with_datapath(read_yaml(args.config), args.datapath), args.schemes,
                             args.set)
-    config, dilation_from = validated_experiment(args.config, args.results, args.hosts, data, source)
+    config, dilation_from = validated_experiment(args.config, args.results, args.hosts, data, source,
+                                                 admit_here=args.inventory is None)
     across = None  # --inventory: (machines, plan) every block's fabric is split over
     if args.inventory is not None:
         across = _planned(config, args.inventory)

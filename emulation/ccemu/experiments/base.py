@@ -293,12 +293,15 @@ class ExperimentRunner:
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
             ports, frame_ns = net.drained_ports()
+            tunnel_losses, clock_error = {}, None
             if self.across is not None:
                 cpu_across = net.cpu_over_block()
+                tunnel_losses, clock_error = net.tunnel_losses(), net.clock_error_us()
         cpu = cpu_across or fidelity.CpuTimes.now().since(cpu_before)
         if (agent := net.pause_agent_figures) is not None:  # written as the fabric stopped it
             self.pause_agents[spec.label] = agent
-        self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port) for p in ports))
+        self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port, tunnel_losses.get(p.port, (0, 0, ""))[1])
+                          for p in ports))
         lateness = lateness_p99 = None
         if (gap := spec.scheme.port.credit_gap_us(config.link.rate_mbps)) is not None:
             # Credit pacing happens at receivers: the bottleneck host's, or every host's.
@@ -310,7 +313,14 @@ class ExperimentRunner:
                                              faults=[live.fault.reason] if live.fault else [],
                                              tunnel_spread_us=tunnel_spread,
                                              flows=[f for f in self.bundle.flows if BlockKey.of_row(f) == spec.key],
-                                             lateness_p99_us=lateness_p99)
+                                             lateness_p99_us=lateness_p99,
+                                             base_rtt_us=min(live.base_rtts.values(), default=0) * 1e6 or None,
+                                             start_late=fidelity.start_lateness_us(workdir.glob("*.counters")),
+                                             clock_error_us=clock_error,
+                                             tunnel_losses=[f"the network between the machines lost {lost} of the "
+                                                            f"{sent} frames of cut link {port} -> {far}"
+                                                            for port, (sent, lost, far) in sorted(tunnel_losses.items())
+                                                            if lost])
         self.blocks_seen.append((spec.key, seen))
         self.failures += failures
         if live.fault is not None and live.fault.disk_full:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 
 from ..model.config import ConfigError, DoesNotFit, ExperimentConfig
+from ..model.topology import TopologyCounts
 from .footprint import MachineLimits, refusal
 
 
 def admit(config: ExperimentConfig, source: str = "config", machine: MachineLimits | None = None,
-          cpus: int | None = None) -> ExperimentConfig:
+          cpus: int | None = None, share: TopologyCounts | None = None, whose: str = "") -> ExperimentConfig:
     """`config` if this machine (`machine` and `cpus` probed unless given) can run it; else
     DoesNotFit (its fabric) or ConfigError (a host limit beyond the machine: exit status 2, as
     when the schema judged it) naming the key."""
@@ -25,7 +26,14 @@ def admit(config: ExperimentConfig, source: str = "config", machine: MachineLimi
     for loc, wanted in limits:
         if wanted is not None and wanted > cpus:
             raise ConfigError(f"{source}: {'.'.join(loc)}: this machine has {cpus} CPUs (got {wanted:g})")
-    found = refusal(config, machine or MachineLimits.probe())
+    found = refusal(config, machine or MachineLimits.probe(), share, f"{whose}'s share of " if whose else "")
     if found:
         raise DoesNotFit(f"{source}: {'.'.join(found.loc)}: {found.message}")
     return config
+
+
+def admit_share(config: ExperimentConfig, share: TopologyCounts, machine: str) -> ExperimentConfig:
+    """admit() of the part of a fabric split over several machines that this one holds (`share`:
+    its hosts, switches and links, a cut link's wire end counted as the link's other end), judged
+    on this machine, which is `machine` of the inventory."""
+    return admit(config, f"machine {machine}", share=share, whose=f"machine {machine}")

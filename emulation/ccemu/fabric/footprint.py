@@ -235,16 +235,19 @@ def estimate(config: ExperimentConfig) -> Footprint:
     return _estimate(config, _port_cases(config))
 
 
-def refusal(config: ExperimentConfig, machine: MachineLimits) -> Refusal | None:
+def refusal(config: ExperimentConfig, machine: MachineLimits, share: TopologyCounts | None = None,
+            whose: str = "") -> Refusal | None:
     """The first reason `config` cannot run here, or None. Machine limits come first (they
     need only the counts), then what the port program can number, then per OVS instance
-    (which needs a loop over instances: only once the port ids have bounded their number)."""
+    (which needs a loop over instances: only once the port ids have bounded their number).
+    `share`: the counts of the part of the fabric this machine holds when it is split over
+    several (Partition.counts_on), `whose` naming it in the refusal ("machine m2's share of ")."""
     ports = _port_cases(config)
-    footprint = _estimate(config, ports)
+    footprint = _estimate(config, ports, share)
     for check in (_machine_refusal, _port_id_refusal, _instance_refusal, _drain_refusal):
         found = check(config, footprint, ports, machine)
         if found:
-            return found
+            return Refusal(found.loc, whose + found.message) if whose else found
     return None
 
 
@@ -256,8 +259,8 @@ def _fullest(ports: list[_PortCase]) -> _PortCase:
     return max(ports, key=lambda case: case.shape.queued_memory_bytes)
 
 
-def _estimate(config: ExperimentConfig, ports: list[_PortCase]) -> Footprint:
-    counts = config.topology.counts()
+def _estimate(config: ExperimentConfig, ports: list[_PortCase], share: TopologyCounts | None = None) -> Footprint:
+    counts = share or config.topology.counts()
     return Footprint(counts, config.fabric.instance_count(counts.switches),
                      _fullest(ports).shape.queued_memory_bytes, config.hosts.kind == "docker")
 

@@ -43,7 +43,8 @@ from .nodes import FabricHost, FabricNamespace, start_shells
 from .kernel import KernelFeatures
 from .forwarding import host_route_count, route_lines
 from .openflow import switch_flows
-from .tunnels import WIRE_NAMESPACE, refused_across_machines, tunnel_line, wire_end, wire_ip_lines, wire_tc_lines
+from .tunnels import (WIRE_NAMESPACE, refused_across_machines, tunnel_line, wire_end, wire_ip_lines, wire_shell_lines,
+                      wire_tc_lines)
 from .placement import place, usable_cpus
 from .allocators import allocator_library
 from .ovs import OvsInstance, start_instances, wait_all
@@ -426,8 +427,8 @@ class FabricNet(UpWhileInside, Mininet):
             _run_loader(self.port_program.routes_command(self.bpffs, routes_file), "writing the switches' routes")
         self.timings.mark("port programs loaded")
 
-        def script(node: str, ports: dict[str, PortShape], switch_ports: bool,
-                   ip_after: tuple[str, ...] = (), how=configure, tc_after: tuple[str, ...] = ()) -> str:
+        def script(node: str, ports: dict[str, PortShape], switch_ports: bool, ip_after: tuple[str, ...] = (),
+                   how=configure, tc_after: tuple[str, ...] = (), shell_after: tuple[str, ...] = ()) -> str:
             """The namespace's one batch of each tool: what its ports say (`how`: ports/interface.py), in order."""
             self.port_shapes.update(ports)
             commands = [how(port, port_ids[port], port_shape, switch_ports) for port, port_shape in ports.items()]
@@ -437,7 +438,7 @@ class FabricNet(UpWhileInside, Mininet):
             tc_batch = [line for c in commands for line in c.tc] + list(tc_after)
             return " && ".join([
                 f"ip -batch {_write(config_dir / f'{node}.ip', ip_batch)}",
-                *(line for c in commands for line in c.shell),
+                *(line for c in commands for line in c.shell), *shell_after,
                 f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
                 self.port_program.attach_command(self.bpffs, program_config,
                                                  forward=switch_ports and self.forwards_in_bpf),
@@ -468,7 +469,8 @@ class FabricNet(UpWhileInside, Mininet):
         if self.wire_namespace is not None:  # ports that count departures only, bridged to their tunnels
             scripts[self.wire_namespace] = script(
                 WIRE_NAMESPACE, {wire_end(key): fabric_shape for key in self.wires}, switch_ports=False,
-                ip_after=wire_ip_lines(self.wires), how=configure_wire_end, tc_after=wire_tc_lines(self.wires))
+                ip_after=wire_ip_lines(self.wires), how=configure_wire_end, tc_after=wire_tc_lines(self.wires),
+                shell_after=wire_shell_lines(self.wires))
         outputs = _run_everywhere(scripts)
         # The wire ends are no ports of the fabric: the index (what readers list) leaves them out.
         self.port_index = {node.name: parse_attached(output) for node, output in outputs.items()

@@ -36,7 +36,7 @@ import subprocess
 from ..model.config import ExperimentConfig
 from ..model.partition import MachinePart
 from ..model.topology import Link
-from ..model.tunnel import VXLAN_PORT, mtu_problem, underlay_mtu_needed
+from ..model.tunnel import VXLAN_PORT, mtu_problem, source_port, underlay_mtu_needed
 
 
 class AcrossMachinesError(RuntimeError):
@@ -56,8 +56,29 @@ def tunnel_line(key: int, mtu: int, namespace_pid: int, part: MachinePart, link:
     by the run's VNI for it), from this machine's address to the far end's, in the namespace of
     `namespace_pid`. No learning: the device has one remote."""
     far = part.far_end(link)
+    port = source_port(key)  # a range of one: [port, port + 1)
     return (f"link add name vx{key} mtu {mtu} netns {namespace_pid} type vxlan id {part.vni(link)} "
-            f"local {part.addresses[part.machine]} remote {part.addresses[far]} dstport {VXLAN_PORT} nolearning")
+            f"local {part.addresses[part.machine]} remote {part.addresses[far]} dstport {VXLAN_PORT} nolearning "
+            f"srcport {port} {port + 1}")
+
+
+def wire_shell_lines(keys: list[int]) -> list[str]:
+    """The wire namespace's commands once its tunnels exist: no offload on a tunnel or its wire end.
+    The VXLAN device merges the frames it takes from the network (GRO, on by default), and a merged
+    64 KB frame would reach the switch's port as one packet that its queue drops or marks whole;
+    and a segmentation offload would carry one the other way."""
+    return [f"ethtool -K {dev} gro off gso off tso off > /dev/null" for key in keys
+            for dev in (f"vx{key}", wire_end(key))]
+
+
+def tunnel_counters(wire_namespace) -> dict[str, list[int]]:
+    """{key: [frames its tunnel sent to the network, frames it took from it]} of the tunnels in
+    `wire_namespace` (a node with cmd(): the wire namespace's shell). Read from the devices' own
+    counters: a frame the network between the machines loses is sent on one machine and never
+    taken on the other (SplitFabric.tunnel_losses)."""
+    shown = json.loads(wire_namespace.cmd("ip -j -s link show type vxlan"))
+    return {link["ifname"].removeprefix("vx"): [link["stats64"]["tx"]["packets"], link["stats64"]["rx"]["packets"]]
+            for link in shown if link["ifname"].startswith("vx")}
 
 
 def wire_ip_lines(keys: list[int]) -> list[str]:

@@ -13,10 +13,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..fabric.kernel import KernelFeatures
 from ..fabric.net import Timings, UpWhileInside
 from ..fabric.tunnels import AcrossMachinesError, refused_across_machines, spread_us
-from ..model.config import ExperimentConfig
+from ..model.config import ConfigError, DoesNotFit, ExperimentConfig
 from ..model.dilation import FaithfulRates
 from ..model.partition import Partition, Plan
 from ..model.tunnel import underlay_mtu_needed, vni_base
@@ -25,9 +24,10 @@ from ..ports.maps import PortStats
 from ..ports.tc import PortShape
 from ..results.fidelity import CpuTimes
 from ..sweeps.machines import Machine
+from . import build
 from .mirror import apply
 from .remote import RemoteHost
-from .session import MachineLost, Session, ask
+from .session import MachineLost, Session, ask, becomes_root
 
 UP_TIMEOUT_S = 600.0  # a machine's part: bring-up of its share (k=8 over 4 here: ~1 min)
 DOWN_TIMEOUT_S = 120.0
@@ -104,6 +104,8 @@ class SplitFabric(UpWhileInside):
         self.fabric_topo = self.partition.topo
         self.routing = Routing(self.fabric_topo)
         self.machines = machines
+        for machine in machines:  # before anything starts: a machine ccemu would not run on as root
+            becomes_root(machine)
         self.addresses = {m.name: underlay_address(m) for m in machines}
         self.hosts = [RemoteHost(self, spec.name, self.partition.machine_of[spec.name], spec.ip)
                       for spec in self.fabric_topo.hosts]
@@ -111,13 +113,19 @@ class SplitFabric(UpWhileInside):
         self.sessions: list[Session] = []
         self.parts: dict[str, dict] = {}  # machine -> what its part said when it came up
         self.clock_offsets_ns: dict[str, int] = {}  # machine -> its CLOCK_MONOTONIC minus ours
+        self.clock_bounds_ns: dict[str, int] = {}  # machine -> how far its offset may be off (half an exchange)
+        # Every process's exit status as the last collect saw it (None: running), and when: the
+        # runners' poll of each process reads it (remote.py), one request per machine for all.
+        self.returncodes: dict[int, int | None] = {}
+        self.returncodes_at = float("-inf")
+        self.round_trips = 0  # requests answered, per machine: what control costs (the runner reports it)
         self._channel = threading.Lock()
         self.lost: MachineLost | None = None  # the first machine lost: the run ends there
         self.timings = Timings()
         self.stop_timings = Timings()
-        # Every machine forwards alike: what `auto` is here (a machine without OVS's kernel module
-        # runs the bpf datapath, one with it OVS's: the choice is made once, for all).
-        self.datapath = config.fabric.forwarder(KernelFeatures.probe())
+        # What forwards is each machine's own choice for `auto` (a machine without OVS's kernel module
+        # runs the bpf datapath, one with it OVS's): both run the same port model.
+        self.datapath = config.fabric.datapath
 
     @property
     def machine_of(self) -> dict[str, str]:
@@ -140,6 +148,7 @@ class SplitFabric(UpWhileInside):
             except MachineLost as lost:
                 self.lost = lost
                 raise
+            self.round_trips += len(requests)
         errors = [reply["error"] for reply in replies.values() if "error" in reply]
         if errors:
             raise AcrossMachinesError("; ".join(errors))
@@ -148,28 +157,48 @@ class SplitFabric(UpWhileInside):
     def _everyone(self, request: dict) -> dict[str, dict]:
         return self._ask({m.name: dict(request) for m in self.machines})
 
+    def tell(self, machine: str, request: dict) -> None:
+        """A one-way request (machines/part.py ONE_WAY): sent, no reply waited for."""
+        with self._channel:
+            if self.lost is not None:
+                raise self.lost
+            session = next(s for s in self.sessions if s.machine.name == machine)
+            try:
+                session.send(request)
+            except MachineLost as lost:
+                self.lost = lost
+                raise
+
     def start(self) -> None:
         self.timings = Timings()
         self.sessions = [Session(machine) for machine in self.machines]
-        config = self.config.model_dump(mode="json")
-        config.setdefault("fabric", {})["datapath"] = self.datapath
         # The run's tunnels' identifiers start at random (model/tunnel.py's vni_base): every part the same.
-        part = {"config": config, "machines": list(self.partition.machines), "addresses": self.addresses,
-                "vni_base": vni_base(len(self.partition.cut))}
-        # Every machine's network judged first, so that a refusal leaves nothing made anywhere.
+        part = {"config": self.config.model_dump(mode="json"), "machines": list(self.partition.machines),
+                "addresses": self.addresses, "vni_base": vni_base(len(self.partition.cut))}
+        # Every machine judged first (its build, its share, its network), so that a refusal leaves
+        # nothing made anywhere.
         checked = self._ask({m.name: {"op": "underlay", **part} for m in self.machines})
+        ours = build.identity()
+        if others := [line for name, reply in checked.items() if (line := build.mismatch(name, reply["build"], ours))]:
+            raise AcrossMachinesError("; ".join(others))
+        if refusals := [reply["refusal"] for reply in checked.values() if reply["refusal"]]:
+            refused = DoesNotFit if all(r["does_not_fit"] for r in refusals) else ConfigError
+            raise refused("; ".join(r["message"] for r in refusals))
         problems = [problem for reply in checked.values() for problem in reply["problems"]]
         if problems:
             raise AcrossMachinesError("; ".join(problems))
-        self.timings.mark("every machine's network checked")
+        self.timings.mark("every machine's build, share and network checked")
         self.parts = self._ask({m.name: {"op": "up", **part} for m in self.machines}, UP_TIMEOUT_S)
         self.timings.mark("every machine's part (in parallel)")
-        self.clock_offsets_ns = {m.name: self._clock_offset_ns(m.name) for m in self.machines}
+        for machine in self.machines:
+            self.clock_offsets_ns[machine.name], self.clock_bounds_ns[machine.name] = self._clock_offset_ns(
+                machine.name)
 
-    def _clock_offset_ns(self, machine: str) -> int:
+    def _clock_offset_ns(self, machine: str) -> tuple[int, int]:
         """The machine's CLOCK_MONOTONIC minus ours (cchost counts from an epoch on its machine's
-        clock): the best of a few exchanges, each read at its middle (its error at most half the
-        exchange, a fraction of a millisecond on a LAN: microseconds of datacenter time)."""
+        clock), and how far it may be off: the best of a few exchanges, each read at its middle
+        (its error at most half the exchange, a fraction of a millisecond on a LAN: microseconds
+        of datacenter time)."""
         best = None
         for _ in range(CLOCK_EXCHANGES):
             sent = time.monotonic_ns()
@@ -177,7 +206,21 @@ class SplitFabric(UpWhileInside):
             back = time.monotonic_ns()
             if best is None or back - sent < best[0]:
                 best = (back - sent, there - (sent + back) // 2)
-        return best[1]
+        return best[1], best[0] // 2
+
+    def clock_error_us(self) -> tuple[float, str] | None:
+        """How far a time on one machine may be from the same instant on another by the end of a
+        block, in wall microseconds, and on which machine: each machine's offset measured again,
+        its bound now plus the bound at the block's start plus how far the offset moved since
+        (the clocks' drift: the epoch was moved onto each machine's clock at the start). None
+        before the parts are up."""
+        if not self.clock_offsets_ns:
+            return None
+        errors = []
+        for name, offset in self.clock_offsets_ns.items():
+            now, bound = self._clock_offset_ns(name)
+            errors.append(((self.clock_bounds_ns[name] + bound + abs(now - offset)) / 1e3, name))
+        return max(errors)
 
     def __getitem__(self, host: str) -> RemoteHost:
         return self._host[host]
@@ -186,9 +229,35 @@ class SplitFabric(UpWhileInside):
         return self._ask({machine: request}, timeout)[machine]
 
     def collect(self) -> None:
-        """What every machine's hosts wrote since the last call, into the work folders here."""
+        """What every machine's hosts wrote since the last call, into the work folders here, and
+        whether each of their processes still runs."""
         for reply in self._everyone({"op": "collect"}).values():
             apply(reply["changes"], self.workroot)
+            self.returncodes.update({int(id): code for id, code in reply["returncodes"].items()})
+        self.returncodes_at = time.monotonic()
+
+    def returncode(self, id: int, fresh_s: float) -> int | None:
+        """Process `id`'s exit status (None: it runs) as a collect at most `fresh_s` old saw it,
+        collecting again if the last is older: however many processes the runner polls, one
+        request per machine."""
+        if time.monotonic() - self.returncodes_at > fresh_s:
+            self.collect()
+        return self.returncodes.get(id)
+
+    def tunnel_losses(self) -> dict[str, tuple[int, int, str]]:
+        """Per cut link and direction, named by the switch port it leaves by ("a1-eth4"): (frames
+        its tunnel sent to the machines' network, of which the far machine's never took, the far
+        port). Read once the traffic stopped and the ports drained: a frame still in the network
+        then is lost."""
+        counters = {name: reply["counters"] for name, reply in self._everyone({"op": "tunnel_counters"}).items()}
+        losses = {}
+        for link in self.partition.cut:
+            key = str(self.partition.tunnel_key(link))
+            (port_a, port_b), (a, b) = link.interface_names(), (self.machine_of[link.a], self.machine_of[link.b])
+            for near, far, here, there in ((port_a, port_b, a, b), (port_b, port_a, b, a)):
+                sent, taken = counters[here][key][0], counters[there][key][1]
+                losses[near] = (sent, max(0, sent - taken), far)
+        return losses
 
     def idle_rtts(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
         """fabric/latency.py's, each pair measured from its source's machine (all at once)."""

@@ -5,16 +5,20 @@ told to, when the controller goes away (its stdin ends: a killed controller, a c
 on SIGTERM/SIGINT. A part killed outright (SIGKILL) is removed by `ccemu clean` on its machine: its
 inventory names it as the run's orchestrator.
 
-The channel: one JSON object per line each way, a reply for every request, in order (REQUESTS;
-each is the method of Part of that name, its keys its arguments):
-  underlay, up        judge this machine's network for its tunnels; build its part (FabricNet)
+The channel: one JSON object per line each way, a reply for every request but a one-way one
+(ONE_WAY), in order (REQUESTS; each is the method of Part of that name, its keys its arguments):
+  underlay, up        judge this machine (its build, its share of the fabric, its network for its
+                      tunnels); build its part (FabricNet)
   probes_*, port_counters   fabric/checks.py's probes and counters, for this machine's hosts and switches
-  clock, tunnel_rtts  its CLOCK_MONOTONIC; round trips to the machines it tunnels to
-  spawn, poll, write, close_stdin, signal   a block's cchosts (machines/remote.py is the other side)
-  collect             what they wrote since the last call (machines/mirror.py)
+  clock, tunnel_rtts, tunnel_counters   its CLOCK_MONOTONIC; round trips to the machines it tunnels
+                      to; the frames each of its tunnels sent and received
+  spawn, write, close_stdin, signal   a block's cchosts (machines/remote.py is the other side);
+                      write is one-way (a round's flows to 127 senders would be 127 round trips)
+  collect             what they wrote since the last call (machines/mirror.py), and whether each ended
   idle_rtts, ports, ports_drained, cpu      fabric/latency.py's, the ports' figures, /proc/stat
   down                tear down; then it exits
-A failure is {"error": "one line"}; the part stays as it was (the controller decides).
+A failure is {"error": "one line"}; the part stays as it was (the controller decides). A one-way
+request that fails says so on stderr (the session's log, quoted if the machine is lost).
 Replies go to the channel's own descriptor: anything else writing to stdout (Mininet's messages)
 goes to stderr instead, so it cannot break the channel.
 """
@@ -38,8 +42,9 @@ from .mirror import Outbox, mapped
 
 MIRROR = "mirror"  # in the run's state folder: the block's work folder as this machine's hosts see it
 REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters",
-            "clock", "tunnel_rtts", "spawn", "poll", "write", "close_stdin", "signal", "collect", "idle_rtts",
-            "ports", "ports_drained", "cpu", "down")
+            "clock", "tunnel_rtts", "tunnel_counters", "spawn", "write", "close_stdin", "signal", "collect",
+            "idle_rtts", "ports", "ports_drained", "cpu", "down")
+ONE_WAY = ("write",)
 
 
 class Part:
@@ -62,11 +67,22 @@ class Part:
         return parsed, MachinePart(partition, self.machine, addresses, vni_base)
 
     def underlay(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int) -> dict:
-        """What is wrong with this machine's network for its tunnels (nothing is made)."""
+        """This machine judged before anything is made anywhere: its build (the controller compares
+        it with its own), whether its share of the fabric fits it (fabric/admission.py, as a
+        machine running a whole fabric judges itself), and what is wrong with its network for its
+        tunnels."""
+        from ..fabric.admission import admit_share
         from ..fabric.tunnels import underlay_problems
+        from ..model.config import ConfigError, DoesNotFit
+        from .build import identity
 
         parsed, part = self._part(config, machines, addresses, vni_base)
-        return {"problems": underlay_problems(part, parsed.link.mtu)}
+        try:
+            admit_share(parsed, part.partition.counts_on(self.machine), f"machine {self.machine}")
+            refusal = None
+        except ConfigError as exc:  # the controller refuses with the status a machine alone would
+            refusal = {"message": str(exc), "does_not_fit": isinstance(exc, DoesNotFit)}
+        return {"build": identity(), "refusal": refusal, "problems": underlay_problems(part, parsed.link.mtu)}
 
     def up(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int) -> dict:
         from ..fabric.net import FabricNet
@@ -137,9 +153,6 @@ class Part:
                 stderr=subprocess.STDOUT)
         return {"pid": self.procs[id].pid}
 
-    def poll(self, ids: list[int]) -> dict:
-        return {"returncodes": {str(i): self.procs[i].poll() for i in ids}}
-
     def write(self, id: int, data: str) -> dict:
         try:
             self.procs[id].stdin.write(base64.b64decode(data))
@@ -162,7 +175,10 @@ class Part:
         return {}
 
     def collect(self) -> dict:
-        return {"changes": self.outbox.changes()}
+        """What the hosts wrote since the last call, and every process's exit status (None: it
+        runs): the controller's poll of all of them at once (machines/remote.py)."""
+        return {"changes": self.outbox.changes(),
+                "returncodes": {str(i): proc.poll() for i, proc in self.procs.items()}}
 
     def idle_rtts(self, pairs: list[list[str]]) -> dict:
         from ..fabric.latency import idle_rtts
@@ -192,6 +208,15 @@ class Part:
 
         fars = {self.net.part.far_end(link) for link in self.net.part.partition.cut_on(self.machine)}
         return {"rtts_us": {far: tunnel_rtts_us(addresses[far], size) for far in sorted(fars)}}
+
+    def tunnel_counters(self) -> dict:
+        """The frames each of this machine's tunnels sent to the network and took from it, by key
+        (fabric/tunnels.py tunnel_counters)."""
+        from ..fabric.tunnels import tunnel_counters
+
+        if self.net.wire_namespace is None:
+            return {"counters": {}}
+        return {"counters": tunnel_counters(self.net.wire_namespace)}
 
     def clock(self) -> dict:
         """This machine's CLOCK_MONOTONIC (cchost's clock: --epoch-ns counts on it)."""
@@ -233,6 +258,10 @@ def serve(part: Part, requests: TextIO, replies: TextIO) -> None:
                 raise
             except Exception as exc:  # one line to the controller; the part stays as it was
                 reply = {"error": f"{machine}: {' '.join(str(exc).split()) or type(exc).__name__}"}
+            if op in ONE_WAY:
+                if "error" in reply:
+                    print(f"ccemu part: {op}: {reply['error']}", file=sys.stderr, flush=True)
+                continue
             replies.write(json.dumps(reply) + "\n")
             replies.flush()
             if op == "down" and "error" not in reply:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .fabric import SplitFabric
 
 WAIT_POLL_S = 0.05
+# How old an exit status may be when a runner polls: under a poll period (experiments/base.py
+# POLL_S, 0.05 s), so that every poll after a collect reads that collect's.
+POLL_FRESH_S = 0.04
 _ids = count(1)
 
 
@@ -29,9 +32,11 @@ class RemoteStdin:
         self.closed = False
 
     def write(self, data: bytes) -> None:
-        reply = self.process.ask({"op": "write", "id": self.process.id, "data": base64.b64encode(data).decode()})
-        if reply["broken"]:
-            raise BrokenPipeError(f"{self.process.host}'s cchost no longer reads its input")
+        """Sent without waiting for the part (one-way): a round's flows for 127 senders would be 127
+        round trips, and the round would start before the last arrived. A cchost that no longer
+        reads its input has ended, which the runner's next poll sees."""
+        self.process.fabric.tell(self.process.machine, {"op": "write", "id": self.process.id,
+                                                        "data": base64.b64encode(data).decode()})
 
     def flush(self) -> None:
         """Every write went out whole."""
@@ -52,8 +57,10 @@ class RemoteProcess:
         return self.fabric.ask_one(self.machine, request)
 
     def poll(self) -> int | None:
+        """As the fabric's last collect saw it, if that is at most POLL_FRESH_S old (a runner polls
+        every process after each collect: one request per machine, not one per process)."""
         if self.returncode is None:
-            self.returncode = self.ask({"op": "poll", "ids": [self.id]})["returncodes"][str(self.id)]
+            self.returncode = self.fabric.returncode(self.id, POLL_FRESH_S)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 
+from ..fabric.tunnels import AcrossMachinesError
 from ..logs import ended_saying
 from ..sweeps.machines import Machine
 
@@ -32,12 +33,43 @@ class MachineLost(RuntimeError):
     """A machine's part stopped answering (one line naming it)."""
 
 
+def _truthy(value: object) -> bool:
+    """An Ansible boolean as the inventory gives it (true, "yes", "1", ...)."""
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def becomes_root(machine: Machine) -> bool:
+    """Whether ccemu runs as root on `machine` through sudo (`ansible_become`, as Ansible does);
+    AcrossMachinesError (one line) if it would run there as anyone but root: its part builds
+    namespaces, devices and bpf programs."""
+    own = machine.vars
+    if machine.address == "local":  # this ccemu, which runs as root
+        return False
+    if _truthy(own.get("ansible_become", False)):
+        if str(own.get("ansible_become_user", "root")) != "root":
+            raise AcrossMachinesError(f"machine {machine.name}: ccemu runs there as root; its ansible_become_user is "
+                                      f"{str(own['ansible_become_user'])[:40]!r}: drop it")
+        if str(own.get("ansible_become_method", "sudo")) != "sudo":
+            raise AcrossMachinesError(f"machine {machine.name}: ccemu becomes root with sudo only; its "
+                                      f"ansible_become_method is {str(own['ansible_become_method'])[:40]!r}")
+        return True
+    user = own.get("ansible_user")
+    if user is not None and str(user) != "root":
+        raise AcrossMachinesError(f"machine {machine.name}: ccemu runs there as root, and ansible_user is "
+                                  f"{str(user)[:40]!r}: log in as root, or set ansible_become: true (passwordless "
+                                  "sudo for that user)")
+    return False
+
+
 def ccemu_on(machine: Machine, *args: str) -> list[str]:
     """The argv that runs `ccemu ARGS` on `machine` (its ccemu_build_root's, with its
-    ccemu_state_root), through ssh unless it is this one."""
+    ccemu_state_root), through ssh unless it is this one, under `sudo -n` where the inventory
+    says ansible_become (becomes_root: one line for a user ccemu cannot run as)."""
     own = machine.vars
     ccemu = f"{own.get('ccemu_build_root', DEFAULT_ROOT)}/.venv/bin/ccemu"
-    remote = ["env", f"CCEMU_STATE_ROOT={own['ccemu_state_root']}"] if own.get("ccemu_state_root") else []
+    # sudo -n: a password prompt would wait on the channel forever; without one sudo fails in a line.
+    remote = ["sudo", "-n", "--"] if becomes_root(machine) else []
+    remote += ["env", f"CCEMU_STATE_ROOT={own['ccemu_state_root']}"] if own.get("ccemu_state_root") else []
     remote += [ccemu, *args]
     if machine.address == "local":
         return remote

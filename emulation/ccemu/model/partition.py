@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .config.errors import ConfigError
-from .topology import Link, Topology, pods
+from .topology import Link, Topology, TopologyCounts, pods
 from .tunnel import underlay_mtu_needed
 
 # Switch ports the capacity benchmark keeps busy: 8 flows through 5 switches each (bench/capacity.py).
@@ -86,6 +86,10 @@ class Partition:
         """The VXLAN network identifier of a cut link: its place among the cut links, from 1
         (both machines number the cut links alike: the same topology, the same order)."""
         return self.keys[link]
+
+    def counts_on(self, machine: str) -> TopologyCounts:
+        """How much of the fabric `machine` holds (what its own admission judges)."""
+        return TopologyCounts.of_part(self.topo, set(self.switches_on(machine)) | set(self.hosts_on(machine)))
 
     def switch_ports_on(self, machine: str) -> int:
         return sum(len(self.topo.ports(s)) for s in self.switches_on(machine))

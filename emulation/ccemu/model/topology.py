@@ -161,6 +161,16 @@ class TopologyCounts:
         tor = next(iter(shapes)) if len(shapes) == 1 and next(iter(shapes))[1] else None
         return cls(len(topo.hosts), len(topo.switches), len(topo.links), runs, tor)
 
+    @classmethod
+    def of_part(cls, topo: Topology, nodes: set[str]) -> "TopologyCounts":
+        """The part of a built topology made of `nodes` (a machine's share of a split fabric): its
+        hosts and switches, and every link with an end among them (a link cut at the part's edge
+        has both its veth ends on this side too: the switch's port and the wire end)."""
+        switches = [s.name for s in topo.switches if s.name in nodes]
+        runs = _runs(*((1, len(topo.ports(switch))) for switch in switches))
+        links = sum(link.a in nodes or link.b in nodes for link in topo.links)
+        return cls(sum(h in nodes for h in topo.host_names), len(switches), links, runs)
+
     @property
     def interfaces(self) -> int:
         """Both ends of every link: the fabric's veth ends, each a port of the port program."""

@@ -44,3 +44,15 @@ def vni_base(links: int) -> int:
     if not 0 <= links < VNI_LIMIT:
         raise ValueError(f"{links} tunnels: more than VXLAN's {VNI_LIMIT - 1} identifiers")
     return 1 + secrets.randbelow(VNI_LIMIT - max(links, 1))  # the last: base + links - 1 < VNI_LIMIT
+
+
+SOURCE_PORTS = (49152, 65536)  # the dynamic range (RFC 6335): each cut link's outer UDP source port
+
+
+def source_port(key: int) -> int:
+    """Cut link `key`'s outer UDP source port, the same for all its frames. The kernel's default
+    hashes each inner flow to a port of its own, and a network between the machines that spreads
+    flows over paths (ECMP) could then reorder one link's frames across its flows: a wire never
+    does. Links past the range's size share ports (and a path), which costs nothing of a wire's."""
+    low, high = SOURCE_PORTS
+    return low + (key - 1) % (high - low)

@@ -68,6 +68,14 @@ PACING_WARN, PACING_FAIL = 0.25, 1.0  # mean timer lateness / credit gap
 # seeing realistic-fig19's 4-7.6 gaps at loads 0.6 and 0.8 (k=4's realistic: 1.2-1.8), from
 # CATCH_UP_CREDITS, not from those figures.
 PACING_P99_WARN, PACING_P99_FAIL = CREDIT_LAG_WARN_CREDITS, 4.0
+# Both set on 2026-11-29 before any run that tests them (issue 45). A flow that starts a base RTT
+# after the others its schedule starts with it misses their first round trip: an incast's senders
+# no longer meet at the aggregator together ("within one base RTT of the schedule", the issue's
+# own words). WARN only: the flows' times are still right, their start was not the schedule's.
+START_LATE_WARN = 1.0  # a host's latest flow start / the block's least base RTT
+# A flow across machines is timed on two clocks: an error a tenth of the base RTT is a tenth of
+# the smallest FCT's unloaded part (WARN); a whole base RTT makes the short flows' times noise (FAIL).
+CLOCK_ERROR_WARN, CLOCK_ERROR_FAIL = 0.1, 1.0
 
 
 def worst(a: str, b: str) -> str:
@@ -173,6 +181,14 @@ def pacing_lateness_us(counters: Iterable[Path]) -> tuple[float | None, float | 
     return worst("mean_us"), worst("p99_us")
 
 
+def start_lateness_us(counters: Iterable[Path]) -> tuple[float, str] | None:
+    """The most any cchost started a flow after its scheduled time (wall us), and which host's
+    (its counters file's name); None: no counters say (a cchost from before they did)."""
+    found = [(late["max_us"], path.stem) for path in counters if path.exists()
+             if (late := read_counters(path).get("start_lateness")) and late["count"]]
+    return max(found) if found else None
+
+
 @dataclass
 class Observation:
     """Everything the verdict weighs for one fabric's run; None: not measured."""
@@ -200,13 +216,25 @@ class Observation:
     tunnel_spread: tuple[float, str] | None = None
     # (flows that finished below their ideal FCT, flows with one, the least FCT / ideal): below_ideal
     below_ideal: tuple[int, int, float] | None = None
+    # The block's least base RTT (wall us), what flows starting late and clocks apart are judged against.
+    base_rtt_us: float | None = None
+    # The most a cchost started a flow after its schedule (wall us), and which host: start_lateness_us.
+    start_late: tuple[float, str] | None = None
+    # A fabric over several machines: how far one machine's time may be from another's for the same
+    # instant by the block's end (wall us), and which machine (SplitFabric.clock_error_us).
+    clock_error: tuple[float, str] | None = None
+    # Frames the network between the machines lost, per cut link: each a whole reason.
+    tunnel_losses: list[str] = field(default_factory=list)
 
     @classmethod
     def of_block(cls, cpu: tuple[float, float], frame_bytes: int, ports: list[PortStats], frame_ns: float,
                  bottleneck_port: str | None, lateness_us: float | None = None, credit_gap_us: float | None = None,
                  host_failures: Iterable[str] = (), delay_shortfalls: Iterable[str] = (),
                  faults: Iterable[str] = (), tunnel_spread_us: tuple[float, str] | None = None,
-                 flows: Iterable[dict] = (), lateness_p99_us: float | None = None) -> "Observation":
+                 flows: Iterable[dict] = (), lateness_p99_us: float | None = None,
+                 base_rtt_us: float | None = None, start_late: tuple[float, str] | None = None,
+                 clock_error_us: tuple[float, str] | None = None,
+                 tunnel_losses: Iterable[str] = ()) -> "Observation":
         """A block's (an experiment's, or any run's): `cpu` (steal, busy) over it, its ports as read once
         drained, the lag judged at `bottleneck_port` (None: no bottleneck) and at the port that lagged
         most, its credit pacing (both None without a credit class or a figure), its flows (flows.csv rows)."""
@@ -222,7 +250,8 @@ class Observation:
                    lateness_p99_us=lateness_p99_us if credit_gap_us else None,
                    host_failures=list(host_failures), delay_shortfalls=list(delay_shortfalls), faults=list(faults),
                    tunnel_spread=(tunnel_spread_us[0] * 1e3 / frame_ns, tunnel_spread_us[1]) if tunnel_spread_us
-                   else None, below_ideal=below_ideal(flows))
+                   else None, below_ideal=below_ideal(flows), base_rtt_us=base_rtt_us, start_late=start_late,
+                   clock_error=clock_error_us, tunnel_losses=list(tunnel_losses))
 
 
 @dataclass
@@ -290,6 +319,21 @@ def judge(seen: Observation) -> Verdict:
         verdict.judge("tunnel_spread_p99_frames", spread, RESIDENCE_WARN_FRAMES, RESIDENCE_FAIL_FRAMES,
                       f"the tunnels between machines ({between}, the worst) varied their one-way delay by "
                       f"{spread:.1f} frame times (p99 over their least): cut links were slower than wires")
+    for lost in seen.tunnel_losses:
+        verdict.flag(FAIL, lost)
+    if seen.base_rtt_us:
+        if seen.clock_error is not None:
+            error, machine = seen.clock_error
+            verdict.judge("clock_error_of_base_rtt", error / seen.base_rtt_us, CLOCK_ERROR_WARN, CLOCK_ERROR_FAIL,
+                          f"machine {machine}'s clock may be {error:.0f} us off the controller's by the block's end "
+                          f"(offset bounds and drift), base RTT {seen.base_rtt_us:.0f} us: flow times across "
+                          "machines are off by as much")
+        if seen.start_late is not None:
+            late, host = seen.start_late
+            verdict.judge("start_lateness_of_base_rtt", late / seen.base_rtt_us, START_LATE_WARN, None,
+                          f"{host} started a flow {late:.0f} us after its scheduled time (the latest of any host), "
+                          f"base RTT {seen.base_rtt_us:.0f} us: flows meant to start together did not (the "
+                          "controller or the host fell behind)")
     if seen.below_ideal is not None:
         below, flows, least = seen.below_ideal
         verdict.figures["least_fct_of_ideal"] = round(least, 4)

@@ -153,10 +153,13 @@ class PortRow(Row):
     pause_events: int
     paused_s: float
     max_held_bytes: int
+    # A cut link's port (a fabric over several machines): frames the network between the machines
+    # lost after they left this port (its tunnel sent them, the far machine's never took them).
+    tunnel_lost: int
     histogram: str  # the data queue's histogram, counts space-separated (ports/maps.py queue_bucket_bounds)
 
     @classmethod
-    def of(cls, key: "BlockKey", p: "PortStats", bottleneck: bool) -> "PortRow":
+    def of(cls, key: "BlockKey", p: "PortStats", bottleneck: bool, tunnel_lost: int = 0) -> "PortRow":
         """A port's figures as read once the block's queues drained."""
         return cls(key, node=p.node, port=p.port, bottleneck=int(bottleneck),
                    data_enqueued=p.data.enqueued_packets, data_dropped=p.data.dropped_packets,
@@ -172,7 +175,7 @@ class PortRow(Row):
                    residence_p99_us=round(p.residence.quantile_ns(0.99) / 1e3, 1),
                    residence_max_us=round(p.residence.max_ns / 1e3, 1), residue_bytes=sum(p.queue_bytes),
                    data_ue_marked=p.data.ue_marked_packets, pause_events=p.pfc.pause_events,
-                   paused_s=round(p.pfc.paused_s, 6), max_held_bytes=p.pfc.max_held_bytes,
+                   paused_s=round(p.pfc.paused_s, 6), max_held_bytes=p.pfc.max_held_bytes, tunnel_lost=tunnel_lost,
                    histogram=" ".join(map(str, p.data.histogram)))
 
 

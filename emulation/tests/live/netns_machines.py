@@ -96,9 +96,11 @@ class NetnsMachines(Machines):
         """Machine `name` disappears from the network (its cable pulled)."""
         self._ip("link", "set", "ul0", "down", namespace=self.namespace(name))
 
-    def inventory(self, unreachable: dict[str, int] | None = None, name: str = "inventory.yml") -> Path:
+    def inventory(self, unreachable: dict[str, int] | None = None, name: str = "inventory.yml",
+                  own: dict[str, dict] | None = None) -> Path:
+        """`own`: variables of single machines, over the shared ones."""
         hosts = {machine: {"ansible_host": self.address(machine), "ansible_port": port,
-                           "ccemu_state_root": str(self.state_root(machine))}
+                           "ccemu_state_root": str(self.state_root(machine)), **(own or {}).get(machine, {})}
                  for machine, port in self.ports.items()}
         path = self.root / name
         path.write_text(yaml.safe_dump({"ccemu": {"hosts": hosts, "vars": {

@@ -1,3 +1,4 @@
+import json
 import pytest
 
 from types import SimpleNamespace
@@ -192,3 +193,36 @@ def test_a_flow_that_finished_faster_than_its_own_ideal_fct_warns_with_the_least
     assert verdict.status == WARN and "1 of 3 flows finished faster than their own ideal FCT" in verdict.reasons[0]
     assert "0.655" in verdict.reasons[0]
     assert below_ideal([]) is None
+
+
+def test_a_host_that_started_a_flow_a_base_rtt_after_its_schedule_warns_naming_it(tmp_path):
+    from ccemu.results.fidelity import start_lateness_us
+
+    for host, late_us in (("h2", 40.0), ("h17", 900.0)):
+        (tmp_path / f"{host}.counters").write_text(json.dumps({"start_lateness": {"count": 3, "max_us": late_us}}))
+    (tmp_path / "h3.counters").write_text(json.dumps({"timer_lateness": {}}))  # a cchost from before: skipped
+    (tmp_path / "h4.counters").write_text(json.dumps({"start_lateness": {"count": 0, "max_us": 0.0}}))
+    late = start_lateness_us(sorted(tmp_path.glob("*.counters")))
+    assert late == (900.0, "h17")
+    on_time = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, base_rtt_us=1000.0, start_late=late))
+    assert on_time.status == PASS and on_time.figures["start_lateness_of_base_rtt"] == 0.9
+    behind = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, base_rtt_us=800.0, start_late=late))
+    assert behind.status == WARN
+    assert behind.reasons == ["WARN: h17 started a flow 900 us after its scheduled time (the latest of any host), base "
+                              "RTT 800 us: flows meant to start together did not (the controller or the host fell "
+                              "behind)"]
+    assert start_lateness_us([tmp_path / "h3.counters"]) is None
+
+
+@pytest.mark.parametrize("error_us, status", [(50.0, PASS), (100.0, WARN), (1000.0, FAIL)])
+def test_clocks_apart_by_a_tenth_of_the_base_rtt_warn_and_by_a_whole_one_fail(error_us, status):
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, base_rtt_us=1000.0,
+                                clock_error=(error_us, "m2")))
+    assert verdict.status == status and verdict.figures["clock_error_of_base_rtt"] == error_us / 1000
+    assert status == PASS or "machine m2's clock may be" in verdict.reasons[0]
+
+
+def test_frames_the_network_between_machines_lost_fail_the_block_naming_the_cut_link():
+    lost = "the network between the machines lost 12 of the 4000 frames of cut link a1-eth3 -> c1-eth1"
+    verdict = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, tunnel_losses=[lost]))
+    assert verdict.status == FAIL and verdict.reasons == [f"FAIL: {lost}"]

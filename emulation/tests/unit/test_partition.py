@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 
 from ccemu import cli
 from ccemu.fabric.kernel import KernelFeatures
-from ccemu.fabric.tunnels import AcrossMachinesError, refused_across_machines, tunnel_line, wire_tc_lines
+from ccemu.fabric.tunnels import (AcrossMachinesError, refused_across_machines, tunnel_line, wire_shell_lines,
+                                  wire_tc_lines)
 from ccemu.machines.fabric import capacities, underlay_address
 from ccemu.machines.mirror import Outbox, apply, mapped, shipped
 from ccemu.machines.part import Part, serve
@@ -22,7 +24,8 @@ from ccemu.machines.session import MachineLost, Session, ask, ccemu_on
 from ccemu.model.config import parse_config
 from ccemu.model.dilation import FaithfulRates
 from ccemu.model.partition import CAPACITY_BUSY_PORTS, MachinePart, Partition, PartitionError, Plan
-from ccemu.model.topology import dumbbell, fat_tree, leaf_spine, star
+from ccemu.model.topology import TopologyCounts, dumbbell, fat_tree, leaf_spine, star
+from ccemu.model.tunnel import source_port
 from ccemu.model.tunnel import vni_base
 from ccemu.model.tunnel import mtu_problem, underlay_mtu_needed
 from ccemu.sweeps.machines import Machine
@@ -80,6 +83,77 @@ def test_every_cut_link_has_one_key_that_both_of_its_machines_agree_on():
     assert a.vni_range() == b.vni_range() == (70000, 70000 + len(partition.cut) - 1)
     assert (f"local {addresses[a.machine]} remote {addresses[b.machine]}" in line_a
             and f"local {addresses[b.machine]} remote {addresses[a.machine]}" in line_b)
+
+
+def test_each_cut_link_keeps_one_outer_source_port_and_its_tunnel_merges_and_splits_no_frames():
+    partition = Partition.of(fat_tree(4), names(2))
+    link = partition.cut[0]
+    part = MachinePart(partition, partition.machine_of[link.a], {m: f"192.0.2.{i}" for i, m in enumerate(names(2))}, 9)
+    key = partition.tunnel_key(link)
+    # The kernel picks a port in [low, high): a range of one, so every inner flow takes one path.
+    assert tunnel_line(key, 1500, 42, part, link).endswith(f" srcport {source_port(key)} {source_port(key) + 1}")
+    ports = [source_port(k) for k in range(1, 16385)]
+    assert len(set(ports)) == 16384 and min(ports) == 49152 and max(ports) == 65535
+    assert source_port(16385) == 49152  # past the range: shared, never out of it
+    assert wire_shell_lines([3]) == ["ethtool -K vx3 gro off gso off tso off > /dev/null",
+                                     "ethtool -K wire3 gro off gso off tso off > /dev/null"]
+
+
+def test_each_machine_counts_its_own_share_and_the_shares_make_the_fabric_with_each_cut_link_twice():
+    topo = fat_tree(8)
+    partition = Partition.of(topo, names(4))
+    shares = [partition.counts_on(m) for m in partition.machines]
+    whole = TopologyCounts.of(topo)
+    assert sum(s.hosts for s in shares) == whole.hosts and sum(s.switches for s in shares) == whole.switches
+    # A cut link has a veth pair on each of its machines (the switch's port and the wire end).
+    assert sum(s.links for s in shares) == whole.links + len(partition.cut)
+    assert sum(n * ports for s in shares for n, ports in s.switch_ports) == sum(
+        n * ports for n, ports in whole.switch_ports)
+
+
+def test_a_machine_too_small_for_its_share_is_refused_in_one_line_naming_it():
+    from dataclasses import replace
+
+    from ccemu.fabric.admission import admit, admit_share
+    from ccemu.fabric.footprint import MachineLimits
+    from ccemu.model.config import DoesNotFit
+
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}}, kernel=NO_MODULES)
+    share = Partition.of(config.topology.build(), names(2)).counts_on("m1")
+    assert admit_share(config, share, "m1") is config  # this machine holds half a k=4 easily
+    small = replace(MachineLimits.probe(), memory_available_bytes=50 << 20)
+    with pytest.raises(DoesNotFit, match=r"^machine m1: topology.k: machine m1's share of a fat-tree with k=4 has 8 "
+                                         r"hosts and 10 switches: needs ~\d+ MiB of memory"):
+        admit(config, "machine m1", machine=small, share=share, whose="machine m1")
+
+
+def test_a_machine_running_another_build_is_named_with_both_digests_and_what_brings_it_up_to_date():
+    from ccemu.machines.build import identity, mismatch
+
+    ours = identity()
+    assert identity() == ours and set(ours) == {"ccemu", "cchost"}
+    assert mismatch("m2", dict(ours), ours) is None
+    line = mismatch("m2", {**ours, "cchost": "0" * 64}, ours)
+    assert line.startswith(f"machine m2 runs another build than this controller (cchost 000000000000 there, "
+                           f"{ours['cchost'][:12]} here): bring it up to date with `make provision")
+    assert "\n" not in line and "ccemu " not in line.split("(")[1].split(")")[0]
+
+
+@pytest.mark.parametrize("own, refusal", [
+    ({"ansible_user": "bob"}, "ansible_user is 'bob': log in as root, or set ansible_become: true"),
+    ({"ansible_user": "bob", "ansible_become": True, "ansible_become_user": "postgres"},
+     "its ansible_become_user is 'postgres'"),
+    ({"ansible_user": "bob", "ansible_become": "yes", "ansible_become_method": "su"}, "with sudo only"),
+])
+def test_an_inventory_that_would_run_ccemu_as_anyone_but_root_is_refused_in_one_line(own, refusal):
+    with pytest.raises(AcrossMachinesError, match=refusal):
+        ccemu_on(Machine("w1", "192.0.2.7:22", {"ansible_host": "192.0.2.7", **own}), "part")
+
+
+def test_a_user_with_ansible_become_runs_ccemu_under_sudo_that_never_asks_for_a_password():
+    machine = Machine("w1", "192.0.2.7:22", {"ansible_host": "192.0.2.7", "ansible_user": "bob",
+                                             "ansible_become": "true", "ccemu_state_root": "/run/w1"})
+    assert ccemu_on(machine, "clean")[-1] == "sudo -n -- env CCEMU_STATE_ROOT=/run/w1 /opt/ccemu/.venv/bin/ccemu clean"
 
 
 def test_a_wire_end_and_its_tunnel_hand_each_other_every_frame_after_the_port_program_counted_it():
@@ -261,6 +335,16 @@ def test_a_part_answers_a_bad_request_with_one_line_and_tears_down_when_its_cont
     assert downs == ["m1"]
 
 
+def test_a_part_answers_no_one_way_request_and_says_a_failed_one_on_stderr(capsys):
+    requests = io.StringIO(json.dumps({"op": "write", "id": 9, "data": ""}) + "\n" + json.dumps({"op": "probes_close"})
+                           + "\n")
+    replies = io.StringIO()
+    serve(Part("m1"), requests, replies)
+    # Only probes_close's reply: the controller waits for none of a write, so a reply would answer its next request.
+    assert [json.loads(line) for line in replies.getvalue().splitlines()] == [{}]
+    assert "ccemu part: write: m1: " in capsys.readouterr().err
+
+
 def test_every_request_a_part_takes_is_one_of_its_methods_and_every_public_method_a_request():
     from ccemu.machines.part import REQUESTS
 
@@ -346,13 +430,20 @@ def test_a_ports_figures_cross_machines_as_json_and_come_back_equal():
 class FakeFabric:
     """What a RemoteHost asks of its SplitFabric: the requests it sent, and scripted replies."""
 
-    def __init__(self, workroot: Path, replies: dict[str, list[dict]]):
-        self.workroot, self.replies, self.asked = workroot, replies, []
+    def __init__(self, workroot: Path, replies: dict[str, list[dict]], returncodes: list[int | None] = ()):
+        self.workroot, self.replies, self.asked, self.told = workroot, replies, [], []
         self.clock_offsets_ns = {"m2": 1_000}
+        self.returncodes = list(returncodes)
 
     def ask_one(self, machine: str, request: dict) -> dict:
         self.asked.append((machine, request))
         return self.replies[request["op"]].pop(0)
+
+    def tell(self, machine: str, request: dict) -> None:
+        self.told.append((machine, request))
+
+    def returncode(self, id: int, fresh_s: float) -> int | None:
+        return self.returncodes.pop(0)
 
 
 def test_a_remote_hosts_cchost_starts_on_its_machines_clock_with_the_files_it_reads(tmp_path):
@@ -361,7 +452,7 @@ def test_a_remote_hosts_cchost_starts_on_its_machines_clock_with_the_files_it_re
     work = tmp_path / "work"
     (work / "b1").mkdir(parents=True)
     (work / "b1" / "h9.flows").write_text("{}\n")
-    fabric = FakeFabric(work, {"spawn": [{"pid": 77}], "poll": [{"returncodes": {}}]})
+    fabric = FakeFabric(work, {"spawn": [{"pid": 77}]})
     host = RemoteHost(fabric, "h9", "m2", "10.0.0.9")
     with open(work / "b1" / "h9.log", "wb") as log:
         proc = host.popen_transport(["cchost", "--epoch-ns", "5000", "--schedule", str(work / "b1" / "h9.flows")],
@@ -372,17 +463,40 @@ def test_a_remote_hosts_cchost_starts_on_its_machines_clock_with_the_files_it_re
     assert list(request["files"]) == [str(work / "b1" / "h9.flows")] and proc.pid == 77
 
 
-def test_a_remote_cchost_that_stopped_reading_is_a_broken_pipe_and_a_wait_times_out_as_popens_does(tmp_path):
+def test_a_remote_cchosts_input_goes_one_way_and_a_wait_times_out_as_popens_does(tmp_path):
     from ccemu.machines.remote import RemoteProcess
 
-    fabric = FakeFabric(tmp_path, {"write": [{"broken": True}],
-                                   "poll": [{"returncodes": {"3": None}}] * 100 + [{"returncodes": {"3": 0}}]})
+    fabric = FakeFabric(tmp_path, {}, returncodes=[None] * 100 + [0])
     proc = RemoteProcess(fabric, "m2", "h9", 77, True, 3)
-    with pytest.raises(BrokenPipeError):
-        proc.stdin.write(b'{"id": 1}\n')
+    proc.stdin.write(b'{"id": 1}\n')
+    assert fabric.asked == []  # no reply waited for: a round's flows to 127 senders are no 127 round trips
+    ((machine, request),) = fabric.told
+    assert machine == "m2" and request["op"] == "write" and base64.b64decode(request["data"]) == b'{"id": 1}\n'
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=0.1)
     assert proc.returncode is None
+
+
+def test_polling_every_process_of_a_split_fabric_asks_each_machine_once_per_poll_period(monkeypatch):
+    from ccemu.machines.fabric import SplitFabric
+    from ccemu.machines.remote import POLL_FRESH_S
+
+    fabric = object.__new__(SplitFabric)  # its bookkeeping alone: no machine, no session
+    fabric.returncodes, fabric.returncodes_at = {}, float("-inf")
+    collected = []
+
+    def collect():
+        collected.append(1)
+        fabric.returncodes.update({i: (0 if i == 7 else None) for i in range(1, 128)})
+        fabric.returncodes_at = time.monotonic()
+
+    monkeypatch.setattr(fabric, "collect", collect)
+    seen = [fabric.returncode(i, POLL_FRESH_S) for i in range(1, 128)]  # a runner's poll of 127 cchosts
+    assert len(collected) == 1 and seen.count(0) == 1 and seen[6] == 0
+    fabric.returncodes_at -= POLL_FRESH_S + 0.01  # a poll period later: collected again, once
+    fabric.returncode(1, POLL_FRESH_S)
+    fabric.returncode(2, POLL_FRESH_S)
+    assert len(collected) == 2
 
 
 def test_a_runs_tunnel_identifiers_start_at_random_and_all_fit_in_vxlans_24_bits():

@@ -32,7 +32,7 @@ COLUMNS = {
               "credit_enqueued", "credit_dropped", "credit_marked", "max_credit_queue", "mean_credit_lag",
               "max_credit_lag", "residence_packets", "residence_untracked", "residence_p50_us", "residence_p99_us",
               "residence_max_us", "residue_bytes", "data_ue_marked", "pause_events", "paused_s", "max_held_bytes",
-              "histogram"],
+              "tunnel_lost", "histogram"],
 }
 INCAST = BlockKey("dctcp", (("N", 8),))
 LOAD = BlockKey("expresspass", (("load", 0.5),))
