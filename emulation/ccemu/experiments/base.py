@@ -138,6 +138,7 @@ class LiveBlock:
     delays: dict[str, Path] = field(default_factory=dict)  # host -> its cchost's --delays table
     base_rtts: dict[tuple[str, str], float] = field(default_factory=dict)  # (src, dst) -> idle RTT, wall s
     fault: Fault | None = None  # what of the emulation failed under the block (ExperimentRunner.check)
+    polls: int = 0  # how many times the runner looked at its cchosts (ExperimentRunner.check)
 
     def base_rtt_s(self, src: str, dst: str) -> float:
         return self.base_rtts.get((src, dst)) or self.base_rtts.get((dst, src)) or 0.0
@@ -274,9 +275,15 @@ class ExperimentRunner:
             shortfalls = self._add_missing_delay(live)
             tunnel_spread = net.tunnel_spread_us() if self.across is not None else None  # on the idle fabric
             live.epoch = time.monotonic_ns()
+            requests_before = net.round_trips if self.across is not None else 0
             with self.monitoring.watching(spec.key, net, workdir, config.dilation.factor,
                                           lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
+            if self.across is not None:  # what control cost: requests answered by the machines' parts
+                requests = net.round_trips - requests_before
+                self.console.print(f"{spec.label}: {requests} requests to the machines' parts over {live.polls} polls "
+                                   f"of the cchosts ({requests / max(live.polls, 1):.1f} per poll; the scrapes' "
+                                   "included)")
             net.collect()  # the cchosts' last records and counters, where they ran on other machines
             if live.fault is not None:
                 self.faults.append(live.fault)
@@ -352,6 +359,7 @@ class ExperimentRunner:
         The traffic runners call this as they watch their cchosts, and end the block on an answer.
         Prometheus dying is said here too, but ends nothing (monitoring.check)."""
         self.monitoring.check()
+        live.polls += 1
         if live.fault is None:
             live.net.collect()  # what the cchosts of other machines wrote, for the runner to read next
             if (full := space.full(self.bundle.dir)) is not None:
