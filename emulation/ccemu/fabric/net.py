@@ -438,7 +438,10 @@ class FabricNet(UpWhileInside, Mininet):
             tc_batch = [line for c in commands for line in c.tc] + list(tc_after)
             return " && ".join([
                 f"ip -batch {_write(config_dir / f'{node}.ip', ip_batch)}",
-                *(line for c in commands for line in c.shell), *shell_after,
+                *(line for c in commands for line in c.shell),
+                # From a file, as the batches: a shell reads one line of at most 4095 bytes from its
+                # terminal, and a k=8 machine's 64 tunnels make 128 commands.
+                *([f"sh -e {_write(config_dir / f'{node}.sh', list(shell_after))}"] if shell_after else []),
                 f"tc -batch {_write(config_dir / f'{node}.tc', tc_batch)}",
                 self.port_program.attach_command(self.bpffs, program_config,
                                                  forward=switch_ports and self.forwards_in_bpf),

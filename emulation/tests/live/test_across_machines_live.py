@@ -245,6 +245,12 @@ def test_a_cut_links_port_runs_the_same_port_model_as_a_local_link_and_its_wire_
         # Its identifier is the run's first (random: model/tunnel.py), and its filter is named by it.
         assert chains_on(machines, "m1") == [f"CCEMU-VX-{vxlan['id']:06x}"]
         assert (vxlan["local"], vxlan["remote"]) == (machines.address("m1"), machines.address("m2"))
+        # One outer source port for all its frames, and nothing merged or split on the way.
+        assert vxlan["port_range"] == {"low": 49152, "high": 49153}
+        for dev in ("vx1", "wire1"):
+            features = on_m1("wire0", "ethtool", "-k", dev).stdout
+            for offload in ("generic-receive-offload", "generic-segmentation-offload", "tcp-segmentation-offload"):
+                assert f"{offload}: off" in features, (dev, offload, features)
     finally:
         controller.terminate()
         controller.communicate(timeout=60)
