@@ -429,11 +429,14 @@ def _require_root(what: str) -> None:
 
 
 def _check_config(args) -> ExperimentConfig:
+    """The fabric `ccemu check` brings up, admitted here unless it is split over an inventory's
+    machines (each admits its own share as its part starts)."""
+    judged = (lambda config, source: config) if args.inventory is not None else admit
     if args.config:
         # At the rate `ccemu experiment --datapath` would run it: the datapath set before `dilation: auto` is resolved.
         config = load_experiment(args.config, RESULTS, with_datapath(read_yaml(args.config), args.datapath))[0]
         if args.ovs_instances is None and args.datapath is None:
-            return admit(config, str(args.config))
+            return judged(config, str(args.config))
         data = config.model_dump()
     else:
         topology = {
@@ -447,7 +450,7 @@ def _check_config(args) -> ExperimentConfig:
         data.setdefault("fabric", {})["ovs_instances"] = args.ovs_instances
     if args.datapath is not None:
         data.setdefault("fabric", {})["datapath"] = args.datapath
-    return admit(parse_config(data, source="command line", kernel=KernelFeatures.probe()), "command line")
+    return judged(parse_config(data, source="command line", kernel=KernelFeatures.probe()), "command line")
 
 
 def load_experiment(path: Path, results: Path, data: object = None, source: str | None = None
@@ -640,7 +643,8 @@ def cmd_plan(args) -> int:
     carry its share."""
     from .model.config import DoesNotFit
 
-    config = admit(load_experiment(args.config, RESULTS)[0], str(args.config))
+    # Not admitted here: the fabric runs on the machines, each of which admits its own share.
+    config = load_experiment(args.config, RESULTS)[0]
     if args.k is not None:
         data = config.model_dump()
         data["topology"] = {"kind": "fattree", "k": args.k}

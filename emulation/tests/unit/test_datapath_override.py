@@ -51,7 +51,7 @@ def test_ccemu_experiment_and_check_set_the_datapath_before_dilation_auto_is_res
     config, faithful = load_experiment(path, tmp_path, with_datapath(yaml.safe_load(path.read_text()), datapath))
     assert config.fabric.datapath == datapath and faithful == DEFAULT_FAITHFUL[datapath]
     assert (config.datacenter.dilation, config.link.rate_mbps) == (dilation, pytest.approx(1000 / dilation))
-    checked = _check_config(Namespace(config=path, datapath=datapath, ovs_instances=None))
+    checked = _check_config(Namespace(config=path, datapath=datapath, ovs_instances=None, inventory=None))
     assert (checked.fabric.datapath, checked.datacenter.dilation) == (datapath, dilation)
 
 

@@ -371,6 +371,19 @@ def test_ccemu_plan_prints_a_k8_fat_tree_over_four_and_over_eight_machines_with_
         assert over == (len(done.stderr.splitlines()) == 1)
 
 
+def test_ccemu_plan_judges_no_fabric_against_this_controller_whose_machines_admit_their_own_share(monkeypatch,
+                                                                                                   capsys):
+    from dataclasses import replace
+
+    from ccemu.fabric.footprint import MachineLimits
+
+    tiny = replace(MachineLimits.probe(), memory_available_bytes=50 << 20)  # a k=4 fabric would not fit here
+    monkeypatch.setattr(MachineLimits, "probe", classmethod(lambda cls: tiny))
+    monkeypatch.chdir(REPO)
+    assert cli.main(["plan", "workloads/experiments/incast.yaml", "--machines", "2"]) == 0
+    assert "every machine can carry its share" in capsys.readouterr().out
+
+
 def test_ccemu_plan_over_more_machines_than_pods_and_an_experiment_over_an_unreadable_inventory_are_one_line(
         tmp_path):
     done = run_cli("plan", "workloads/experiments/incast.yaml", "--machines", "5")
