@@ -471,7 +471,7 @@ class FabricNet(UpWhileInside, Mininet):
                                             switch_ports=True)
         if self.wire_namespace is not None:  # ports that count departures only, bridged to their tunnels
             scripts[self.wire_namespace] = script(
-                WIRE_NAMESPACE, {wire_end(key): fabric_shape for key in self.wires}, switch_ports=False,
+                WIRE_NAMESPACE, {wire_end(key): fabric_shape.of_wire_end() for key in self.wires}, switch_ports=False,
                 ip_after=wire_ip_lines(self.wires), how=configure_wire_end, tc_after=wire_tc_lines(self.wires),
                 shell_after=wire_shell_lines(self.wires))
         outputs = _run_everywhere(scripts)

@@ -56,8 +56,9 @@ def underlay_address(machine: Machine) -> str:
 
 
 def capacities(machines: list[Machine], here: FaithfulRates) -> dict[str, tuple[float, str]]:
-    """Each machine's faithful rate per link: `ccemu_capacity_mbps` in the inventory (what `ccemu
-    bench capacity` measured there, as experiments use it), else this machine's."""
+    """Each machine's faithful rate per link as the plan is printed, before any machine is reached:
+    `ccemu_capacity_mbps` in the inventory, else this machine's (SplitFabric.start judges the plan
+    again with each machine's own once its part answers)."""
     out = {}
     for machine in machines:
         given = machine.vars.get("ccemu_capacity_mbps")
@@ -184,6 +185,13 @@ class SplitFabric(UpWhileInside):
         if refusals := [reply["refusal"] for reply in checked.values() if reply["refusal"]]:
             refused = DoesNotFit if all(r["does_not_fit"] for r in refusals) else ConfigError
             raise refused("; ".join(r["message"] for r in refusals))
+        # Each machine's own capacity, where the inventory does not give one: its own `ccemu bench
+        # capacity`, else its own datapath's default (the plan printed took this machine's).
+        own = {m.name: (checked[m.name]["capacity"][0], f"its own: {checked[m.name]['capacity'][1]}")
+               for m in self.machines if m.vars.get("ccemu_capacity_mbps") is None}
+        self.plan = self.plan.with_capacities(own)
+        if (overloaded := self.plan.refusal()) is not None:
+            raise DoesNotFit(f"judged with each machine's own capacity: {overloaded}")
         problems = [problem for reply in checked.values() for problem in reply["problems"]]
         if problems:
             raise AcrossMachinesError("; ".join(problems))

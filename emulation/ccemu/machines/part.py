@@ -40,6 +40,7 @@ from typing import TextIO
 from ..results.fidelity import CpuTimes
 from .mirror import Outbox, mapped
 
+BUILD_ROOT = Path(__file__).resolve().parents[3]  # this machine's ccemu tree (its ccemu_build_root)
 MIRROR = "mirror"  # in the run's state folder: the block's work folder as this machine's hosts see it
 REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters",
             "clock", "tunnel_rtts", "tunnel_counters", "spawn", "write", "close_stdin", "signal", "collect",
@@ -82,7 +83,8 @@ class Part:
             refusal = None
         except ConfigError as exc:  # the controller refuses with the status a machine alone would
             refusal = {"message": str(exc), "does_not_fit": isinstance(exc, DoesNotFit)}
-        return {"build": identity(), "refusal": refusal, "problems": underlay_problems(part, parsed.link.mtu)}
+        return {"build": identity(), "refusal": refusal, "capacity": _own_capacity(parsed),
+                "problems": underlay_problems(part, parsed.link.mtu)}
 
     def up(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int) -> dict:
         from ..fabric.net import FabricNet
@@ -242,6 +244,19 @@ class Part:
         net, self.net = self.net, None
         net.stop()
         return {"stopped": {"teardown_s": round(net.stop_timings.total, 3)}}
+
+
+def _own_capacity(config) -> list:
+    """[faithful rate per link in Mbit/s, where it comes from] of this machine for `config`'s
+    fabric: what `ccemu bench capacity` measured here (results/ of its build root, where the
+    benchmark writes when run there), else its datapath's default (auto resolves on each machine)."""
+    from ..bench.capacity import faithful_rates
+    from ..fabric.kernel import KernelFeatures
+    from ..model.config.experiment import default_faithful
+
+    rates = (faithful_rates(config.fabric, BUILD_ROOT / "results")
+             or default_faithful(config.fabric, KernelFeatures.probe()))
+    return [rates.link_mbps, rates.source]
 
 
 def serve(part: Part, requests: TextIO, replies: TextIO) -> None:

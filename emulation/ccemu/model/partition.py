@@ -26,7 +26,7 @@ userspace OVS (10 Mbit/s per link), k=4 at 5 Mbit/s per link is 1.0 and k=8 (640
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .config.errors import ConfigError
 from .topology import Link, Topology, TopologyCounts, pods
@@ -159,6 +159,14 @@ class Plan:
                                        partition.load_on(machine, link_mbps, fabric_mbps),
                                        CAPACITY_BUSY_PORTS * rate, source))
         return cls(partition, shares, link_mbps, fabric_mbps, underlay_mtu_needed(link_mtu))
+
+    def with_capacities(self, capacity: dict[str, tuple[float, str]]) -> "Plan":
+        """The plan with the machines of `capacity` judged against the figures given there
+        (machine -> its faithful rate per link, where it comes from), the others as they were."""
+        shares = [replace(share, capacity_mbps=CAPACITY_BUSY_PORTS * capacity[share.machine][0],
+                          capacity_source=capacity[share.machine][1]) if share.machine in capacity else share
+                  for share in self.shares]
+        return replace(self, shares=shares)
 
     @property
     def overloaded(self) -> list[MachineShare]:

@@ -43,6 +43,9 @@ CREDIT_CLASSID = 0x10010  # 1:10
 DATA_CLASSID = 0x10020  # 1:20
 
 
+WIRE_END_BUFFER_BYTES = 1 << 30  # PortShape.of_wire_end: more than any burst (buffer_bytes is a u32)
+
+
 @dataclass(frozen=True)
 class PortShape:
     """Everything one egress port needs, in bytes and bit/s of the wire: what its profile's
@@ -94,6 +97,16 @@ class PortShape:
         buffer (port.host_buffer_bytes)."""
         return dataclasses.replace(self, rate_mbps=config.link.host_rate_mbps(host),
                                    buffer_bytes=config.port.host_nic_buffer_bytes)
+
+    def of_wire_end(self) -> "PortShape":
+        """A cut link's wire end (fabric/tunnels.py), whose port program only counts what left the
+        switch's port: it must drop and mark nothing of what the tunnel hands it, which no figure
+        would show (it is no port of the fabric's index). Its queue is what the veth to the switch's
+        port has not yet delivered: a burst the machines' network delivers at once (a NIC's
+        interrupt coalescing) would otherwise fill a credit buffer of 8 credits and lose credits no
+        real wire loses. So: a buffer no burst fills, no marker."""
+        return dataclasses.replace(self, buffer_bytes=WIRE_END_BUFFER_BYTES, marker=Marker(),
+                                   credit_buffer_bytes=WIRE_END_BUFFER_BYTES if self.credit_share else 0)
 
     def as_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -245,6 +245,10 @@ def test_a_cut_links_port_runs_the_same_port_model_as_a_local_link_and_its_wire_
         # Its identifier is the run's first (random: model/tunnel.py), and its filter is named by it.
         assert chains_on(machines, "m1") == [f"CCEMU-VX-{vxlan['id']:06x}"]
         assert (vxlan["local"], vxlan["remote"]) == (machines.address("m1"), machines.address("m2"))
+        # The wire end's port program only counts: it drops and marks nothing the tunnel hands it.
+        (ports,) = machines.state_root("m1").glob("*/config/wire0.ports")
+        line = ports.read_text().splitlines()[0]
+        assert line.startswith("port=wire1 ") and " marker=none " in line and " buffer_bytes=1073741824," in line, line
         # One outer source port for all its frames, and nothing merged or split on the way.
         assert vxlan["port_range"] == {"low": 49152, "high": 49153}
         for dev in ("vx1", "wire1"):

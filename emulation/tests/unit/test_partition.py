@@ -99,6 +99,21 @@ def test_each_cut_link_keeps_one_outer_source_port_and_its_tunnel_merges_and_spl
                                      "ethtool -K wire3 gro off gso off tso off > /dev/null"]
 
 
+def test_a_wire_end_runs_its_links_port_program_with_a_buffer_no_burst_fills_and_no_marker():
+    from ccemu.ports.tc import PortShape
+
+    config = parse_config({"name": "t", "topology": {"kind": "fattree", "k": 4}, "schemes": [
+        {"scheme": "expresspass", "port": {"profile": "expresspass"}},
+        {"scheme": "dctcp", "port": {"profile": "dctcp", "ecn_threshold_bytes": 32000}}]}, kernel=NO_MODULES)
+    credits, marks = (PortShape.of_fabric(config.with_port(scheme.port)) for scheme in config.schemes)
+    assert credits.credit_buffer_bytes < 1000 and marks.marker.kind != "none"  # the premise: ports that drop and mark
+    for fabric in (credits, marks):
+        wire = fabric.of_wire_end()
+        assert (wire.buffer_bytes, wire.marker.kind) == (1 << 30, "none")
+        assert wire.credit_buffer_bytes == (1 << 30 if fabric.credit_share else 0)
+        assert (wire.rate_mbps, wire.credit_share, wire.mtu) == (fabric.rate_mbps, fabric.credit_share, fabric.mtu)
+
+
 def test_each_machine_counts_its_own_share_and_the_shares_make_the_fabric_with_each_cut_link_twice():
     topo = fat_tree(8)
     partition = Partition.of(topo, names(4))
@@ -209,6 +224,17 @@ def test_a_plan_a_machine_cannot_carry_is_refused_in_one_line_saying_what_would_
     assert "\n" not in refusal
     assert plan(8, 8, 5, 10).refusal() is None
     assert "** over capacity **" in over.lines()[1] and "** over capacity **" not in plan(8, 8, 5, 10).lines()[1]
+
+
+def test_a_plan_is_judged_again_with_a_machines_own_capacity_once_it_says_it():
+    fits = plan(8, 8, 5, 10)  # every machine assumed as this one: 10 Mbit/s per link
+    assert fits.refusal() is None
+    (share,) = [s for s in fits.with_capacities({"m3": (2.0, "its own: measured there")}).shares if s.machine == "m3"]
+    assert (share.capacity_mbps, share.capacity_source) == (CAPACITY_BUSY_PORTS * 2.0, "its own: measured there")
+    judged = fits.with_capacities({"m3": (2.0, "its own: measured there")})
+    assert judged.refusal().startswith("1 of 8 machines cannot carry their share faithfully: m3 forwards")
+    assert [s.capacity_mbps for s in judged.shares if s.machine != "m3"] == [s.capacity_mbps for s in fits.shares
+                                                                           if s.machine != "m3"]
 
 
 def test_the_printed_plan_names_each_machines_switches_hosts_cut_links_and_load():
