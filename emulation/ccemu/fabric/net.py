@@ -640,11 +640,21 @@ class FabricNet(UpWhileInside, Mininet):
         self.start()
 
 
+# A terminal's line discipline takes at most this many bytes per line (N_TTY_BUF_SIZE - 1): a
+# node's shell reads its commands from one, and a longer line is cut with nothing said.
+TERMINAL_LINE_BYTES = 4095
+
+
 def _run_everywhere(scripts: dict[Node, str]) -> dict[Node, str]:
     """Run one shell command line in each node concurrently and return each one's output;
     raise naming every failure."""
-    for node, script in scripts.items():
-        node.sendCmd(f"{script}; echo ccemu-status=$?")
+    lines = {node: f"{script}; echo ccemu-status=$?" for node, script in scripts.items()}
+    if long := [f"{node.name} ({len(line.encode())} B)" for node, line in lines.items()
+                if len(line.encode()) >= TERMINAL_LINE_BYTES]:
+        raise FabricError(f"configuring namespaces: the command lines of {', '.join(long)} are longer than a "
+                          f"terminal line ({TERMINAL_LINE_BYTES - 1} B): their commands belong in a file")
+    for node, line in lines.items():
+        node.sendCmd(line)
     outputs, failures = {}, []
     for node in scripts:
         outputs[node] = node.waitOutput()

@@ -555,3 +555,20 @@ def test_a_machine_takes_tunnel_packets_from_the_machines_at_the_far_ends_of_its
     fars = {part.far_end(link) for link in partition.cut_on(part.machine)}
     assert part.far_addresses() == sorted(addresses[m] for m in fars)
     assert addresses[part.machine] not in part.far_addresses()
+
+
+def test_a_namespace_command_line_longer_than_a_terminal_line_is_refused_naming_it_before_any_is_sent():
+    from ccemu.fabric.net import TERMINAL_LINE_BYTES, FabricError, _run_everywhere
+
+    class Node:
+        def __init__(self, name):
+            self.name, self.sent = name, []
+
+        def sendCmd(self, line):  # noqa: N802 (Mininet's name)
+            self.sent.append(line)
+
+    short, long = Node("h1"), Node("wire0")
+    with pytest.raises(FabricError, match=r"command lines of wire0 \(\d+ B\) are longer than a terminal line"):
+        _run_everywhere({short: "true", long: " && ".join(["ethtool -K vx1 gro off > /dev/null"] * 128)})
+    assert short.sent == long.sent == []  # a shell given a cut line says nothing: none is sent
+    assert TERMINAL_LINE_BYTES == 4095
