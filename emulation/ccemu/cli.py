@@ -367,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
                                description="serve this machine's part of a fabric over several machines on "
                                            "stdin/stdout (run by the controller over ssh)")
     part.add_argument("--machine", required=True, help="this machine's name in the controller's plan")
+    part.add_argument("--reader", metavar="STATE_DIR", help="serve the scrapes of the part whose run folder this is")
     return parser
 
 
@@ -665,7 +666,7 @@ def cmd_part(args) -> int:
     _require_root("part")
     from .machines.part import main as serve_part
 
-    return serve_part(args.machine)
+    return serve_part(args.machine, args.reader)
 
 
 def cmd_up(args) -> int:

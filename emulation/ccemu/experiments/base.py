@@ -282,8 +282,7 @@ class ExperimentRunner:
             if self.across is not None:  # what control cost: requests answered by the machines' parts
                 requests = net.round_trips - requests_before
                 self.console.print(f"{spec.label}: {requests} requests to the machines' parts over {live.polls} polls "
-                                   f"of the cchosts ({requests / max(live.polls, 1):.1f} per poll; the scrapes' "
-                                   "included)")
+                                   f"of the cchosts ({requests / max(live.polls, 1):.1f} per poll)")
             net.collect()  # the cchosts' last records and counters, where they ran on other machines
             if live.fault is not None:
                 self.faults.append(live.fault)

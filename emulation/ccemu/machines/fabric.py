@@ -112,6 +112,10 @@ class SplitFabric(UpWhileInside):
                       for spec in self.fabric_topo.hosts]
         self._host = {host.name: host for host in self.hosts}
         self.sessions: list[Session] = []
+        # A second channel per machine for the collector's scrapes (machines/part.py Reader), with its
+        # own lock: a scrape neither waits behind the runner's requests nor holds them up.
+        self.readers: list[Session] = []
+        self._reading = threading.Lock()
         self.parts: dict[str, dict] = {}  # machine -> what its part said when it came up
         self.clock_offsets_ns: dict[str, int] = {}  # machine -> its CLOCK_MONOTONIC minus ours
         self.clock_bounds_ns: dict[str, int] = {}  # machine -> how far its offset may be off (half an exchange)
@@ -119,7 +123,7 @@ class SplitFabric(UpWhileInside):
         # runners' poll of each process reads it (remote.py), one request per machine for all.
         self.returncodes: dict[int, int | None] = {}
         self.returncodes_at = float("-inf")
-        self.round_trips = 0  # requests answered, per machine: what control costs (the runner reports it)
+        self.round_trips = 0  # requests answered on the parts' channels: what control costs (the runner reports it)
         self._channel = threading.Lock()
         self.lost: MachineLost | None = None  # the first machine lost: the run ends there
         self.timings = Timings()
@@ -198,6 +202,7 @@ class SplitFabric(UpWhileInside):
         self.timings.mark("every machine's build, share and network checked")
         self.parts = self._ask({m.name: {"op": "up", **part} for m in self.machines}, UP_TIMEOUT_S)
         self.timings.mark("every machine's part (in parallel)")
+        self.readers = [Session(m, "--reader", self.parts[m.name]["state_dir"]) for m in self.machines]
         for machine in self.machines:
             self.clock_offsets_ns[machine.name], self.clock_bounds_ns[machine.name] = self._clock_offset_ns(
                 machine.name)
@@ -296,13 +301,29 @@ class SplitFabric(UpWhileInside):
     def live_ports(self) -> "LivePorts":
         return LivePorts(self)
 
+    def read_everyone(self, request: dict) -> dict[str, dict] | None:
+        """`request` of every machine's reader (the scrapes' channel); None once a machine is lost:
+        the run ends on it, said by the runner, not by a scrape."""
+        with self._reading:
+            if self.lost is not None or not self.readers:
+                return None
+            try:
+                replies = ask(self.readers, {s.machine.name: dict(request) for s in self.readers}, REQUEST_TIMEOUT_S)
+            except MachineLost as lost:
+                self.lost = self.lost or lost
+                return None
+        errors = [reply["error"] for reply in replies.values() if "error" in reply]
+        if errors:
+            raise AcrossMachinesError("; ".join(errors))
+        return replies
+
     def cpu_shares_now(self) -> tuple[float, float] | None:
-        """The collector's CPU figures: the worst machine's since its part came up (None once a
-        machine is lost: the run ends on it, said by the runner, not by a scrape)."""
-        try:
-            return self.cpu_over_block()
-        except MachineLost:
+        """The collector's CPU figures: the worst machine's since its part came up."""
+        now = self.read_everyone({"op": "cpu"})
+        if now is None:
             return None
+        shares = [CpuTimes(**now[name]["cpu"]).since(CpuTimes(**part["cpu"])) for name, part in self.parts.items()]
+        return max(s for s, _ in shares), max(b for _, b in shares)
 
     def cpu_over_block(self) -> tuple[float, float]:
         """(steal share, busy share) of the worst machine since its part came up (the verdict
@@ -333,6 +354,10 @@ class SplitFabric(UpWhileInside):
         """Each part told to tear down (all at once); a machine already lost has torn down by
         itself when its channel ended, or leaves its part to `ccemu clean` there (said)."""
         self.stop_timings = Timings()
+        with self._reading:  # a reader ends with its input, closing its maps (machines/part.py serve)
+            for reader in self.readers:
+                reader.close(DOWN_TIMEOUT_S)
+            self.readers = []
         problems = []
         alive = [s for s in self.sessions if s.proc.poll() is None]
         if self.lost is None:
@@ -363,10 +388,9 @@ class LivePorts:
         self.frame_ns = fabric.port_shape.frame_ns
 
     def read(self) -> list[PortStats]:
-        try:
-            replies = self.fabric._everyone({"op": "ports"})
-        except MachineLost:
-            return []  # the run ends on it (the runner's next check says so); a scrape has no figures then
+        replies = self.fabric.read_everyone({"op": "ports"})
+        if replies is None:
+            return []  # a machine is lost: the run ends on it (the runner's next check says so)
         return [PortStats.from_json(port) for reply in replies.values() for port in reply["ports"]]
 
     def close(self) -> None:

@@ -15,8 +15,10 @@ The channel: one JSON object per line each way, a reply for every request but a 
   spawn, write, close_stdin, signal   a block's cchosts (machines/remote.py is the other side);
                       write is one-way (a round's flows to 127 senders would be 127 round trips)
   collect             what they wrote since the last call (machines/mirror.py), and whether each ended
-  idle_rtts, ports, ports_drained, cpu      fabric/latency.py's, the ports' figures, /proc/stat
+  idle_rtts, ports_drained, cpu   fabric/latency.py's, the ports' figures once drained, /proc/stat
   down                tear down; then it exits
+The collector's scrapes go to a second process on the machine, `ccemu part --reader STATE_DIR` (Reader:
+ports, cpu, down), over a channel of their own.
 A failure is {"error": "one line"}; the part stays as it was (the controller decides). A one-way
 request that fails says so on stderr (the session's log, quoted if the machine is lost).
 Replies go to the channel's own descriptor: anything else writing to stdout (Mininet's messages)
@@ -44,12 +46,14 @@ BUILD_ROOT = Path(__file__).resolve().parents[3]  # this machine's ccemu tree (i
 MIRROR = "mirror"  # in the run's state folder: the block's work folder as this machine's hosts see it
 REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters",
             "clock", "tunnel_rtts", "tunnel_counters", "spawn", "write", "close_stdin", "signal", "collect",
-            "idle_rtts", "ports", "ports_drained", "cpu", "down")
+            "idle_rtts", "ports_drained", "cpu", "down")
 ONE_WAY = ("write",)
 
 
 class Part:
     """The requests' handlers; `net` is the live FabricNet once "up" succeeded."""
+
+    REQUESTS = REQUESTS
 
     def __init__(self, machine: str):
         self.machine = machine
@@ -196,10 +200,6 @@ class Part:
             self.maps = PortMaps(self.net.inventory.state_dir)
         return self.maps
 
-    def ports(self) -> dict:
-        """The ports' figures as they are now (the controller's collector)."""
-        return {"ports": [asdict(port) for port in self._maps().read()]}
-
     def ports_drained(self) -> dict:
         maps = self._maps()
         return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
@@ -259,14 +259,53 @@ def _own_capacity(config) -> list:
     return [rates.link_mbps, rates.source]
 
 
-def serve(part: Part, requests: TextIO, replies: TextIO) -> None:
+class Reader:
+    """A machine's second channel (`ccemu part --reader STATE_DIR`), for the controller's scrapes:
+    the ports' figures and the CPU's, read from the part's run folder (the maps its port programs
+    pin there), so that a scrape never waits behind the runner's requests on the part's channel,
+    nor they behind it. It changes nothing."""
+
+    REQUESTS = ("ports", "cpu", "down")
+
+    def __init__(self, machine: str, state_dir: str):
+        from ..fabric.inventory import DEFAULT_STATE_ROOT
+
+        self.machine = machine
+        self.state_dir = Path(state_dir)
+        # The controller names a run folder of this machine's state root: nothing else is read.
+        if self.state_dir.parent != DEFAULT_STATE_ROOT or self.state_dir.is_symlink() or not self.state_dir.is_dir():
+            raise ValueError(f"{state_dir!r} is no run folder of {DEFAULT_STATE_ROOT}")
+        self.maps = None
+
+    def _maps(self):
+        if self.maps is None:
+            from ..ports.maps import PortMaps
+
+            self.maps = PortMaps(self.state_dir)
+        return self.maps
+
+    def ports(self) -> dict:
+        return {"ports": [asdict(port) for port in self._maps().read()]}
+
+    def cpu(self) -> dict:
+        return {"cpu": asdict(CpuTimes.now())}
+
+    def down(self) -> dict:
+        if self.maps is not None:
+            self.maps.close()
+            self.maps = None
+        return {}
+
+
+def serve(part: "Part | Reader", requests: TextIO, replies: TextIO) -> None:
     machine = part.machine
+    allowed = part.REQUESTS
     try:
         for line in requests:
             request = json.loads(line)
             op = request.pop("op")
             try:
-                if op not in REQUESTS:
+                if op not in allowed:
                     raise ValueError(f"unknown request {op!r}")
                 reply = getattr(part, op)(**request)
             except KeyboardInterrupt:
@@ -285,11 +324,11 @@ def serve(part: Part, requests: TextIO, replies: TextIO) -> None:
         part.down()  # the controller went away (stdin ended), or a signal: tear down what was built
 
 
-def main(machine: str) -> int:
-    """`ccemu part --machine NAME`: serve on stdin/stdout until told to stop."""
+def main(machine: str, reader: str | None = None) -> int:
+    """`ccemu part --machine NAME [--reader STATE_DIR]`: serve on stdin/stdout until told to stop."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr, not into the channel
     # The CLI unwinds on SIGINT and SIGTERM (interrupts.py); a hang-up from a lost session too.
     signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))
-    serve(Part(machine), sys.stdin, replies)
+    serve(Part(machine) if reader is None else Reader(machine, reader), sys.stdin, replies)
     return 0

@@ -88,13 +88,15 @@ def ccemu_on(machine: Machine, *args: str) -> list[str]:
 class Session:
     """One machine's part, started; ask() sends requests and reads their replies."""
 
-    def __init__(self, machine: Machine):
+    def __init__(self, machine: Machine, *options: str):
+        """`options`: more of `ccemu part`'s (--reader STATE_DIR)."""
         self.machine = machine
         # What ssh and the part say on stderr, quoted when the machine is lost: a file with no name,
         # so that a controller killed outright leaves no file behind.
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(ccemu_on(machine, "part", "--machine", machine.name), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
+        self.proc = subprocess.Popen(ccemu_on(machine, "part", "--machine", machine.name, *options),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     start_new_session=True)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self._buffer = b""
 

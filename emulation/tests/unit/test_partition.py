@@ -371,11 +371,31 @@ def test_a_part_answers_no_one_way_request_and_says_a_failed_one_on_stderr(capsy
     assert "ccemu part: write: m1: " in capsys.readouterr().err
 
 
-def test_every_request_a_part_takes_is_one_of_its_methods_and_every_public_method_a_request():
-    from ccemu.machines.part import REQUESTS
+def test_a_reader_serves_only_a_run_folder_of_its_machines_state_root_and_changes_nothing(tmp_path, monkeypatch):
+    from ccemu.fabric import inventory
+    from ccemu.machines import part
 
-    public = {name for name in vars(Part) if not name.startswith("_")}
-    assert set(REQUESTS) == public
+    monkeypatch.setattr(inventory, "DEFAULT_STATE_ROOT", tmp_path)
+    (tmp_path / "incast-b1-abc123").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "incast-b1-abc123")
+    assert part.Reader("m1", str(tmp_path / "incast-b1-abc123")).state_dir == tmp_path / "incast-b1-abc123"
+    for elsewhere in ("/etc", str(tmp_path / "link"), str(tmp_path / "missing"), str(tmp_path)):
+        with pytest.raises(ValueError, match="is no run folder of"):
+            part.Reader("m1", elsewhere)
+    requests = io.StringIO("\n".join(json.dumps({"op": op}) for op in ("spawn", "cpu")) + "\n")
+    replies = io.StringIO()
+    serve(part.Reader("m1", str(tmp_path / "incast-b1-abc123")), requests, replies)
+    first, second = (json.loads(line) for line in replies.getvalue().splitlines())
+    assert first == {"error": "m1: unknown request 'spawn'"} and set(second) == {"cpu"}
+
+
+def test_every_request_a_part_takes_is_one_of_its_methods_and_every_public_method_a_request():
+    from ccemu.machines.part import REQUESTS, Reader
+
+    for served in (Part, Reader):
+        public = {name for name in vars(served) if not name.startswith("_") and name != "REQUESTS"}
+        assert set(served.REQUESTS) == public, served
+    assert Part.REQUESTS == REQUESTS
 
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess:
