@@ -275,12 +275,16 @@ class ExperimentRunner:
             shortfalls = self._add_missing_delay(live)
             tunnel_spread = net.tunnel_spread_us() if self.across is not None else None  # on the idle fabric
             live.epoch = time.monotonic_ns()
+            if self.across is not None:
+                net.watch_tunnels()
             requests_before = net.round_trips if self.across is not None else 0
             with self.monitoring.watching(spec.key, net, workdir, config.dilation.factor,
                                           lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
             if self.across is not None:  # what control cost: requests answered by the machines' parts
                 requests = net.round_trips - requests_before
+                # The tunnels judged at their worst, idle or under the block's traffic.
+                tunnel_spread = max(filter(None, (tunnel_spread, net.tunnel_spread_under_traffic_us())), default=None)
                 self.console.print(f"{spec.label}: {requests} requests to the machines' parts over {live.polls} polls "
                                    f"of the cchosts ({requests / max(live.polls, 1):.1f} per poll)")
             net.collect()  # the cchosts' last records and counters, where they ran on other machines

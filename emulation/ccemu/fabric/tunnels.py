@@ -32,6 +32,7 @@ import json
 import math
 import re
 import subprocess
+import tempfile
 
 from ..model.config import ExperimentConfig
 from ..model.partition import MachinePart
@@ -113,6 +114,36 @@ def tunnel_rtts_us(address: str, size: int) -> list[float]:
     done = subprocess.run(["ping", "-n", "-M", "do", "-c", str(TUNNEL_PINGS), "-i", str(TUNNEL_PING_INTERVAL_S),
                            "-W", "1", "-s", str(size - 28), address], capture_output=True, text=True)
     return [float(match) * 1e3 for match in _RTT.findall(done.stdout)]
+
+
+TUNNEL_WATCH_INTERVAL_S = 0.01  # under traffic: 100 pings a second per machine pair, a few kbit/s
+
+
+class TunnelWatch:
+    """Round trips to each far machine measured all through a block's traffic (tunnel_rtts_us
+    measures the idle network, before it): what the tunnels' own traffic, and anything else on the
+    machines' network, adds to their delay. One `ping` per far machine, owned here and ended by
+    stop() (SIGTERM to exactly those processes); their output goes to unnamed files."""
+
+    def __init__(self, addresses: dict[str, str], size: int):
+        self.pings: dict[str, tuple[subprocess.Popen, object]] = {}
+        for far, address in addresses.items():
+            out = tempfile.TemporaryFile(mode="w+")
+            self.pings[far] = (subprocess.Popen(
+                ["ping", "-n", "-M", "do", "-i", str(TUNNEL_WATCH_INTERVAL_S), "-W", "1", "-s", str(size - 28),
+                 address], stdout=out, stderr=subprocess.DEVNULL), out)
+
+    def stop(self) -> dict[str, list[float]]:
+        """{far machine: its round trips in us} since the start; the pings ended."""
+        found = {}
+        for far, (ping, out) in self.pings.items():
+            ping.terminate()
+            ping.wait()
+            out.seek(0)
+            found[far] = [float(match) * 1e3 for match in _RTT.findall(out.read())]
+            out.close()
+        self.pings = {}
+        return found
 
 
 def spread_us(rtts_us: list[float]) -> float | None:

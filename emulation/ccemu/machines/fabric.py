@@ -289,14 +289,20 @@ class SplitFabric(UpWhileInside):
         return ports, next(iter(replies.values()))["frame_ns"]
 
     def tunnel_spread_us(self) -> tuple[float, str] | None:
-        """The worst one-way delay spread of the tunnels (fabric/tunnels.py spread_us), measured
-        from every machine to each it tunnels to, all at once, and which pair it was; None
-        without a cut link or a round trip."""
+        """The worst one-way delay spread of the tunnels (fabric/tunnels.py spread_us) on the idle
+        fabric, measured from every machine to each it tunnels to, all at once, and which pair it
+        was; None without a cut link or a round trip."""
         size = underlay_mtu_needed(self.config.link.mtu)
-        replies = self._everyone({"op": "tunnel_rtts", "addresses": self.addresses, "size": size})
-        spreads = [(spread, f"{name} -> {far}") for name, reply in replies.items()
-                   for far, rtts in reply["rtts_us"].items() if (spread := spread_us(rtts)) is not None]
-        return max(spreads) if spreads else None
+        return _worst_spread(self._everyone({"op": "tunnel_rtts", "addresses": self.addresses, "size": size}), "")
+
+    def watch_tunnels(self) -> None:
+        """Every machine measures its tunnels' round trips until tunnel_spread_under_traffic_us."""
+        self._everyone({"op": "tunnel_watch", "addresses": self.addresses,
+                        "size": underlay_mtu_needed(self.config.link.mtu)})
+
+    def tunnel_spread_under_traffic_us(self) -> tuple[float, str] | None:
+        """As tunnel_spread_us, over the round trips measured since watch_tunnels."""
+        return _worst_spread(self._everyone({"op": "tunnel_watched"}), ", under traffic")
 
     def live_ports(self) -> "LivePorts":
         return LivePorts(self)
@@ -377,6 +383,12 @@ class SplitFabric(UpWhileInside):
 
     def bring_up(self) -> None:
         self.start()
+
+
+def _worst_spread(replies: dict[str, dict], when: str) -> tuple[float, str] | None:
+    spreads = [(spread, f"{name} -> {far}{when}") for name, reply in replies.items()
+               for far, rtts in reply["rtts_us"].items() if (spread := spread_us(rtts)) is not None]
+    return max(spreads) if spreads else None
 
 
 class LivePorts:

@@ -10,8 +10,9 @@ The channel: one JSON object per line each way, a reply for every request but a 
   underlay, up        judge this machine (its build, its share of the fabric, its network for its
                       tunnels); build its part (FabricNet)
   probes_*, port_counters   fabric/checks.py's probes and counters, for this machine's hosts and switches
-  clock, tunnel_rtts, tunnel_counters   its CLOCK_MONOTONIC; round trips to the machines it tunnels
-                      to; the frames each of its tunnels sent and received
+  clock, tunnel_rtts, tunnel_watch, tunnel_watched, tunnel_counters   its CLOCK_MONOTONIC; round
+                      trips to the machines it tunnels to, idle and all through the traffic; the
+                      frames each of its tunnels sent and received
   spawn, write, close_stdin, signal   a block's cchosts (machines/remote.py is the other side);
                       write is one-way (a round's flows to 127 senders would be 127 round trips)
   collect             what they wrote since the last call (machines/mirror.py), and whether each ended
@@ -45,8 +46,8 @@ from .mirror import Outbox, mapped
 BUILD_ROOT = Path(__file__).resolve().parents[3]  # this machine's ccemu tree (its ccemu_build_root)
 MIRROR = "mirror"  # in the run's state folder: the block's work folder as this machine's hosts see it
 REQUESTS = ("underlay", "up", "probes_open", "probes_send", "probes_drain", "probes_close", "port_counters",
-            "clock", "tunnel_rtts", "tunnel_counters", "spawn", "write", "close_stdin", "signal", "collect",
-            "idle_rtts", "ports_drained", "cpu", "down")
+            "clock", "tunnel_rtts", "tunnel_watch", "tunnel_watched", "tunnel_counters", "spawn", "write",
+            "close_stdin", "signal", "collect", "idle_rtts", "ports_drained", "cpu", "down")
 ONE_WAY = ("write",)
 
 
@@ -62,6 +63,7 @@ class Part:
         self.procs: dict[int, subprocess.Popen] = {}  # the controller's process ids -> what runs here
         self.outbox: Outbox | None = None
         self.maps = None  # the ports' maps, opened at their first reading (_maps), closed at "down"
+        self.watch = None  # the tunnels' round trips under traffic (tunnel_watch), ended at "down"
 
     def _part(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int):
         from ..model.config import parse_config
@@ -211,6 +213,23 @@ class Part:
         fars = {self.net.part.far_end(link) for link in self.net.part.partition.cut_on(self.machine)}
         return {"rtts_us": {far: tunnel_rtts_us(addresses[far], size) for far in sorted(fars)}}
 
+    def tunnel_watch(self, addresses: dict[str, str], size: int) -> dict:
+        """Starts measuring round trips to each machine this one tunnels to until tunnel_watched."""
+        from ..fabric.tunnels import TunnelWatch
+
+        self._stop_watch()
+        fars = {self.net.part.far_end(link) for link in self.net.part.partition.cut_on(self.machine)}
+        self.watch = TunnelWatch({far: addresses[far] for far in sorted(fars)}, size)
+        return {}
+
+    def tunnel_watched(self) -> dict:
+        """The round trips (us) measured since tunnel_watch, per far machine."""
+        return {"rtts_us": self._stop_watch()}
+
+    def _stop_watch(self) -> dict[str, list[float]]:
+        watch, self.watch = self.watch, None
+        return watch.stop() if watch is not None else {}
+
     def tunnel_counters(self) -> dict:
         """The frames each of this machine's tunnels sent to the network and took from it, by key
         (fabric/tunnels.py tunnel_counters)."""
@@ -234,6 +253,7 @@ class Part:
         self.procs.clear()
 
     def down(self) -> dict:
+        self._stop_watch()
         if self.maps is not None:
             self.maps.close()
             self.maps = None

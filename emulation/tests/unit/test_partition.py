@@ -592,3 +592,17 @@ def test_a_namespace_command_line_longer_than_a_terminal_line_is_refused_naming_
         _run_everywhere({short: "true", long: " && ".join(["ethtool -K vx1 gro off > /dev/null"] * 128)})
     assert short.sent == long.sent == []  # a shell given a cut line says nothing: none is sent
     assert TERMINAL_LINE_BYTES == 4095
+
+
+@pytest.mark.root
+def test_a_tunnel_watch_measures_round_trips_until_stopped_and_leaves_no_ping_behind():
+    import psutil
+
+    from ccemu.fabric.tunnels import TunnelWatch
+
+    watch = TunnelWatch({"here": "127.0.0.1"}, 1550)  # loopback: no machine's network is touched
+    pings = [psutil.Process(ping.pid) for ping, _ in watch.pings.values()]
+    time.sleep(0.3)
+    rtts = watch.stop()
+    assert set(rtts) == {"here"} and len(rtts["here"]) >= 5 and all(rtt > 0 for rtt in rtts["here"])
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in pings) and watch.stop() == {}
