@@ -32,9 +32,9 @@ class RemoteStdin:
         self.closed = False
 
     def write(self, data: bytes) -> None:
-        """Sent without waiting for the part (one-way): a round's flows for 127 senders would be 127
-        round trips, and the round would start before the last arrived. A cchost that no longer
-        reads its input has ended, which the runner's next poll sees."""
+        """Sent without waiting for the part (one-way): a round's flows for 127 senders were 127
+        round trips, which a round's start delay must cover. A cchost that no longer reads its
+        input has ended, which the runner's next poll sees."""
         self.process.fabric.tell(self.process.machine, {"op": "write", "id": self.process.id,
                                                         "data": base64.b64encode(data).decode()})
 
