@@ -299,7 +299,8 @@ class ExperimentRunner:
             ends = [bottleneck_host] if bottleneck_host else hosts
             self.credit_queues = 1 + max(len(net.routing.path(a, h, 0)) for a in ends for h in hosts if h != a)
             self._record_hosts(spec, net)
-            self.bundle.add(*TransportRow.per_host(spec.key, counters_under(workdir)))
+            counters = counters_under(workdir)
+            self.bundle.add(*TransportRow.per_host(spec.key, counters))
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
             ports, frame_ns = net.drained_ports()
@@ -325,7 +326,7 @@ class ExperimentRunner:
                                              flows=[f for f in self.bundle.flows if BlockKey.of_row(f) == spec.key],
                                              lateness_p99_us=lateness_p99,
                                              base_rtt_us=min(live.base_rtts.values(), default=0) * 1e6 or None,
-                                             start_late=fidelity.start_lateness_us(workdir.glob("*.counters")),
+                                             start_late=fidelity.start_lateness_us(counters),
                                              clock_error_us=clock_error,
                                              tunnel_losses=[f"the network between the machines lost {lost} of the "
                                                             f"{sent} frames of cut link {port} -> {far}"

@@ -190,8 +190,7 @@ def underlay_problems(part: MachinePart, link_mtu: int) -> list[str]:
     """Each far machine this one must tunnel to, checked: reachable, over a network that carries
     the tunnels' packets whole, and from the address the others were told is ours."""
     problems = []
-    fars = sorted({part.far_end(link) for link in part.partition.cut_on(part.machine)})
-    for far in fars:
+    for far in part.far_machines():
         address = part.addresses[far]
         try:
             ipaddress.IPv4Address(address)

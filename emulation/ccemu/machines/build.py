@@ -11,6 +11,7 @@ then differs, and the refusal says to remove the machine's build root before pro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -39,8 +40,10 @@ def cchost_digest() -> str:
     return _digest([binary], binary.parent)
 
 
+@functools.cache
 def identity() -> dict[str, str]:
-    """This machine's build: {"ccemu": digest, "cchost": digest}."""
+    """This machine's build: {"ccemu": digest, "cchost": digest}, read once per process (a
+    controller compares it at every block's start)."""
     return {"ccemu": ccemu_digest(), "cchost": cchost_digest()}
 
 

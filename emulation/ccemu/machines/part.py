@@ -19,7 +19,7 @@ The channel: one JSON object per line each way, a reply for every request but a 
   idle_rtts, ports_drained, cpu   fabric/latency.py's, the ports' figures once drained, /proc/stat
   down                tear down; then it exits
 The collector's scrapes go to a second process on the machine, `ccemu part --reader STATE_DIR` (Reader:
-ports, cpu, down), over a channel of their own.
+ports, ports_drained, cpu, down; the part reads its own ports through one), over a channel of their own.
 A failure is {"error": "one line"}; the part stays as it was (the controller decides). A one-way
 request that fails says so on stderr (the session's log, quoted if the machine is lost).
 Replies go to the channel's own descriptor: anything else writing to stdout (Mininet's messages)
@@ -62,7 +62,7 @@ class Part:
         self.probes = None
         self.procs: dict[int, subprocess.Popen] = {}  # the controller's process ids -> what runs here
         self.outbox: Outbox | None = None
-        self.maps = None  # the ports' maps, opened at their first reading (_maps), closed at "down"
+        self.reader: Reader | None = None  # its run folder's ports' maps and CPU, as the scrapes' channel reads them
         self.watch = None  # the tunnels' round trips under traffic (tunnel_watch), ended at "down"
 
     def _part(self, config: dict, machines: list[str], addresses: dict[str, str], vni_base: int):
@@ -105,6 +105,7 @@ class Part:
             raise
         self.net = net
         self.outbox = Outbox(net.inventory.state_dir / MIRROR)
+        self.reader = Reader(self.machine, str(net.inventory.state_dir))
         return {"cpu": asdict(CpuTimes.now()), "run_id": net.run_id, "state_dir": str(net.inventory.state_dir),
                 "datapath": net.describe_datapath(),
                 "bring_up_s": round(net.timings.total, 3), "switches": len(net.switches), "hosts": len(net.hosts)}
@@ -162,12 +163,14 @@ class Part:
         return {"pid": self.procs[id].pid}
 
     def write(self, id: int, data: str) -> dict:
+        """One-way (ONE_WAY): a cchost that no longer reads its input has ended, which the
+        controller's next collect says."""
         try:
             self.procs[id].stdin.write(base64.b64decode(data))
             self.procs[id].stdin.flush()
         except (BrokenPipeError, ValueError):
-            return {"broken": True}
-        return {"broken": False}
+            pass
+        return {}
 
     def close_stdin(self, id: int) -> dict:
         if self.procs[id].stdin:
@@ -194,32 +197,21 @@ class Part:
         measured = idle_rtts(self.net, [tuple(pair) for pair in pairs])
         return {"rtts": [[src, dst, rtt] for (src, dst), rtt in measured.items()]}
 
-    def _maps(self):
-        """The ports' maps, opened once (the collector reads them at every scrape)."""
-        if self.maps is None:
-            from ..ports.maps import PortMaps
-
-            self.maps = PortMaps(self.net.inventory.state_dir)
-        return self.maps
-
     def ports_drained(self) -> dict:
-        maps = self._maps()
-        return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
+        return self.reader.ports_drained()
 
     def tunnel_rtts(self, addresses: dict[str, str], size: int) -> dict:
         """Round trips (us) to each machine of `addresses` this one tunnels to (fabric/tunnels.py)."""
         from ..fabric.tunnels import tunnel_rtts_us
 
-        fars = {self.net.part.far_end(link) for link in self.net.part.partition.cut_on(self.machine)}
-        return {"rtts_us": {far: tunnel_rtts_us(addresses[far], size) for far in sorted(fars)}}
+        return {"rtts_us": {far: tunnel_rtts_us(addresses[far], size) for far in self.net.part.far_machines()}}
 
     def tunnel_watch(self, addresses: dict[str, str], size: int) -> dict:
         """Starts measuring round trips to each machine this one tunnels to until tunnel_watched."""
         from ..fabric.tunnels import TunnelWatch
 
         self._stop_watch()
-        fars = {self.net.part.far_end(link) for link in self.net.part.partition.cut_on(self.machine)}
-        self.watch = TunnelWatch({far: addresses[far] for far in sorted(fars)}, size)
+        self.watch = TunnelWatch({far: addresses[far] for far in self.net.part.far_machines()}, size)
         return {}
 
     def tunnel_watched(self) -> dict:
@@ -254,9 +246,9 @@ class Part:
 
     def down(self) -> dict:
         self._stop_watch()
-        if self.maps is not None:
-            self.maps.close()
-            self.maps = None
+        if self.reader is not None:
+            self.reader.down()
+            self.reader = None
         self._stop_procs()
         self.probes_close()
         if self.net is None:
@@ -285,7 +277,7 @@ class Reader:
     pin there), so that a scrape never waits behind the runner's requests on the part's channel,
     nor they behind it. It changes nothing."""
 
-    REQUESTS = ("ports", "cpu", "down")
+    REQUESTS = ("ports", "ports_drained", "cpu", "down")
 
     def __init__(self, machine: str, state_dir: str):
         from ..fabric.inventory import DEFAULT_STATE_ROOT
@@ -298,6 +290,7 @@ class Reader:
         self.maps = None
 
     def _maps(self):
+        """The ports' maps, opened at the first reading and kept until down."""
         if self.maps is None:
             from ..ports.maps import PortMaps
 
@@ -306,6 +299,11 @@ class Reader:
 
     def ports(self) -> dict:
         return {"ports": [asdict(port) for port in self._maps().read()]}
+
+    def ports_drained(self) -> dict:
+        """The ports once the traffic stopped and their queues drained (PortMaps.read_drained)."""
+        maps = self._maps()
+        return {"ports": [asdict(port) for port in maps.read_drained()], "frame_ns": maps.frame_ns}
 
     def cpu(self) -> dict:
         return {"cpu": asdict(CpuTimes.now())}

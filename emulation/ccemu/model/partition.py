@@ -243,9 +243,13 @@ class MachinePart:
         """(first, last) identifier of the run's tunnels (every machine's)."""
         return self.vni_base, self.vni_base + len(self.partition.cut) - 1
 
+    def far_machines(self) -> list[str]:
+        """The machines this one tunnels to, in name order."""
+        return sorted({self.far_end(link) for link in self.partition.cut_on(self.machine)})
+
     def far_addresses(self) -> list[str]:
         """The addresses of the machines this one tunnels to: the only sources its tunnels take."""
-        return sorted({self.addresses[self.far_end(link)] for link in self.partition.cut_on(self.machine)})
+        return sorted(self.addresses[far] for far in self.far_machines())
 
     def holds(self, node: str) -> bool:
         return self.partition.machine_of[node] == self.machine

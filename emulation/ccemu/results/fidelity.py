@@ -181,11 +181,12 @@ def pacing_lateness_us(counters: Iterable[Path]) -> tuple[float | None, float | 
     return worst("mean_us"), worst("p99_us")
 
 
-def start_lateness_us(counters: Iterable[Path]) -> tuple[float, str] | None:
-    """The most any cchost started a flow after its scheduled time (wall us), and which host's
-    (its counters file's name); None: no counters say (a cchost from before they did)."""
-    found = [(late["max_us"], path.stem) for path in counters if path.exists()
-             if (late := read_counters(path).get("start_lateness")) and late["count"]]
+def start_lateness_us(counters: Iterable[tuple[str, dict]]) -> tuple[float, str] | None:
+    """The most any cchost started a flow after its scheduled time (wall us), and which host's, of
+    (host, counters) as programs/cchost.py counters_under reads them; None: no counters say (a
+    cchost from before they did)."""
+    found = [(late["max_us"], host) for host, counters in counters
+             if (late := counters.get("start_lateness")) and late["count"]]
     return max(found) if found else None
 
 

@@ -196,13 +196,15 @@ def test_a_flow_that_finished_faster_than_its_own_ideal_fct_warns_with_the_least
 
 
 def test_a_host_that_started_a_flow_a_base_rtt_after_its_schedule_warns_naming_it(tmp_path):
+    from ccemu.programs.cchost import counters_under
     from ccemu.results.fidelity import start_lateness_us
 
-    for host, late_us in (("h2", 40.0), ("h17", 900.0)):
-        (tmp_path / f"{host}.counters").write_text(json.dumps({"start_lateness": {"count": 3, "max_us": late_us}}))
-    (tmp_path / "h3.counters").write_text(json.dumps({"timer_lateness": {}}))  # a cchost from before: skipped
-    (tmp_path / "h4.counters").write_text(json.dumps({"start_lateness": {"count": 0, "max_us": 0.0}}))
-    late = start_lateness_us(sorted(tmp_path.glob("*.counters")))
+    for host, late_us in ((2, 40.0), (17, 900.0)):
+        (tmp_path / f"h{host}.counters").write_text(json.dumps({"host": host, "start_lateness": {"count": 3,
+                                                                                                 "max_us": late_us}}))
+    (tmp_path / "h3.counters").write_text(json.dumps({"host": 3, "timer_lateness": {}}))  # from before: skipped
+    (tmp_path / "h4.counters").write_text(json.dumps({"host": 4, "start_lateness": {"count": 0, "max_us": 0.0}}))
+    late = start_lateness_us(counters_under(tmp_path))
     assert late == (900.0, "h17")
     on_time = judge(Observation(steal=0, busy=0.5, frame_bytes=FRAME, base_rtt_us=1000.0, start_late=late))
     assert on_time.status == PASS and on_time.figures["start_lateness_of_base_rtt"] == 0.9
@@ -211,7 +213,7 @@ def test_a_host_that_started_a_flow_a_base_rtt_after_its_schedule_warns_naming_i
     assert behind.reasons == ["WARN: h17 started a flow 900 us after its scheduled time (the latest of any host), base "
                               "RTT 800 us: flows meant to start together did not (the controller or the host fell "
                               "behind)"]
-    assert start_lateness_us([tmp_path / "h3.counters"]) is None
+    assert start_lateness_us([("h3", {"host": 3, "timer_lateness": {}})]) is None
 
 
 @pytest.mark.parametrize("error_us, status", [(50.0, PASS), (100.0, WARN), (1000.0, FAIL)])
