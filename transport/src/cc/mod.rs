@@ -3,9 +3,10 @@
 //! ExpressPass, SprayPass), [`SenderControl`] for sender-driven ones (window, send gate, or a
 //! rate pacer: DCTCP, DCTCP+, DCQCN) and, for the latter's data receivers, [`ReceiverControl`]
 //! (DCQCN's notification point). Every hook takes `now`. One file per algorithm (one folder
-//! when it grows helpers), whose config is its scheme's factory ([`SchemeFactory`], with its
-//! parameters' table: [`param`]); [`schemes`] is the one table of them, which an endpoint's
-//! [`crate::Registry`] holds.
+//! when it grows helpers, or has two endpoints: DCQCN's reaction and notification points),
+//! whose config is its scheme's factory ([`SchemeFactory`], with its parameters' table:
+//! [`param`]); [`schemes`] is the one table of them, which an endpoint's [`crate::Registry`]
+//! holds.
 
 use std::any::Any;
 use std::fmt;
@@ -26,7 +27,8 @@ pub mod spraypass;
 
 /// The schemes cchost runs, configured for a host's link of `link_bits_per_second` and its
 /// data packets' `mss` payload bytes: the one table of them, one line per scheme, in the order
-/// `cchost --schemes` lists them. A new scheme is a file above and a line here.
+/// `cchost --schemes` lists them. A new scheme is a file above, its `pub mod` and a line here
+/// (CONTRIBUTING.md, "A scheme", lists the rest).
 pub fn schemes(link_bits_per_second: f64, mss: u16) -> Vec<Box<dyn SchemeFactory>> {
     let link = link_bits_per_second;
     vec![

@@ -1,34 +1,36 @@
 //! A simulated network to drive [`Endpoint`]s with a virtual clock, on any [`Topology`] (a
 //! star, a leaf-spine, a fat-tree), routed by path-id as the emulated fabric is. Every port,
-//! host NIC and switch port alike, is the emulator's port model (emulation/ccemu/shaping.py,
-//! bpf/port.bpf.c): a credit class served first, through a token bucket at the credit share
-//! with a burst of two credits and a buffer of a few credits, that can mark credits CE with
-//! the probability it drops them (SprayPass's Pd); and a data FIFO that tail-drops at its
-//! buffer and CE-marks ECN-capable packets that find more than K bytes queued (or, for DCQCN,
-//! with RED's probability between Kmin and Kmax). TCD's UE mark (a port paused by PFC, which
-//! is not modelled) is set on demand over a time window. Links have a
+//! host NIC and switch port alike, is the emulator's port model (emulation/ccemu/ports/; here
+//! `port.rs`: a credit class and a data FIFO, marking as the scheme's ports do). Links have a
 //! propagation delay and a rate each. What the emulator adds on its own is here on demand:
-//! reordering (a packet overtaken by up to N others on its last hop) and late timers.
-//! Deterministic: the same inputs give the same run.
+//! reordering (a packet overtaken by up to N others on its last hop) and late timers. The
+//! [`Network`] (this file) moves packets between hosts and ports by the event queue
+//! (`events.rs`) and records what they saw (`stats.rs`). Deterministic: the same inputs give
+//! the same run.
 
+mod events;
+mod port;
+mod stats;
 mod topology;
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+pub use port::{Red, CREDIT_WIRE_BYTES};
+pub use stats::{jain_fairness, mean_queue, Delivery, PortStats};
 pub use topology::{Node, Switch, Topology};
 
 use crate::config::EndpointConfig;
 use crate::endpoint::Endpoint;
 use crate::record::{FlowRecord, FlowSpec, InboundFinish, Trace};
-use crate::types::{Ecn, HostId, Incoming, Transmit};
-use crate::wire::{frame_wire_bytes, Kind, Packet, DATA_HEADER_BYTES, FRAME_OVERHEAD_BYTES, MIN_FRAME_WIRE_BYTES};
+use crate::types::{Ecn, HostId, Incoming};
+use crate::wire::{frame_wire_bytes, Kind, Packet, DATA_HEADER_BYTES, FRAME_OVERHEAD_BYTES};
+use events::{Event, Events};
+use port::{Departure, InFlight, Port};
 
-pub const CREDIT_WIRE_BYTES: u64 = MIN_FRAME_WIRE_BYTES;
 /// A full data frame on the wire (1450 bytes of payload).
 pub const DATA_FRAME_BYTES: u64 = 1450 + DATA_HEADER_BYTES as u64 + FRAME_OVERHEAD_BYTES;
 
@@ -119,137 +121,6 @@ impl SimConfig {
     }
 }
 
-/// RED marking as DCQCN's congestion point does it (paper, section 3): an ECN-capable packet
-/// that finds q bytes queued (itself not counted, as K) is CE-marked with probability 0 up to
-/// Kmin, rising linearly to Pmax at Kmax, and 1 above Kmax.
-#[derive(Debug, Clone, Copy)]
-pub struct Red {
-    pub kmin_bytes: u64,
-    pub kmax_bytes: u64,
-    pub pmax: f64,
-}
-
-impl Red {
-    pub fn probability(&self, queued_bytes: u64) -> f64 {
-        if queued_bytes <= self.kmin_bytes {
-            0.0
-        } else if queued_bytes > self.kmax_bytes {
-            1.0
-        } else {
-            let span = (self.kmax_bytes - self.kmin_bytes).max(1) as f64;
-            self.pmax * (queued_bytes - self.kmin_bytes) as f64 / span
-        }
-    }
-}
-
-/// A packet inside the network.
-#[derive(Debug, Clone)]
-struct InFlight {
-    src: HostId,
-    transmit: Transmit,
-    /// Its ECN codepoint now (ports mark it on the way).
-    ecn: Ecn,
-    wire_bytes: u64,
-}
-
-/// What one port saw.
-#[derive(Debug, Clone, Default)]
-pub struct PortStats {
-    pub data_drops: u64,
-    pub credit_drops: u64,
-    pub marks: u64,
-    /// Packets this port marked UE (ECT(1), TCD's undetermined).
-    pub ue_marks: u64,
-    pub credit_marks: u64,
-    pub max_data_queue_bytes: u64,
-    /// (time, data queue bytes) at every change.
-    pub data_queue: Vec<(Instant, u64)>,
-    pub sent_data_bytes: u64,
-    pub sent_credits: u64,
-    /// With [`SimConfig::log_credits`]: (time, the credit's destination, the data sender it was
-    /// for; dropped) of every credit that came to this port: which flow's credits a shared credit
-    /// queue takes and drops, period by period.
-    pub credit_log: Vec<(Instant, HostId, bool)>,
-}
-
-struct Port {
-    /// Where the port's link leads.
-    to: Node,
-    rate_bps: f64,
-    busy_until: Instant,
-    credits: VecDeque<InFlight>,
-    data: VecDeque<InFlight>,
-    data_bytes: u64,
-    tokens: f64,
-    tokens_at: Instant,
-    /// SprayPass's Pd: credits injected and dropped in the current window, and the
-    /// probability of marking that the last full window set.
-    window_credits: u32,
-    window_drops: u32,
-    mark_probability: f64,
-    /// Every ECN-capable data packet enqueued in [from, to) is marked so (`Network::mark_switch_port`).
-    forced_mark: Option<(Ecn, Instant, Instant)>,
-    stats: PortStats,
-}
-
-enum Event {
-    Start {
-        host: HostId,
-        spec: FlowSpec,
-    },
-    /// The packet reaches a node: a switch forwards it, a host takes it.
-    Arrive {
-        node: Node,
-        packet: InFlight,
-    },
-    PortFree(usize),
-    Wake(HostId),
-    /// The port sends nothing until then (a CPU stall of the emulator, say).
-    Stall {
-        port: usize,
-        until: Instant,
-    },
-    /// A packet held back by `delay`, joining its host's port late.
-    Late {
-        port: usize,
-        packet: InFlight,
-    },
-}
-
-struct Scheduled {
-    at: Instant,
-    order: u64,
-    event: Event,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.order) == (other.at, other.order)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.order).cmp(&(other.at, other.order))
-    }
-}
-
-/// A data packet handed to its receiver: for throughput and fairness over time.
-#[derive(Debug, Clone, Copy)]
-pub struct Delivery {
-    pub at: Instant,
-    pub src: HostId,
-    pub dst: HostId,
-    pub flow: u32,
-    pub path_id: u8,
-    pub payload_bytes: u64,
-}
-
 pub struct Network {
     pub config: SimConfig,
     start: Instant,
@@ -262,8 +133,7 @@ pub struct Network {
     port_of: HashMap<(Node, Node), usize>,
     /// Per host (h1 at 0): its NIC's port, looked up once (every packet a host sends takes it).
     nics: Vec<usize>,
-    events: BinaryHeap<Reverse<Scheduled>>,
-    order: u64,
+    events: Events,
     rng: SmallRng,
     /// Lose the n-th packet (1-based) of a kind that any host sends.
     losses: Vec<(Kind, u64)>,
@@ -289,21 +159,7 @@ impl Network {
         for (a, b) in config.topology.links() {
             for (from, to) in [(a, b), (b, a)] {
                 port_of.insert((from, to), ports.len());
-                ports.push(Port {
-                    to,
-                    rate_bps: config.link_bps,
-                    busy_until: start,
-                    credits: VecDeque::new(),
-                    data: VecDeque::new(),
-                    data_bytes: 0,
-                    tokens: (config.credit_burst_credits * CREDIT_WIRE_BYTES) as f64,
-                    tokens_at: start,
-                    window_credits: 0,
-                    window_drops: 0,
-                    mark_probability: 0.0,
-                    forced_mark: None,
-                    stats: PortStats::default(),
-                });
+                ports.push(Port::new(to, &config, start));
             }
         }
         let nics =
@@ -318,8 +174,7 @@ impl Network {
             hosts,
             ports,
             port_of,
-            events: BinaryHeap::new(),
-            order: 0,
+            events: Events::default(),
             losses: Vec::new(),
             delays: Vec::new(),
             sent_by_kind: HashMap::new(),
@@ -404,11 +259,7 @@ impl Network {
     /// Runs until `until` after the start, or until nothing is left to happen.
     pub fn run_for(&mut self, until: Duration) {
         let end = self.start + until;
-        while let Some(Reverse(next)) = self.events.peek() {
-            if next.at > end {
-                break;
-            }
-            let Reverse(Scheduled { at, event, .. }) = self.events.pop().expect("peeked");
+        while let Some((at, event)) = self.events.pop_until(end) {
             self.now = at;
             self.dispatch(event);
         }
@@ -418,23 +269,21 @@ impl Network {
     /// Runs until every flow has finished; panics past `limit` (a test that hangs says so).
     pub fn run_to_completion(&mut self, limit: Duration) {
         loop {
-            let busy = self.hosts.iter().any(|h| h.active_flows() > 0)
-                || self.events.iter().any(|Reverse(s)| matches!(s.event, Event::Start { .. }));
+            let busy = self.hosts.iter().any(|h| h.active_flows() > 0) || self.events.starts_pending();
             if !busy {
                 return;
             }
-            let Some(Reverse(next)) = self.events.pop() else {
+            let Some((at, event)) = self.events.pop() else {
                 panic!("flows still running with nothing left to happen: a hang");
             };
-            assert!(next.at - self.start <= limit, "flows still running after {limit:?}");
-            self.now = next.at;
-            self.dispatch(next.event);
+            assert!(at - self.start <= limit, "flows still running after {limit:?}");
+            self.now = at;
+            self.dispatch(event);
         }
     }
 
     fn schedule(&mut self, at: Instant, event: Event) {
-        self.order += 1;
-        self.events.push(Reverse(Scheduled { at, order: self.order, event }));
+        self.events.schedule(at, event);
     }
 
     fn dispatch(&mut self, event: Event) {
@@ -531,129 +380,29 @@ impl Network {
         }
     }
 
-    fn is_credit(&self, packet: &InFlight) -> bool {
-        packet.transmit.kind == Kind::Credit && self.config.credit_share > 0.0
-    }
-
-    fn enqueue(&mut self, port_index: usize, mut packet: InFlight) {
-        let credit = self.is_credit(&packet);
-        let (buffer, k, red, now) =
-            (self.config.data_buffer_bytes, self.config.ecn_threshold_bytes, self.config.red, self.now);
-        let (credit_buffer, mark_window) = (self.config.credit_buffer_credits, self.config.credit_mark_window);
-        let log_credits = self.config.log_credits;
+    fn enqueue(&mut self, port: usize, packet: InFlight) {
+        // One draw per packet, whether a mark by probability needs it or not: what a seeded
+        // run does follows from the sequence of draws.
         let draw: f64 = self.rng.random_range(0.0..1.0);
-        let port = &mut self.ports[port_index];
-        if credit {
-            let drop = port.credits.len() >= credit_buffer;
-            if let Some(window) = mark_window {
-                // As the port program does: Pd of the last full window of N_cdt credits.
-                port.window_credits += 1;
-                port.window_drops += drop as u32;
-                if port.window_credits >= window {
-                    port.mark_probability = port.window_drops as f64 / port.window_credits as f64;
-                    (port.window_credits, port.window_drops) = (0, 0);
+        if self.ports[port].enqueue(&self.config, self.now, packet, draw) {
+            self.try_send(port);
+        }
+    }
+
+    fn try_send(&mut self, port: usize) {
+        match self.ports[port].dequeue(&self.config, self.now) {
+            Departure::Nothing => {}
+            Departure::TokensAt(at) => self.schedule(at, Event::PortFree(port)),
+            Departure::Sends { done, packet } => {
+                let to = self.ports[port].to;
+                let mut arrival = done + self.config.propagation;
+                if let (Node::Host(_), frames @ 1..) = (to, self.config.reorder_frames) {
+                    let frame_time = DATA_FRAME_BYTES as f64 * 8.0 / self.config.link_bps;
+                    arrival += Duration::from_secs_f64(frame_time * frames as f64 * self.rng.random_range(0.0..=1.0));
                 }
-                if !drop && packet.ecn != Ecn::Ce && draw < port.mark_probability {
-                    packet.ecn = Ecn::Ce;
-                    port.stats.credit_marks += 1;
-                }
+                self.schedule(done, Event::PortFree(port));
+                self.schedule(arrival, Event::Arrive { node: to, packet });
             }
-            if log_credits {
-                port.stats.credit_log.push((now, packet.transmit.dst, drop));
-            }
-            if drop {
-                port.stats.credit_drops += 1;
-                return;
-            }
-            port.credits.push_back(packet);
-        } else {
-            if port.data_bytes + packet.wire_bytes > buffer {
-                port.stats.data_drops += 1;
-                return;
-            }
-            // K counts what the packet finds queued, itself not included (as the port program).
-            let congested = k.is_some_and(|k| port.data_bytes > k)
-                || red.is_some_and(|red| draw < red.probability(port.data_bytes));
-            let forced = port.forced_mark.filter(|&(_, from, to)| (from..to).contains(&now)).map(|(mark, ..)| mark);
-            let capable = matches!(packet.ecn, Ecn::Ect0 | Ecn::Ect1);
-            if capable && (congested || forced == Some(Ecn::Ce)) {
-                packet.ecn = Ecn::Ce;
-                port.stats.marks += 1;
-            } else if capable && forced == Some(Ecn::Ect1) && packet.ecn == Ecn::Ect0 {
-                packet.ecn = Ecn::Ect1;
-                port.stats.ue_marks += 1;
-            }
-            port.data_bytes += packet.wire_bytes;
-            port.stats.max_data_queue_bytes = port.stats.max_data_queue_bytes.max(port.data_bytes);
-            port.stats.data_queue.push((now, port.data_bytes));
-            port.data.push_back(packet);
         }
-        self.try_send(port_index);
     }
-
-    fn try_send(&mut self, port_index: usize) {
-        let now = self.now;
-        let (share, propagation) = (self.config.credit_share, self.config.propagation);
-        let burst = (self.config.credit_burst_credits * CREDIT_WIRE_BYTES) as f64;
-        let port = &mut self.ports[port_index];
-        let credit_rate = port.rate_bps / 8.0 * share;
-        if port.busy_until > now {
-            return;
-        }
-        port.tokens = (port.tokens + (now - port.tokens_at).as_secs_f64() * credit_rate).min(burst);
-        port.tokens_at = now;
-        let packet = if !port.credits.is_empty() && port.tokens >= CREDIT_WIRE_BYTES as f64 - 1e-6 {
-            port.tokens = (port.tokens - CREDIT_WIRE_BYTES as f64).max(0.0);
-            port.stats.sent_credits += 1;
-            port.credits.pop_front()
-        } else if let Some(packet) = port.data.pop_front() {
-            port.data_bytes -= packet.wire_bytes;
-            port.stats.sent_data_bytes += packet.wire_bytes;
-            port.stats.data_queue.push((now, port.data_bytes));
-            Some(packet)
-        } else {
-            None
-        };
-        let Some(packet) = packet else {
-            if !port.credits.is_empty() {
-                // Rounded up to whole nanoseconds: rounding down would wake to find a hair
-                // too few tokens, forever.
-                let wait_ns = ((CREDIT_WIRE_BYTES as f64 - port.tokens) / credit_rate * 1e9).ceil().max(1.0);
-                // The port stays free meanwhile: data arriving before then goes at once.
-                let at = now + Duration::from_nanos(wait_ns as u64);
-                self.schedule(at, Event::PortFree(port_index));
-            }
-            return;
-        };
-        let done = now + Duration::from_secs_f64(packet.wire_bytes as f64 * 8.0 / port.rate_bps);
-        port.busy_until = done;
-        let to = port.to;
-        let mut arrival = done + propagation;
-        if let (Node::Host(_), frames @ 1..) = (to, self.config.reorder_frames) {
-            let frame_time = DATA_FRAME_BYTES as f64 * 8.0 / self.config.link_bps;
-            arrival += Duration::from_secs_f64(frame_time * frames as f64 * self.rng.random_range(0.0..=1.0));
-        }
-        self.schedule(done, Event::PortFree(port_index));
-        self.schedule(arrival, Event::Arrive { node: to, packet });
-    }
-}
-
-/// Time-weighted mean of a queue trace over [from, to].
-pub fn mean_queue(trace: &[(Instant, u64)], from: Instant, to: Instant) -> f64 {
-    let mut area = 0.0;
-    let mut level = trace.iter().take_while(|(t, _)| *t <= from).last().map_or(0, |&(_, q)| q);
-    let mut at = from;
-    for &(t, q) in trace.iter().filter(|(t, _)| *t > from && *t <= to) {
-        area += level as f64 * (t - at).as_secs_f64();
-        (at, level) = (t, q);
-    }
-    area += level as f64 * (to - at).as_secs_f64();
-    area / (to - from).as_secs_f64()
-}
-
-/// Jain's fairness index of some rates: 1 when all are equal.
-pub fn jain_fairness(rates: &[f64]) -> f64 {
-    let sum: f64 = rates.iter().sum();
-    let squares: f64 = rates.iter().map(|r| r * r).sum();
-    sum * sum / (rates.len() as f64 * squares)
 }
