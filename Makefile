@@ -74,11 +74,11 @@ $(VENV)/.installed: emulation/pyproject.toml emulation/requirements.lock | apt-p
 	touch $@
 
 # The port program (kernel side) and its loader; ccemu finds them in build/bpf/.
-$(BPF_OUT)/port.bpf.o: $(BPF_SRC)/port.bpf.c $(BPF_SRC)/port.h $(BPF_SRC)/port_config.h $(BPF_SRC)/switch.h | apt-packages
+$(BPF_OUT)/port.bpf.o: $(BPF_SRC)/port.bpf.c $(BPF_SRC)/port.h $(BPF_SRC)/port_config.h $(BPF_SRC)/port_structs.h $(BPF_SRC)/switch.h | apt-packages
 	@mkdir -p $(BPF_OUT)
 	clang -O2 -g -Wall -Werror -target bpf -mcpu=v3 -I$(BPF_SRC) -I/usr/include/$$(gcc -dumpmachine) -c $< -o $@
 
-$(BPF_OUT)/port_loader: $(BPF_SRC)/port_loader.c $(BPF_SRC)/port.h $(BPF_SRC)/port_config.h | apt-packages
+$(BPF_OUT)/port_loader: $(BPF_SRC)/port_loader.c $(BPF_SRC)/port.h $(BPF_SRC)/port_config.h $(BPF_SRC)/port_structs.h | apt-packages
 	@mkdir -p $(BPF_OUT)
 	gcc -O2 -Wall -Werror -I$(BPF_SRC) -o $@ $< -lbpf
 

@@ -26,6 +26,7 @@ from ccemu.fabric.net import FabricNet
 from ccemu.model.config import parse_config
 from ccemu.ports.maps import PortMaps
 from ccemu.ports.tc import MIN_WIRE_FRAME_BYTES, WIRE_OVERHEAD_BYTES
+from ccemu.results.markdown import table
 
 PAYLOAD = 1000
 WIRE = PAYLOAD + 8 + 20 + 14 + WIRE_OVERHEAD_BYTES
@@ -75,9 +76,9 @@ def main() -> None:
             seen[burst].append(drained(rate, burst))
             print(f"  burst {burst:5d} B: {seen[burst][-1]:.4f}", flush=True)
     print(f"\nA saturated port at {rate:g} Mbit/s: its drain rate / its line rate, by HTB burst ({repeats} runs each)")
-    print("| burst B | median | least | most |\n|---|---|---|---|")
-    for burst, ratios in seen.items():
-        print(f"| {burst} | {statistics.median(ratios):.4f} | {min(ratios):.4f} | {max(ratios):.4f} |")
+    print("\n".join(table(["burst B", "median", "least", "most"],
+                          [[str(burst), *(f"{f(ratios):.4f}" for f in (statistics.median, min, max))]
+                           for burst, ratios in seen.items()])))
 
 
 if __name__ == "__main__":

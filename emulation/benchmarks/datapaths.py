@@ -15,7 +15,7 @@ bottleneck's largest and mean queue (bytes on the wire, the mean as arriving fra
 marks of data and of credits, each the median of the runs [lowest-highest]; and per scheme whether
 the datapaths agree (`agreement`): their medians differ by no more than the wider of the two
 datapaths' run-to-run spreads (highest - lowest of its runs). The figures are the bundles' own
-(experiments/kinds/incast.py incast_table, over results/figures.py).
+(kinds/incast.py incast_table, over results/figures.py).
 
     sudo .venv/bin/python emulation/benchmarks/datapaths.py [--n 8] [--rounds 3] [--repeats 3] [--dilation 200]
 """
@@ -35,8 +35,8 @@ import yaml
 
 from ccemu import interrupts
 from ccemu.bench.capacity import faithful_rates
-from ccemu.experiments.kinds.incast import incast_table
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.kinds.incast import incast_table
+from ccemu.fabric.kernel import probe_kernel
 from ccemu.model.config import EXPERIMENTS_DIR, default_faithful, parse_config, read_yaml, with_datapath
 from ccemu.results.figures import Tables
 
@@ -148,7 +148,7 @@ def experiment_data(n: int, rounds: int, dilation: float | None) -> dict:
 def faithful_problem(data: dict, results: Path) -> str | None:
     """Why a datapath would not run `data` faithfully here (its link rate, or all its busy links
     together, above what it keeps faithful); None where both do."""
-    kernel = KernelFeatures.probe()
+    kernel = probe_kernel()
     for datapath in DATAPATHS:
         config = parse_config(with_datapath(data, datapath), source=f"incast --datapath {datapath}", kernel=kernel)
         faithful = faithful_rates(config.fabric, results) or default_faithful(config.fabric, kernel)

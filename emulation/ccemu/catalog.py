@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, get_args
 
 from .model import schemes as scheme_table
-from .model.config import EXPERIMENTS_DIR, ConfigError, TopologyConfig, read_yaml
+from .model.config import EXPERIMENTS_DIR, WORKLOAD_KINDS, ConfigError, TopologyConfig, read_yaml
 from .model.excerpt import cut
 
 SWEEPS_DIR = EXPERIMENTS_DIR.parent / "sweeps"
@@ -156,3 +156,16 @@ def listing(profiles: dict[str, tuple[str, ...]], only: str | None = None) -> st
             lines += [f"  {entry:<{width}}{said[0] if said else ''}"] + [f"  {'':<{width}}{line}" for line in said[1:]]
         blocks.append("\n".join(lines if entries else [title + ": none"]))
     return "\n\n".join(blocks)
+
+
+# The seeds' experiments; each distinct topology among them is checked once, before any runs.
+REPRODUCED = WORKLOAD_KINDS  # workloads/experiments/KIND.yaml: one experiment per kind, named after it
+# What `make reproduce PROFILE=...` runs. default: every claim of workloads/reference.yaml at the set-up
+# its paper measured it in: the incast at the DCTCP+ paper's other DCTCP set-ups too (Fig. 1 and Table
+# I's minimum window, Fig. 8's RTO), SprayPass's convergence at 100 Gbit/s; quick: one experiment per
+# kind, those claims not comparable.
+# paper: the experiments at the papers' own scale: their fabrics, host counts and workloads (the shuffle
+# at the largest that holds here, workloads/README.md).
+PROFILES = {"default": REPRODUCED + ("incast-fig1", "incast-fig8", "convergence-100g"), "quick": REPRODUCED,
+            "paper": ("realistic-fig19", "realistic-fig19-search", "realistic-fig19-cachefollower",
+                      "permutation-fig8", "victim-fig15", "shuffle-fig17")}

@@ -9,13 +9,16 @@ from pathlib import Path
 MAX_QUOTED = 200  # characters of a log line that go into a one-line message
 
 
-def last_line(path: Path) -> str:
-    """The last non-empty line of `path` ("" if there is none or it cannot be read)."""
+def last_line(path: Path, most: int | None = MAX_QUOTED) -> str:
+    """The last non-empty line of `path`, its first `most` characters (None: all of it); "" if there
+    is none or `path` is not a regular file that can be read (a fifo there would block the read)."""
     try:
+        if not path.is_file():
+            return ""
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         return ""
-    return lines[-1][:MAX_QUOTED] if lines else ""
+    return lines[-1][:most] if lines else ""
 
 
 def ended(returncode: int) -> str:

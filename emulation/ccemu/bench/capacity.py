@@ -28,17 +28,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import profile
-from ..fabric.allocators import ALLOCATORS
-from ..fabric.kernel import KernelFeatures
+from ..model.config.fabric import ALLOCATORS
+from ..model.kernel import KernelFeatures
+from ..fabric.kernel import probe_kernel
 from ..fabric.placement import PIN_FROM_CPUS, usable_cpus
 from ..model.config import FabricConfig, parse_config
 from ..model.dilation import FaithfulRates
+from ..results.fidelity import GOOD
+from ..results.markdown import table
 
 if TYPE_CHECKING:  # the fabric's modules load when a benchmark runs, not when the CLI parses its arguments
     from ..fabric.net import FabricNet
 
 
-GOOD = 0.95  # every pair at least this share of its ideal: the rate is within capacity
 DEFAULT_RATES = (5, 10, 15, 25, 50, 75, 100)
 DEFAULT_INSTANCES = ("1", "2", "auto")
 CAPACITY_DIR = "capacity"
@@ -98,7 +100,8 @@ def run_once(rate_mbps: float, variant: Variant, seconds: float, ovs_options: li
     flows ran (bench/profile.py) and the CPU ovs-vswitchd spent per packet per switch hop."""
     from ..fabric.net import FabricNet
     from ..programs.tcpload import PAIRS, TCP_PAYLOAD_PER_WIRE_FRAME, run_pairs
-    from ..ports.maps import PortMaps, switch_packets
+    from ..ports.maps import PortMaps
+    from ..ports.stats import switch_packets
     from ..results.fidelity import CpuTimes, SwitchFigures
 
     config = parse_config({"name": "capacity", "topology": {"kind": "fattree", "k": 4},
@@ -190,16 +193,13 @@ def capacity_table(runs: list[dict], variants: list[str]) -> str:
     rates = sorted({r["rate_mbps"] for r in runs})
     by = {(r["variant"], r["rate_mbps"]): r for r in runs}
     placements = {r["variant"]: r["placement"] for r in runs}
-    lines = ["| Mbit/s per link | " + " | ".join(f"{v} ({placements.get(v, '?')})" for v in variants) + " |",
-             "|---" * (len(variants) + 1) + "|"]
-    for rate in rates:
-        cells = [f"{min(by[(v, rate)]['ratios']):.3f}" if (v, rate) in by else "-" for v in variants]
-        lines.append(f"| {rate:g} | " + " | ".join(cells) + " |")
+    cells = [[f"{rate:g}", *(f"{min(by[(v, rate)]['ratios']):.3f}" if (v, rate) in by else "-" for v in variants)]
+             for rate in rates]
     capacities = [capacity_of(runs, v) for v in variants]
-    lines.append(f"| **every pair >= {GOOD} up to** | "
-                 + " | ".join(f"**{c:g}**" if c else f"below {min(rates):g}" for c, _ in capacities) + " |")
-    lines.append("| aggregate Mbit/s there | " + " | ".join(f"{a:g}" if a else "-" for _, a in capacities) + " |")
-    return "\n".join(lines)
+    cells += [[f"**every pair >= {GOOD} up to**",
+               *(f"**{c:g}**" if c else f"below {min(rates):g}" for c, _ in capacities)],
+              ["aggregate Mbit/s there", *(f"{a:g}" if a else "-" for _, a in capacities)]]
+    return "\n".join(table(["Mbit/s per link", *(f"{v} ({placements.get(v, '?')})" for v in variants)], cells))
 
 
 def latest(results_root: Path) -> dict | None:
@@ -214,7 +214,7 @@ def latest(results_root: Path) -> dict | None:
 def variant_of(fabric: FabricConfig, cpus: int, kernel: KernelFeatures | None = None) -> str:
     """The benchmark's name for the placement `fabric` asks for on a machine of `cpus` CPUs (and
     `kernel`'s features: this machine's unless given)."""
-    if fabric.forwarder(kernel or KernelFeatures.probe()) == "bpf":
+    if fabric.forwarder(kernel or probe_kernel()) == "bpf":
         return str(Variant.bpf())
     pinned = fabric.pin_ovs is True or (fabric.pin_ovs == "auto" and cpus >= PIN_FROM_CPUS)
     return str(Variant(fabric.ovs_instances, pinned, fabric.ovs_allocator))
@@ -244,7 +244,7 @@ def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = 
     later run of the benchmark that measured other placements, or this one at lower rates only, does
     not hide it. None where none was."""
     cpus = len(usable_cpus()) if cpus is None else cpus
-    kernel = KernelFeatures.probe()
+    kernel = probe_kernel()
     variant = variant_of(fabric, cpus, kernel)
     for measured in measurements(results_root):
         rate = (measured.get("capacities", {}).get(variant) or {}).get("rate_mbps")
@@ -253,17 +253,6 @@ def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = 
                                                    f"pair >= {GOOD} up to {rate:g} Mbit/s per link",
                                              fabric.forwarder(kernel))
     return None
-
-
-def summary_line(measured: dict, rate_mbps: float) -> str:
-    """One line for an experiment's summary: the machine's capacity beside the run's link rate."""
-    best = measured.get("capacity_mbps")
-    where = f"`ccemu bench capacity` of {measured['when']}, {measured['variant']}"
-    if best is None:
-        return f"This machine's capacity ({where}): no rate measured kept every pair >= {GOOD}."
-    verdict = "within it" if rate_mbps <= best else "**above it**: expect the fidelity verdict to say so"
-    return (f"This machine's capacity ({where}): every pair of 8 TCP flows on a k=4 fat-tree >= {GOOD} up to "
-            f"{best:g} Mbit/s per link; this experiment runs {rate_mbps:g} Mbit/s per link, {verdict}.")
 
 
 def write(results_root: Path, runs: list[dict], variants: list[str], seconds: float) -> Path:

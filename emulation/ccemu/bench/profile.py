@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..results import markdown
+
 SAMPLE_HZ = 999  # not a multiple of the kernel's tick, so sampling does not lock step with timers
 TOP_SYMBOLS = 12
 KINDS = ("kernel", "allocator", "libc", "ovs", "port programs", "other")
@@ -131,10 +133,9 @@ def table(run: dict, title: str) -> str:
     lines = [f"### {title}", "",
              f"{profile['samples']} samples ({profile['event']}) at {SAMPLE_HZ} Hz on every CPU; {cost}."
              + (CPU_CLOCK_CAVEAT if profile["event"] == "cpu-clock" else ""), "",
-             "| process | share of all CPUs | " + " | ".join(KINDS) + " |", "|---" * (len(KINDS) + 2) + "|"]
-    for process, seen in profile["processes"].items():
-        lines.append(f"| {process} | {seen['share']:.1%} | "
-                     + " | ".join(f"{seen['kinds'][k]:.0%}" for k in KINDS) + " |")
+             *markdown.table(["process", "share of all CPUs", *KINDS],
+                             [[process, f"{seen['share']:.1%}", *(f"{seen['kinds'][k]:.0%}" for k in KINDS)]
+                              for process, seen in profile["processes"].items()])]
     if profile["ovs_top_symbols"]:
         lines += ["", "ovs-vswitchd's top symbols: " + ", ".join(f"{s} {share:.1%}" for s, share in
                                                                    profile["ovs_top_symbols"])]
@@ -275,6 +276,6 @@ def transport_table(breakdown: dict, title: str) -> str:
              f"{breakdown['process_samples']} of {breakdown['samples']} samples ({breakdown['event']}, {SAMPLE_HZ} Hz, "
              f"every CPU) ran in cchost" + (f"; {', '.join(per_packet)}" if per_packet else "") + "."
              + (CPU_CLOCK_CAVEAT if breakdown["event"] == "cpu-clock" else ""), "",
-             "| activity | share of cchost's samples |", "|---|---|"]
-    lines += [f"| {a} | {share:.1%} |" for a, share in breakdown["activities"].items() if share]
+             *markdown.table(["activity", "share of cchost's samples"],
+                             [[a, f"{share:.1%}"] for a, share in breakdown["activities"].items() if share])]
     return "\n".join(lines + [""])

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import profile
+from ..results.markdown import cell, table
 
 FLOW_BYTES = 20_000_000
 CPU_BYTES = 500_000_000
@@ -69,7 +70,8 @@ def cchost_transfer(net, workdir: Path, scheme: str, link_mbps: float, size: int
     """One flow h1 -> h2: its record, the receiver's counters, CPU seconds and sleeps of both ends, and
     the packets of the transfer (the receiver's sent and received: each packet once); with `counted`
     (a directory), each end's system calls too, counted by `perf stat`."""
-    from ..programs.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
+    from ..programs.cchost import ScheduledFlow, command, write_schedule
+    from ..results.records import read_counters, read_records
 
     workdir.mkdir(parents=True, exist_ok=True)
     schedule = write_schedule(workdir / "h1.flows", [ScheduledFlow(id=1, dst=2, size=size, start=0.2)])
@@ -167,6 +169,9 @@ def cpu_per_gigabyte(spins, profile_dir: Path | None) -> tuple[list[dict], dict]
     case again under perf: {"scheme spin": breakdown} (bench/profile.py TransportBreakdown's json)."""
     from mininet.net import Mininet
 
+    from ..fabric.net import quiet_mininet
+
+    quiet_mininet()
     rows, profiles = [], {}
     print(f"2. CPU seconds per GB, both ends, {CPU_BYTES // 10**6} MB over one unshaped veth pair", flush=True)
     net = Mininet(controller=None, autoStaticArp=True)
@@ -241,9 +246,11 @@ def idle_hosts(count: int, spin_us: float) -> dict:
     2 s to settle: the share of every CPU they took together over IDLE_SECONDS."""
     from mininet.net import Mininet
 
+    from ..fabric.net import quiet_mininet
     from ..model.topology import host_addresses
     from ..programs.cchost import command
 
+    quiet_mininet()
     net = Mininet(controller=None)
     procs = []
     # Stopped before their directory is removed (they rewrite their counters until they exit).
@@ -336,27 +343,23 @@ def default_spin_us() -> float:
 def markdown(result: dict) -> str:
     lines = ["# cchost: goodput, pacing and CPU (`ccemu bench transport`)", "",
              "## 1. One 20 MB flow across a 2-host star", "",
-             "| Mbit/s | run | spin us | expresspass | dctcp | iperf3 TCP | timer late p50 / p99 / mean / max us "
-             "| p99 / credit gap |", "|---|---|---|---|---|---|---|---|"]
-    for row in result["goodput"]:
-        lines.append(f"| {row['rate_mbps']:g} | {row['run']} | {row['spin_us']:g} | {row['expresspass']:.3f} | "
-                     f"{row['dctcp']:.3f} | {row['iperf3']:.3f} | {_lateness(row['lateness'])} | "
-                     f"{row['p99_of_gap']:.0%} |")
-    lines += ["", f"## 2. CPU per GB, both ends, {CPU_BYTES // 10**6} MB over one unshaped veth pair", "",
-              "| program | spin us | CPU s/GB | Mbit/s | CPU us per packet | sleeps per packet |",
-              "|---|---|---|---|---|---|"]
-    for row in result["cpu"]:
-        per_packet, sleeps, spin = row.get("cpu_us_per_packet"), row.get("sleeps_per_packet"), row["spin_us"]
-        lines.append(f"| {row['program']} | {'' if spin is None else f'{spin:g}'} | {row['cpu_s_per_gb']:.2f} | "
-                     f"{row['mbps']:.0f} | {'' if per_packet is None else f'{per_packet:.1f}'} | "
-                     f"{'' if sleeps is None else f'{sleeps:.2f}'} |")
+             *table(["Mbit/s", "run", "spin us", "expresspass", "dctcp", "iperf3 TCP",
+                     "timer late p50 / p99 / mean / max us", "p99 / credit gap"],
+                    [[f"{row['rate_mbps']:g}", str(row["run"]), f"{row['spin_us']:g}", f"{row['expresspass']:.3f}",
+                      f"{row['dctcp']:.3f}", f"{row['iperf3']:.3f}", _lateness(row["lateness"]),
+                      f"{row['p99_of_gap']:.0%}"] for row in result["goodput"]]),
+             "", f"## 2. CPU per GB, both ends, {CPU_BYTES // 10**6} MB over one unshaped veth pair", "",
+             *table(["program", "spin us", "CPU s/GB", "Mbit/s", "CPU us per packet", "sleeps per packet"],
+                    [[row["program"], cell(row["spin_us"], "{:g}", missing=""), f"{row['cpu_s_per_gb']:.2f}",
+                      f"{row['mbps']:.0f}", cell(row.get("cpu_us_per_packet"), "{:.1f}", missing=""),
+                      cell(row.get("sleeps_per_packet"), "{:.2f}", missing="")] for row in result["cpu"]])]
     if result["idle"]:
         lines += ["", "## 3. Idle hosts: cchosts with no flows, their CPU together", "",
-                  "| hosts | spin us | share of the machine's CPUs | CPU us per host per second |", "|---|---|---|---|"]
-        for idle in result["idle"]:
-            per_host_us = idle["cpu_share_of_machine"] * idle["cpus"] / idle["hosts"] * 1e6
-            lines.append(f"| {idle['hosts']} | {idle['spin_us']:g} | {idle['cpu_share_of_machine']:.1%} of "
-                         f"{idle['cpus']} | {per_host_us:.0f} |")
+                  *table(["hosts", "spin us", "share of the machine's CPUs", "CPU us per host per second"],
+                         [[str(idle["hosts"]), f"{idle['spin_us']:g}",
+                           f"{idle['cpu_share_of_machine']:.1%} of {idle['cpus']}",
+                           f"{idle['cpu_share_of_machine'] * idle['cpus'] / idle['hosts'] * 1e6:.0f}"]
+                          for idle in result["idle"]])]
     for title, breakdown in result["profiles"].items():
         lines += ["", profile.transport_table(breakdown, f"cchost {title}")]
     return "\n".join(lines) + "\n"

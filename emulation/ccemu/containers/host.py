@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..fabric.inventory import Inventory, ProcessRecord, container_name, process_start_time
+from ..fabric.inventory import Inventory, ProcessRecord, container_name
+from ..fabric.namespaces import process_start_time
 from ..fabric.nodes import FabricHost
 from ..model.config import HostsConfig
 from .cgroups import cgroup_dirs, in_cgroup_filesystem, join_command

@@ -26,47 +26,33 @@ from .. import interrupts
 from ..bench import capacity as bench_capacity
 from ..containers.cgroups import read_figures
 from ..containers.engine import engine_session
-from ..fabric.kernel import KernelFeatures
+from ..fabric.kernel import probe_kernel
 from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
-from ..programs.cchost import counters_under, experiment_command, host_number
+from ..programs.cchost import experiment_command
+from ..results.records import counters_under
+from ..model.names import host_number
 from ..logs import ended, last_line
+from ..machines.fabric import SplitFabric
 from ..metrics import grafana
 from ..metrics.monitoring import MonitoringSession
 from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates, bdp_packets, ideal_fct_s
+from ..reports.report import report
 from ..results import fidelity, space
-from ..results.bundle import BlockKey, Bundle, provenance
+from ..results.bundle import BlockKey, Bundle
+from .provenance import provenance
 from ..results.rows import FlowRow, HostRow, PortRow, RttRow, TransportRow
-from .blocks import BlockSpec, WorkloadNotRunnable
+from ..kinds.blocks import BlockSpec, WorkloadNotRunnable
 
 if TYPE_CHECKING:
     from ..model.partition import Plan
-    from .kinds import Kind
+    from ..kinds import Kind
 
 START_DELAY_S = 0.2  # from the schedules' epoch to the flows' start: every host's cchost is up by then
 POLL_S = 0.05  # how often a block looks at its cchosts
 # Once a cchost died, the others get this long to finish their flows before the block's round ends.
 AFTER_FAILURE_GRACE_S = 2.0
-
-
-def stop_all(procs) -> None:
-    """Ends every cchost of `procs` (SIGTERM: it writes its last records and counters; SIGKILL after
-    10 s), each waited for, whatever the others do."""
-    for proc in procs:
-        if proc.stdin:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass  # it died with data in the pipe
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass(frozen=True)
@@ -264,8 +250,6 @@ class ExperimentRunner:
         if self.across is None:
             fabric = FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,))
         else:
-            from ..machines.fabric import SplitFabric
-
             fabric = SplitFabric(config, *self.across, run_id=run_id, workroot=self.bundle.work)
         cpu_across = None  # a fabric over several machines: its worst machine's, read before its parts go
         with fabric as net:
@@ -458,7 +442,7 @@ class ExperimentRunner:
             "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_seconds": round(time.monotonic() - self.started_at, 1), "interrupted": interrupted,
             "failed": failed, "datacenter": self._datacenter(),
-            "datapath": self.config.fabric.forwarder(KernelFeatures.probe()),  # what `auto` became here
+            "datapath": self.config.fabric.forwarder(probe_kernel()),  # what `auto` became here
             "fidelity": verdict, "unfinished_flows": self.unfinished_flows,
             "host_failures": [f.as_json() for f in self.failures], "faults": [f.as_json() for f in self.faults],
             **provenance(),
@@ -477,5 +461,4 @@ class ExperimentRunner:
         for scheme in self.config.schemes:
             manifest.update(scheme.port.manifest_entries(self.credit_queues))
         self.bundle.write_manifest(manifest)
-        from ..results.report import report  # here: the report reads the kinds, which import this module
         report(self.bundle.dir)

@@ -12,10 +12,12 @@ from collections import defaultdict
 
 from rich.progress import Progress
 
-from ..programs.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ..programs.cchost import ScheduledFlow, stop_all, write_schedule
+from ..model.names import host_number
+from ..results.records import read_records
 from ..model.routing import PATH_IDS
 from ..results.rows import RoundRow
-from .base import AFTER_FAILURE_GRACE_S, ExperimentRunner, HostFailure, LiveBlock, stop_all
+from .base import AFTER_FAILURE_GRACE_S, ExperimentRunner, HostFailure, LiveBlock
 
 # From the block's epoch to its first flow: 16 cchosts are started one after another meanwhile.
 FIRST_FLOW_AFTER_S = 0.5

@@ -17,14 +17,15 @@ from collections.abc import Callable
 
 from rich.progress import Progress
 
-from ..programs.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ..programs.cchost import ScheduledFlow, stop_all, write_schedule
+from ..model.names import host_number
+from ..results.records import read_records
 from ..model.config import IncastWorkload
 from ..model.dilation import DATA_WIRE_BYTES, PAYLOAD_BYTES
 from ..model.routing import PATH_IDS, Routing
 from ..model.workloads import Flow, incast_connections, incast_round
 from ..results.rows import RoundRow
-from .base import (AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock,
-                   stop_all)
+from .base import AFTER_FAILURE_GRACE_S, POLL_S, START_DELAY_S, BlockSpec, ExperimentRunner, HostFailure, LiveBlock
 
 
 def incast_schedule(routing: Routing, hosts: list[str], workload: IncastWorkload, n: int, rng: random.Random,

@@ -13,7 +13,7 @@ from ..model.config import ExperimentConfig
 from ..model.dilation import FaithfulRates
 from ..results.reproduction import Run
 from ..results.space import ResultsDiskFull
-from . import runner_for
+from .runners import runner_for
 
 
 def run_all(configs: dict[str, ExperimentConfig], dilation_from: dict[str, FaithfulRates | None], results: Path,

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# name -> (library to preload, Debian package that brings it); glibc: no preload.
-ALLOCATORS: dict[str, tuple[str, str] | None] = {
-    "glibc": None,
-    "jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
-    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
-}
+from ..model.config.fabric import ALLOCATORS
+
 # Where the dynamic loader finds a preload given by name (Debian's multiarch directories first).
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib")
 

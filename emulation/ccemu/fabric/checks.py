@@ -3,20 +3,18 @@ switches' own port counters. Each returns a list of problems (empty = all holds)
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 
-from ..programs.probe import Probes, hosts_of
 from .forwarding import path_id
+from .counters import PortKey
 from .net import FabricNet
-from .ovs import OvsError, parse_port_stats
+from .protocol import Fabric
 from .placement import usable_cpus
 from ..model.config import ExperimentConfig
 from ..model.routing import PATH_IDS, Routing, symmetry_problems
 
-PortKey = tuple[str, int]  # (switch, OpenFlow port)
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,7 @@ class Send:
 PROBES_PER_S_PER_CPU = 4000
 
 
-def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
+def run_probes(net: Fabric, plan: dict[str, list[Send]], linger: float = 1.0,
                rate: float | None = None) -> dict[str, Counter]:
     """Send every host's probes of `plan` (from inside the hosts: programs/probe.py), in rounds of
     one probe per sending host, at most `rate` probes per second (default: PROBES_PER_S_PER_CPU
@@ -44,7 +42,7 @@ def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
     queues = {name: [s for send in sends for s in [send] * send.count] for name, sends in plan.items()}
     planned = sum(len(queue) for queue in queues.values())
     heard: Counter = Counter()
-    with (Probes(hosts_of(net, plan)) if isinstance(net, FabricNet) else net.probes(plan)) as probes:
+    with net.probes(plan) as probes:
         started, sent = time.monotonic(), 0
         while any(queues.values()):
             for name, queue in queues.items():
@@ -62,7 +60,7 @@ def run_probes(net: FabricNet, plan: dict[str, list[Send]], linger: float = 1.0,
     return by_host
 
 
-def reachability_plan(net: FabricNet) -> dict[str, list[Send]]:
+def reachability_plan(net: Fabric) -> dict[str, list[Send]]:
     """Every host sends one datagram to every other host. Path-ids rotate over the pairs
     so that together the pairs cross every path the fabric has. Each host's list is in the
     order it is sent (run_probes sends from the end): in round r, host i sends to host i + r,
@@ -81,7 +79,7 @@ class Reachability:
     first_try_losses: int  # datagrams lost on the first attempt but delivered on a retry
 
 
-def check_reachability(net: FabricNet, attempts: int = 3) -> Reachability:
+def check_reachability(net: Fabric, attempts: int = 3) -> Reachability:
     """All-pairs delivery. A datagram lost once is sent again (up to `attempts` times, each
     slower than the last): the first packet of every new flow takes OVS's slow path, whose
     upcall queue can overflow under load. Only pairs that never deliver are problems."""
@@ -110,7 +108,7 @@ def check_reachability(net: FabricNet, attempts: int = 3) -> Reachability:
     return Reachability(problems, first_try_losses)
 
 
-def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
+def flow_path_id(net: Fabric, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
     """Path-id the fabric gives a TCP/UDP flow from `src` to `dst` (so its whole path is
     net.routing.path(src, dst, pid)), traced in the first switch without sending (the bpf
     datapath: its own function, mirrored in forwarding.path_id)."""
@@ -120,36 +118,6 @@ def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dpo
     flow = (f"in_port={port},{proto},nw_src={net.fabric_topo.host(src).ip},nw_dst={net.fabric_topo.host(dst).ip},"
             f"{proto}_src={sport},{proto}_dst={dport}")  # ofproto/trace wants udp_src, not tp_src, for UDP
     return net[switch].instance.traced_path_id(switch, flow)
-
-
-def port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
-    """(switch, port) -> (rx packets, tx packets) of every switch port: OVS's own counters, or
-    with the bpf datapath the kernel's (OVS's do not count what it never saw). A fabric over
-    several machines (machines/fabric.py) asks each for its switches'."""
-    if not isinstance(net, FabricNet):
-        return net.port_counters()
-    if net.forwards_in_bpf:
-        return _kernel_port_counters(net)
-    dumps = [(switch.name, switch.instance.dump_ports(switch.name)) for switch in net.switches]
-    counters = {}
-    for name, proc in dumps:
-        out, err = proc.communicate()
-        if proc.returncode:
-            raise OvsError(f"reading port counters of {name}: {err.strip()}")
-        for port, stats in parse_port_stats(out).items():
-            counters[(name, port)] = stats
-    return counters
-
-
-def _kernel_port_counters(net: FabricNet) -> dict[PortKey, tuple[int, int]]:
-    counters = {}
-    for namespace in net.switch_namespaces:
-        for link in json.loads(namespace.cmd("ip -s -j link show")):
-            switch, _, port = link["ifname"].rpartition("-eth")
-            if switch in net.routing.tables and port.isdigit():
-                stats = link["stats64"]
-                counters[(switch, int(port))] = (stats["rx"]["packets"], stats["tx"]["packets"])
-    return counters
 
 
 def _ports_that_counted(before, after, count: int) -> tuple[set[PortKey], set[PortKey], set[PortKey]]:
@@ -180,7 +148,7 @@ def symmetry_pairs(routing: Routing, machine_of: dict[str, str] | None = None) -
     return [(first, other) for _, other in sorted(by_length.items())]
 
 
-def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | None = None,
+def check_path_symmetry(net: Fabric, a: str, b: str, path_ids: list[int] | None = None,
                         count: int = 20) -> list[str]:
     """For each path-id: send `count` datagrams a->b, then b->a, and require that the
     switch ports that transmitted the forward packets are exactly those that received the
@@ -191,11 +159,11 @@ def check_path_symmetry(net: FabricNet, a: str, b: str, path_ids: list[int] | No
     for pid in path_ids if path_ids is not None else range(routing.n_paths(a, b)):
         seen = []
         for src, dst in ((a, b), (b, a)):
-            before = port_counters(net)
+            before = net.port_counters()
             # Up to 10 s for the last to arrive (a loaded machine's OVS takes new flows through its
             # slow path late): the counters are read once all are through, not after a guess.
             heard = run_probes(net, {src: [Send(ip[dst], pid, count)], dst: []}, linger=10)
-            after = port_counters(net)
+            after = net.port_counters()
             got = heard[dst][f"{ip[src]} {pid}"]
             if got < count:
                 problems.append(f"path-id {pid}: {src} -> {dst} delivered {got}/{count}")

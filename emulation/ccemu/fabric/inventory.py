@@ -35,18 +35,13 @@ does not make `ccemu clean` stop sshd.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import stat
-import struct
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 from dataclasses import asdict, dataclass, field
@@ -54,6 +49,8 @@ from pathlib import Path
 
 from ..polling import wait_until
 from . import firewall
+from .namespaces import (mounted_paths, netns_cookie, netns_inode_or_none, netns_of_processes, open_netns,
+                         pids_in_namespaces, process_start_time, protected_cookies)
 
 T = TypeVar("T")
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
@@ -61,74 +58,6 @@ STATE_FILE = "state.json"
 RUN_ENV = "CCEMU_RUN"  # spawn() puts CCEMU_RUN=<run id> in what it starts (see above)
 SHELL_OF = "shell of "
 TERM_GRACE_S = 1.0  # how long recorded daemons get to exit on SIGTERM before SIGKILL
-
-
-def process_start_time(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot, or None if it is gone (or a zombie:
-    dead, only waiting for its parent to read its status)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name may hold spaces and parentheses: fields resume after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] == "Z" else int(fields[19])
-
-
-def netns_inode(pid: int) -> int:
-    return os.stat(f"/proc/{pid}/ns/net").st_ino
-
-
-SO_NETNS_COOKIE = 71  # <asm-generic/socket.h>, Linux 5.14
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def netns_cookie(ns_fd: int) -> int | None:
-    """The cookie of the network namespace `ns_fd` refers to (an open /proc/PID/ns/net), read
-    from a socket made inside it."""
-
-    def read_cookie() -> int | None:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            try:
-                return struct.unpack("=Q", sock.getsockopt(socket.SOL_SOCKET, SO_NETNS_COOKIE, 8))[0]
-            except OSError:
-                return None  # a kernel before 5.14: the caller says what that means
-
-    return made_in_namespaces([ns_fd], read_cookie)[0]
-
-
-def made_in_namespaces(ns_fds: list[int], make: Callable[[], T]) -> list[T | None]:
-    """make() called inside each network namespace of `ns_fds` (open /proc/PID/ns/net), by one
-    short-lived thread that enters them in turn: setns moves only the calling thread, and a
-    socket made in a namespace stays in it. None where the namespace could not be entered."""
-    made: list[T | None] = []
-
-    def visit() -> None:
-        for fd in ns_fds:
-            made.append(make() if _libc.setns(fd, CLONE_NEWNET) == 0 else None)
-
-    thread = threading.Thread(target=visit, name="in-namespaces")
-    thread.start()
-    thread.join()
-    if len(made) != len(ns_fds):
-        raise InventoryError("entering the namespaces failed part way (see the thread's traceback above)")
-    return made
-
-
-@contextlib.contextmanager
-def open_netns(pid: int) -> Iterator[int | None]:
-    """/proc/PID/ns/net held open (the namespace cannot go, nor its inode change hands, while
-    it is); None if pid is gone."""
-    try:
-        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def _send_signal(pid: int, sig: int, still_the_one: Callable[[], bool]) -> None:
@@ -354,7 +283,7 @@ class Inventory:
         if cookie is None:
             raise InventoryError(f"cannot read the network namespace cookie of {what} (SO_NETNS_COOKIE needs Linux "
                                  "5.14 or later): without it a run's namespaces cannot be told from another's")
-        if cookie in _protected_cookies():
+        if cookie in protected_cookies():
             raise InventoryError(f"{what} (pid {pid}) is not in a namespace of its own")
         record = NamespaceRecord(inode, cookie, what)
         self.namespaces.append(record)
@@ -457,11 +386,11 @@ class Inventory:
         use whose namespace cannot be verified (recorded without a cookie, or the cookie
         cannot be read) go into `unverified`: left alone, never assumed ours."""
         wanted = {n.inode: n.cookie for n in self.namespaces}
-        protected = _protected_cookies()
+        protected = protected_cookies()
         held: dict[int, int] = {}
         reused: set[int] = set()  # inodes now of another namespace (only one holds an inode at a time)
         with contextlib.ExitStack() as stack:
-            for pid, inode in _netns_of_processes():
+            for pid, inode in netns_of_processes():
                 if inode not in wanted or inode in held or inode in reused:
                     continue
                 ns_fd = stack.enter_context(open_netns(pid))
@@ -490,7 +419,7 @@ class Inventory:
             for pid in inside:
                 # The namespaces are held open: a pid still showing one of their inodes is in it.
                 _send_signal(pid, signal.SIGKILL,
-                             lambda pid=pid: _netns_inode_or_none(pid) in held)
+                             lambda pid=pid: netns_inode_or_none(pid) in held)
         return inside
 
     def remove(self, timeout: float = 10.0,
@@ -591,43 +520,3 @@ def _container(record: dict, run_id: str) -> ContainerRecord:
                                                                                            container_id)):
         raise StateFileError(f"container id {container_id!r} is not a container id")
     return ContainerRecord(name, container_id)
-
-
-@functools.cache
-def _protected_cookies() -> frozenset[int]:
-    """Our own namespace's and init's (where readable): never a run's to remove. Read once:
-    neither changes while we run."""
-    protected = set()
-    for pid in (os.getpid(), 1):
-        with open_netns(pid) as ns_fd:
-            cookie = netns_cookie(ns_fd) if ns_fd is not None else None
-        if cookie is not None:
-            protected.add(cookie)
-    return frozenset(protected)
-
-
-def _netns_inode_or_none(pid: int) -> int | None:
-    try:
-        return netns_inode(pid)
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-
-
-def _netns_of_processes() -> Iterator[tuple[int, int]]:
-    """(pid, network namespace inode) of every process."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            inode = _netns_inode_or_none(int(entry.name))
-            if inode is not None:
-                yield int(entry.name), inode
-
-
-def mounted_paths() -> set[str]:
-    with open("/proc/self/mounts") as mounts:
-        return {line.split()[1] for line in mounts}
-
-
-def pids_in_namespaces(inodes: set[int]) -> list[int]:
-    """Pids of every process whose network namespace has one of `inodes` (the caller makes sure
-    those inodes still mean the namespaces it wants: see Inventory.held_namespaces)."""
-    return [pid for pid, inode in _netns_of_processes() if inode in inodes]

@@ -1,24 +1,22 @@
-"""What this kernel can emulate, read from its build configuration (no root needed)."""
+"""What this kernel can emulate, read from its build configuration (no root needed); the pure model
+only ever receives the result (model/kernel.py)."""
 
 from __future__ import annotations
 
 import gzip
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.kernel import KernelFeatures
 
-@dataclass(frozen=True)
-class KernelFeatures:
-    openvswitch: bool  # the OVS kernel datapath; otherwise OVS runs in userspace (netdev)
 
-    @classmethod
-    def probe(cls) -> "KernelFeatures":
-        options = _read_kernel_config()
-        if options is None:
-            # No config to read: assume the stock features of a distribution kernel.
-            return cls(openvswitch=Path("/sys/module/openvswitch").exists())
-        return cls(openvswitch=_available(options, "CONFIG_OPENVSWITCH", "openvswitch"))
+def probe_kernel() -> KernelFeatures:
+    """This machine's kernel's features, from its build configuration."""
+    options = _read_kernel_config()
+    if options is None:
+        # No config to read: assume the stock features of a distribution kernel.
+        return KernelFeatures(openvswitch=Path("/sys/module/openvswitch").exists())
+    return KernelFeatures(openvswitch=_available(options, "CONFIG_OPENVSWITCH", "openvswitch"))
 
 
 def _available(options: dict[str, str], option: str, module: str) -> bool:
@@ -46,7 +44,3 @@ def _read_kernel_config() -> dict[str, str] | None:
         return options
     return None
 
-
-# A kernel without loadable modules (this project's CI machines): what a pure caller that was
-# given no probed kernel assumes (model/config's `datapath: auto` then means bpf).
-NO_KERNEL_MODULES = KernelFeatures(openvswitch=False)

@@ -16,11 +16,15 @@ import subprocess
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..programs.cchost import host_number
+from ..model.names import host_number
 from ..model.config import ExperimentConfig
 from ..model.dilation import PairDelay, Serialization, delay_lines, one_way_delay_us
-from .net import FabricNet
+from .protocol import Fabric
+
+if TYPE_CHECKING:
+    from .net import FabricNet
 
 PINGS = 7  # per pair; the first is dropped: it may take OVS's slow path (a new datapath flow)
 PING_INTERVAL_S = 0.005  # 7 pings 5 ms apart take the time 4 took 10 ms apart (1.3 s for k=4's 120 pairs)
@@ -43,7 +47,7 @@ class LatencyError(RuntimeError):
     pass
 
 
-def idle_rtts(net: FabricNet, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+def idle_rtts(net: "FabricNet", pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
     """Median RTT in seconds (wall) of each (src, dst) pair on the idle fabric: every source pings
     its destinations one after another, CONCURRENT_SOURCES sources at a time."""
     by_src: dict[str, list[str]] = defaultdict(list)
@@ -121,14 +125,14 @@ class DelayPlan:
         return [p for p in self.pairs if self.delayed and p.floor_exceeds_target]
 
 
-def plan_delays(net: FabricNet, config: ExperimentConfig, hosts: list[str]) -> DelayPlan:
+def plan_delays(net: Fabric, config: ExperimentConfig, hosts: list[str]) -> DelayPlan:
     """Measures every pair of `hosts`' idle RTT and sets it against what the experiment's
     datacenter stands for: links x its link delay plus its hosts' delays, both ways, dilated."""
     pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1:]]
     links = {pair: len(net.routing.path(*pair, 0)) + 1 for pair in pairs}
     measured = sampled_pairs(pairs, links)
     # A fabric over several machines (machines/fabric.py) measures each pair from its source's machine.
-    floors = idle_rtts(net, measured) if isinstance(net, FabricNet) else net.idle_rtts(measured)
+    floors = net.idle_rtts(measured)
     if len(measured) < len(pairs):
         floors = _median_by_length(floors, pairs, links)
     dc, d = config.datacenter, config.dilation

@@ -23,12 +23,12 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
-from mininet.link import Intf, Link
+from mininet.log import setLogLevel
 from mininet.net import Mininet
-from mininet.node import Node, Switch
+from mininet.node import Node
 
 from ..containers import CONTAINERS_FILE
 from ..containers import image as host_image
@@ -39,8 +39,13 @@ from ..model.config import ExperimentConfig
 from ..model.partition import MachinePart
 from . import firewall
 from .inventory import DEFAULT_STATE_ROOT, Inventory
-from .nodes import FabricHost, FabricNamespace, start_shells
-from .kernel import KernelFeatures
+from .lifecycle import FabricError, LeftoversError, Timings, UpWhileInside
+from .links import FabricLink
+from .nodes import FabricHost, FabricNamespace, FabricSwitch, start_shells
+from ..model.kernel import KernelFeatures
+from .counters import PortKey, switch_port_counters
+from .kernel import probe_kernel
+from .latency import idle_rtts
 from .forwarding import host_route_count, route_lines
 from .openflow import switch_flows
 from .tunnels import (WIRE_NAMESPACE, refused_across_machines, tunnel_line, wire_end, wire_ip_lines, wire_shell_lines,
@@ -52,6 +57,7 @@ from ..model.routing import PATH_ID_PORTS, Routing
 from ..ports.program import (PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE, PortIds, PortProgram, ifindex_of,
                               number_ports, parse_attached)
 from ..ports import pfc
+from ..programs.probe import Probes, hosts_of
 from ..ports.interface import configure, configure_wire_end
 from ..ports.tc import PortShape
 from ..model.topology import FABRIC_PREFIX, GATEWAY_IP, GATEWAY_MAC, HOST_PREFIX_LEN, Topology
@@ -62,119 +68,9 @@ OPEN_FILES_LIMIT = 65536  # every veth end and OVS socket is a descriptor
 RECEIVE_BUFFER_BYTES = 8 << 20
 
 
-class FabricError(RuntimeError):
-    pass
-
-
-class LeftoversError(FabricError):
-    """Teardown could not remove everything the run created."""
-
-
-class FabricIntf(Intf):
-    """An interface FabricLink created already configured: config() only records."""
-
-    def config(self, mac=None, ip=None, **_params):
-        self.mac = mac
-        return {}
-
-
-class FabricLink(Link):
-    """A veth pair: both ends named, addressed and sized (MTU), each created directly in its
-    node's network namespace. FabricNet creates all pairs with one `ip -batch` (written here,
-    line by line, while the links are added) and brings them up in its per-namespace batches."""
-
-    batch: list[str] | None = None  # set by FabricNet for the duration of build(): `ip -batch` lines
-    ifindexes: dict[str, int] = {}  # set by FabricNet: interface name -> the ifindex it is made with
-
-    def __init__(self, node1, node2, mtu: int = 1500, **params):
-        self.mtu = mtu
-        params.update(intf=FabricIntf, fast=True)
-        super().__init__(node1, node2, **params)
-
-    def makeIntfPair(self, intfname1, intfname2, addr1=None, addr2=None, node1=None, node2=None,
-                     deleteIntfs=False):
-        ends = []
-        for name, addr, node in ((intfname1, addr1, node1), (intfname2, addr2, node2)):
-            ends.append(f"name {name} index {self.ifindexes[name]} mtu {self.mtu}{f' address {addr}' if addr else ''} "
-                        f"netns {node.pid}")
-        self.batch.append(f"link add {ends[0]} type veth peer {ends[1]}")
-
-    def stop(self):
-        """Nothing to do: the veths go with the namespaces of the run."""
-
-
-class FabricSwitch(Switch):
-    """A switch's ports in a namespace it shares with other switches: a bridge of the
-    namespace's OvsInstance (FabricNet creates all bridges in one transaction), or, with the bpf
-    datapath, no daemon at all (`instance` None). It has no shell of its own."""
-
-    def __init__(self, name, namespace: Node, instance: OvsInstance | None, **params):
-        self.namespace = namespace
-        self.instance = instance
-        params.pop("inNamespace", None)
-        super().__init__(name, inNamespace=True, **params)
-        self.controlIntf = None
-
-    def startShell(self, mnopts=None):
-        self.pid = self.namespace.pid
-
-    def cmd(self, *args, **kwargs):
-        return self.namespace.cmd(*args, **kwargs)
-
-    def popen(self, *args, **kwargs):
-        return self.namespace.popen(*args, **kwargs)
-
-    def dpctl(self, *args):
-        if self.instance is None:
-            raise FabricError(f"switch {self.name} has no OpenFlow tables: the bpf datapath forwards it")
-        return self.cmd("ovs-ofctl", args[0], self.instance.management_socket(self.name), *args[1:])
-
-    def start(self, controllers):
-        pass
-
-    def stop(self, deleteIntfs=False):
-        pass
-
-    def terminate(self):
-        pass
-
-
-@dataclass
-class Timings:
-    """Seconds spent per bring-up phase, for the benchmark and `ccemu check`."""
-
-    phases: dict[str, float] = field(default_factory=dict)
-    _last: float = field(default_factory=time.monotonic)
-
-    def mark(self, phase: str) -> None:
-        now = time.monotonic()
-        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._last
-        self._last = now
-
-    @property
-    def total(self) -> float:
-        return sum(self.phases.values())
-
-
-class UpWhileInside:
-    """`with fabric:` brings it up and tears it down, also when the bring-up fails half way."""
-
-    def bring_up(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self):
-        try:
-            self.bring_up()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+def quiet_mininet() -> None:
+    """Mininet's own progress lines off (its warnings stay): ccemu says what it brings up in its own."""
+    setLogLevel("warning")
 
 
 class FabricNet(UpWhileInside, Mininet):
@@ -202,7 +98,7 @@ class FabricNet(UpWhileInside, Mininet):
         # What this machine makes: everything, or its part's.
         self.local_hosts = [h for h in self.fabric_topo.hosts if part is None or part.holds(h.name)]
         self.local_switches = [s for s in self.fabric_topo.switches if part is None or part.holds(s.name)]
-        self.kernel = kernel or KernelFeatures.probe()
+        self.kernel = kernel or probe_kernel()
         self.run_id = run_id or f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.state_root = state_root
         self.inventory: Inventory | None = None
@@ -227,6 +123,7 @@ class FabricNet(UpWhileInside, Mininet):
         self.timings = Timings()
         self.stop_timings = Timings()
         _raise_open_files_limit()
+        quiet_mininet()
         super().__init__(topo=None, switch=FabricSwitch, host=FabricHost, link=FabricLink, controller=None,
                          build=False, autoSetMacs=False, inNamespace=False, listenPort=None,
                          waitConnected=False)
@@ -638,6 +535,16 @@ class FabricNet(UpWhileInside, Mininet):
     def bring_up(self) -> None:
         self.build()
         self.start()
+
+    # The Fabric protocol's measurements (fabric/protocol.py), here on this machine's nodes.
+    def probes(self, names: Iterable[str]) -> Probes:
+        return Probes(hosts_of(self, names))
+
+    def port_counters(self) -> dict[PortKey, tuple[int, int]]:
+        return switch_port_counters(self)
+
+    def idle_rtts(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        return idle_rtts(self, pairs)
 
 
 # A terminal's line discipline takes at most this many bytes per line (N_TTY_BUF_SIZE - 1): a

@@ -9,11 +9,16 @@ import pty
 import select
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mininet.node import Host, Node
+from mininet.node import Host, Node, Switch
 
 from ..programs.cchost import cchost_binary
 from .inventory import SHELL_OF, Inventory
+from .lifecycle import FabricError
+
+if TYPE_CHECKING:
+    from .ovs import OvsInstance
 
 
 # Mininet's shell prompt: a shell is ready once it has printed it.
@@ -98,3 +103,39 @@ class FabricHost(RecordedShell, Host):
 
 class FabricNamespace(RecordedShell, Node):
     """A namespace of the run holding no host: an OVS instance's."""
+
+
+class FabricSwitch(Switch):
+    """A switch's ports in a namespace it shares with other switches: a bridge of the
+    namespace's OvsInstance (FabricNet creates all bridges in one transaction), or, with the bpf
+    datapath, no daemon at all (`instance` None). It has no shell of its own."""
+
+    def __init__(self, name, namespace: Node, instance: OvsInstance | None, **params):
+        self.namespace = namespace
+        self.instance = instance
+        params.pop("inNamespace", None)
+        super().__init__(name, inNamespace=True, **params)
+        self.controlIntf = None
+
+    def startShell(self, mnopts=None):
+        self.pid = self.namespace.pid
+
+    def cmd(self, *args, **kwargs):
+        return self.namespace.cmd(*args, **kwargs)
+
+    def popen(self, *args, **kwargs):
+        return self.namespace.popen(*args, **kwargs)
+
+    def dpctl(self, *args):
+        if self.instance is None:
+            raise FabricError(f"switch {self.name} has no OpenFlow tables: the bpf datapath forwards it")
+        return self.cmd("ovs-ofctl", args[0], self.instance.management_socket(self.name), *args[1:])
+
+    def start(self, controllers):
+        pass
+
+    def stop(self, deleteIntfs=False):
+        pass
+
+    def terminate(self):
+        pass

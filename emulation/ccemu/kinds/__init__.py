@@ -3,24 +3,14 @@ list of kinds derives from (the config's WORKLOAD_KINDS is held equal to it by a
 CLI's reproduced experiments, the dashboards, the summary, the plots and the papers' claims read
 KINDS). A name that is not in it is an error naming the known ones, never a fallback (`kind()`).
 
-Adding an experiment kind
--------------------------
-1. model/config/workloads.py: its pydantic model (a Workload), `kind: Literal["NAME"]`, with a
-   `busy_links()` and, where it names hosts, a `fit()`; add it to the WorkloadConfig union and to
-   WORKLOAD_KINDS (pydantic needs both at import).
-2. experiments/kinds/NAME.py: a Kind subclass (kind.py) that names the model, its blocks (a
-   BlockKey per scheme and point), its progress, its bottleneck host, its summary lines and plots;
-   its traffic is ScheduledKind's (flows known up front: `flows()`) or a runner of its own (as
-   incast's, experiments/incast.py, named by `runner` in experiments/__init__.py's RUNNERS).
-3. Here: import it and add one line to KINDS.
-4. workloads/experiments/NAME.yaml: the experiment `make experiment NAME=...` and
-   `ccemu reproduce` run (the reproduced experiments are the kinds' names).
-Optional: workloads/reference.yaml (its claims and setting: papers.py accepts the name already), a
-dashboard of its own (metrics/dashboards.py KINDS, the one per-dashboard list).
+Adding an experiment kind: CONTRIBUTING.md's checklist ("An experiment kind"), every file to touch;
+tests/unit/test_recipes.py follows it for a throwaway kind.
 """
 
 from __future__ import annotations
 
+from ..model.config import ExperimentConfig
+from .blocks import WorkloadNotRunnable
 from .convergence import Convergence
 from .incast import Incast
 from .kind import Kind, ScheduledKind
@@ -46,4 +36,15 @@ def kind(name: str) -> Kind:
         raise UnknownKind(f"no experiment kind {name!r} (known: {', '.join(KINDS)})") from None
 
 
-__all__ = ["KINDS", "Kind", "ScheduledKind", "UnknownKind", "kind"]
+def runnable_kind(config: ExperimentConfig, source: str | None = None) -> Kind:
+    """The kind of the config's workload; WorkloadNotRunnable (a config error, its line starting
+    with `source`, the config's name by default) when it has no workload or no schemes."""
+    source = source or config.name
+    if config.workload is None:
+        raise WorkloadNotRunnable(f"{source}: no workload to run (add a `workload:` section)")
+    if not config.schemes:
+        raise WorkloadNotRunnable(f"{source}: no schemes to compare (add a `schemes:` list)")
+    return kind(config.workload.kind)
+
+
+__all__ = ["KINDS", "Kind", "ScheduledKind", "UnknownKind", "WorkloadNotRunnable", "kind", "runnable_kind"]

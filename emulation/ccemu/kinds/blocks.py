@@ -1,6 +1,6 @@
 """What an experiment is made of before anything runs: its blocks (one fabric each, named by a
-BlockKey), and the error for a config no block can be made of. The kinds (kinds/) say their
-blocks; the lifecycle (base.py) runs them."""
+BlockKey), and the error for a config no block can be made of. Each kind (kind.py) says its
+blocks; the lifecycle (experiments/base.py) runs them."""
 
 from __future__ import annotations
 

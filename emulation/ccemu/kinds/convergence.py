@@ -8,15 +8,15 @@ import json
 import random
 from pathlib import Path
 
-from ...model.config import CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig
-from ...model.dilation import CREDITED_PAYLOAD_SHARE
-from ...model.workloads import Flow, convergence
-from ...results import figures, plotting
-from ...results.bundle import BlockKey, point_values
-from ...results.figures import Tables
-from ...results.markdown import cell, table
-from ...results.rows import TimelineRow
-from ..blocks import BlockSpec, WorkloadNotRunnable
+from ..model.config import CREDIT_SCHEMES, ConvergenceWorkload, ExperimentConfig
+from ..model.dilation import CREDITED_PAYLOAD_SHARE
+from ..model.workloads import Flow, convergence
+from ..results import convergence_figures, figures, plotting
+from ..results.bundle import BlockKey, point_values
+from ..results.figures import Tables
+from ..results.markdown import cell, table
+from ..results.rows import TimelineRow
+from .blocks import BlockSpec, WorkloadNotRunnable
 from .kind import Headline, ScheduledKind
 
 PROGRESS_EVERY_MS = 10  # wall: convergence samples each flow's delivered bytes this often
@@ -86,7 +86,7 @@ class Convergence(ScheduledKind):
         for scheme in tables.schemes():
             medians = []
             for point in tables.points(scheme):
-                seen = figures.optional(lambda: figures.convergence(tables, scheme, point))
+                seen = figures.optional(lambda: convergence_figures.convergence(tables, scheme, point))
                 joins = (seen.reached if scheme in CREDIT_SCHEMES else seen.converged) if seen else []
                 medians.append(cell(seen.median(joins) if seen else None, "{:.1f}")
                                + (f" at {point.replace('=', ' ')}" if point else ""))
@@ -113,7 +113,7 @@ def _convergence_lines(tables: Tables) -> list[str]:
             alpha = dict(point_values(point)).get("alpha")
             alpha = "-" if alpha is None else f"{alpha:g}"
             try:
-                seen = figures.convergence(tables, scheme, point)
+                seen = convergence_figures.convergence(tables, scheme, point)
             except figures.NoData as missing:  # what is missing: the timeline, the base RTT, a second flow
                 cells.append([scheme, alpha, "-", str(missing), "-", "-", "-"])
                 continue
@@ -123,18 +123,21 @@ def _convergence_lines(tables: Tables) -> list[str]:
     lines = ["## Convergence: RTTs to the fair share after each flow joins", "",
              *table(["scheme", "alpha", "base RTT us", "reached, per joining flow (RTTs)", "median",
                      "converged, per joining flow (RTTs)", "median"], cells)]
-    band = f"+-{figures.CONVERGENCE_BAND:.0%}"
+    reading = convergence_figures
+    band = f"+-{reading.CONVERGENCE_BAND:.0%}"
     lines += ["", "Reached (the credit schemes' figures label this, and their claims read it): base RTTs from a "
-              f"flow's start until its throughput over {figures.REACHED_WINDOW_RTTS:g} base RTTs first is at least "
-              f"{1 - figures.CONVERGENCE_BAND:.0%} of its fair share (the link's payload rate / the running flows). "
+              f"flow's start until its throughput over {reading.REACHED_WINDOW_RTTS:g} base RTTs first is at least "
+              f"{1 - reading.CONVERGENCE_BAND:.0%} of its fair share (the link's payload rate / the running flows). "
               f"Converged (DCTCP's claim reads it): until every running flow's throughput over "
-              f"{figures.CONVERGENCE_WINDOW_RTTS:g} base RTTs is within {band} of its fair share, and stays so "
-              f"{figures.CONVERGENCE_HOLD_RTTS:g} RTTs: DCTCP's flows cross their shares on the way and send in "
+              f"{reading.CONVERGENCE_WINDOW_RTTS:g} base RTTs is within {band} of its fair share, and stays so "
+              f"{reading.CONVERGENCE_HOLD_RTTS:g} RTTs: DCTCP's flows cross their shares on the way and send in "
               "bursts that alternate RTT by RTT, which a short window reads as convergence. Both read at the "
+              # "figures.py" as summaries have always said (a report is byte-identical): the reading is in
+              # results/convergence_figures.py now.
               "window's middle (figures.py says where each number comes from). \"> x\": not within the x RTTs the "
               "flow had before the next join or leave (for converged, its hold must fit). Bytes sampled at the "
               "receiver by cchost --progress, rates over the real intervals between samples, never above the link "
-              f"(plots/throughput_timeline.png: {figures.PLOT_WINDOW_RTTS:g}-RTT windows).", ""]
+              f"(plots/throughput_timeline.png: {reading.PLOT_WINDOW_RTTS:g}-RTT windows).", ""]
     return lines
 
 
@@ -144,10 +147,10 @@ def _plot_convergence(tables: Tables, out: Path, plt, where: str) -> list[Path]:
         return []
     # Each block on its own time axis: DCTCP's flows join hundreds of RTTs apart, the credit schemes' tens.
     fig, axes = plotting.subplots(plt, len(blocks), 1, figsize=(9, 2.5 * len(blocks) + 0.6), squeeze=False)
-    d, payload = tables.dilation, figures.convergence_payload_bps(tables)
+    d, payload = tables.dilation, convergence_figures.convergence_payload_bps(tables)
     for ax, (scheme, point) in zip(axes[:, 0], blocks):
         flows = sorted(tables.flows_of(scheme, point), key=lambda f: float(f["start"]))
-        rtt = figures.base_rtt_s(tables, scheme, point, flows[0]["dst"]) if flows else 0.0
+        rtt = convergence_figures.base_rtt_s(tables, scheme, point, flows[0]["dst"]) if flows else 0.0
         first = float(flows[0]["start"]) if flows else 0.0
 
         def ms(t: float) -> float:  # wall seconds after the epoch -> datacenter ms after the first start
@@ -155,8 +158,8 @@ def _plot_convergence(tables: Tables, out: Path, plt, where: str) -> list[Path]:
 
         # Throughput over windows of PLOT_WINDOW_RTTS (or 50 ms of wall time without a base RTT), as the
         # readings compute theirs, datacenter Gbit/s, at each window's middle; a gap (NaN) breaks the line.
-        window = figures.PLOT_WINDOW_RTTS * rtt or 0.05
-        rates = figures.flow_rates(tables, scheme, point, window)
+        window = convergence_figures.PLOT_WINDOW_RTTS * rtt or 0.05
+        rates = convergence_figures.flow_rates(tables, scheme, point, window)
         order = [f"{f['src']}#{f['id']}" for f in flows]
         names = [k for k in order if k in rates] + sorted(set(rates) - set(order))
         starts = {f"{f['src']}#{f['id']}": float(f["start"]) for f in flows}
@@ -174,5 +177,5 @@ def _plot_convergence(tables: Tables, out: Path, plt, where: str) -> list[Path]:
         plotting.legend_beside(ax)
     axes[-1, 0].set(xlabel="time since the block's first flow started (ms, datacenter time)")
     fig.suptitle(plotting.title(f"Convergence: each flow's throughput at the receiver, over "
-                                f"{figures.PLOT_WINDOW_RTTS:g}-RTT windows", where))
+                                f"{convergence_figures.PLOT_WINDOW_RTTS:g}-RTT windows", where))
     return [plotting.save(fig, out / "throughput_timeline.png")]

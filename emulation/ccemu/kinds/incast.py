@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...model.config import ExperimentConfig, IncastWorkload
-from ...results import figures, plotting
-from ...results.bundle import BlockKey
-from ...results.figures import Tables
-from ...results.markdown import cell, or_, table
-from ...results.stats import percentile
-from ..blocks import BlockSpec
+from ..model.config import ExperimentConfig, IncastWorkload
+from ..results import figures, plotting
+from ..results.bundle import BlockKey
+from ..results.figures import Tables
+from ..results.markdown import cell, or_, table
+from ..results.stats import percentile
+from .blocks import BlockSpec
 from .kind import Headline, Kind
 
 # The N the DCTCP+ paper leads with: goodput and a request's completion with more than 200 concurrent flows

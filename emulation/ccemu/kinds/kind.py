@@ -1,5 +1,5 @@
 """What every kind of experiment says about itself (one subclass per kind, one module each:
-see __init__.py). The lifecycle (experiments/base.py) and the bundle's summary (results/report.py)
+see __init__.py). The lifecycle (experiments/base.py) and the bundle's summary (reports/report.py)
 ask a kind; neither names one."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from ...model.config import ExperimentConfig
-from ...model.config.topology import TopologyConfig
-from ...results.bundle import BlockKey
-from ..blocks import BlockSpec
+from ..model.config import ExperimentConfig
+from ..model.config.topology import TopologyConfig
+from ..results.bundle import BlockKey
+from .blocks import BlockSpec
 
 if TYPE_CHECKING:
-    from ...model.workloads import Flow
-    from ...results.figures import Tables
-    from ..base import ExperimentRunner, LiveBlock
+    from ..model.workloads import Flow
+    from ..results.figures import Tables
+    from ..experiments.base import ExperimentRunner, LiveBlock
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Kind:
     workload: ClassVar[type]  # its pydantic model (model/config/workloads.py)
     # summary.md's FCT-per-size-bucket section after the kind's own (realistic has its own per load).
     fct_by_bucket: ClassVar[bool] = True
-    # Which traffic runs its blocks: a name of experiments/__init__.py's RUNNERS ("rounds":
+    # Which traffic runs its blocks: a name of experiments/runners.py's RUNNERS ("rounds":
     # incast.py, request and response rounds; "scheduled": flows.py, every flow known up front).
     runner: ClassVar[str]
 

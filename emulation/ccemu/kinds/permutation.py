@@ -6,12 +6,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ...model.config import ExperimentConfig, PermutationWorkload
-from ...model.workloads import Flow, permutation
-from ...results import figures, plotting
-from ...results.figures import Tables
-from ...results.markdown import table
-from ...results.stats import jain_fairness
+from ..model.config import ExperimentConfig, PermutationWorkload
+from ..model.workloads import Flow, permutation
+from ..results import figures, plotting
+from ..results.figures import Tables
+from ..results.markdown import table
+from ..results.stats import jain_fairness
 from .kind import Headline, ScheduledKind
 
 

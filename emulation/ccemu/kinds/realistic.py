@@ -7,14 +7,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ...model.config import ExperimentConfig, RealisticWorkload
-from ...model.workloads import Flow, FlowSizeCdf, poisson_flows
-from ...results import figures, plotting
-from ...results.bundle import BlockKey
-from ...results.figures import Tables
-from ...results.markdown import cell, or_, table
-from ...results.stats import BUCKETS
-from ..blocks import BlockSpec
+from ..model.config import ExperimentConfig, RealisticWorkload
+from ..model.workloads import Flow, FlowSizeCdf, poisson_flows
+from ..results import figures, plotting
+from ..results.bundle import BlockKey
+from ..results.figures import Tables
+from ..results.markdown import cell, or_, table
+from ..results.stats import BUCKETS
+from .blocks import BlockSpec
 from .kind import Headline, ScheduledKind
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 
-from ...model.config import ExperimentConfig, ShuffleWorkload
-from ...model.workloads import Flow, shuffle
-from ...results import figures, plotting
-from ...results.figures import Tables
-from ...results.markdown import cell, table
+from ..model.config import ExperimentConfig, ShuffleWorkload
+from ..model.workloads import Flow, shuffle
+from ..results import figures, plotting
+from ..results.figures import Tables
+from ..results.markdown import cell, table
 from .kind import Headline, ScheduledKind
 
 

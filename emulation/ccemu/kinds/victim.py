@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 
-from ...model.config import ExperimentConfig, VictimWorkload
-from ...model.workloads import Flow, FlowSizeCdf, victim_flows
-from ...results import figures
-from ...results.figures import Tables
-from ...results.markdown import table
+from ..model.config import ExperimentConfig, VictimWorkload
+from ..model.workloads import Flow, FlowSizeCdf, victim_flows
+from ..results import figures
+from ..results.figures import Tables
+from ..results.markdown import table
 from .kind import Headline, ScheduledKind
 
 
@@ -95,11 +95,11 @@ def _paused_ports_lines(tables: Tables) -> list[str]:
     if not rows:
         return []
     d = tables.dilation
-    lines = ["### Pauses and marks per port", "", "| scheme | port | pauses | paused ms | CE marks | UE marks | "
-             "max queue KB |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {p['scheme']} | {p['port']} | {p.get('pause_events') or 0} | "
-              f"{float(p.get('paused_s') or 0) / d * 1e3:.3f} | {p['data_marked']} | {p.get('data_ue_marked') or 0} | "
-              f"{int(p['max_data_queue']) / 1e3:.1f} |" for p in rows]
+    cells = [[str(p["scheme"]), str(p["port"]), str(p.get("pause_events") or 0),
+              f"{float(p.get('paused_s') or 0) / d * 1e3:.3f}", str(p["data_marked"]),
+              str(p.get("data_ue_marked") or 0), f"{int(p['max_data_queue']) / 1e3:.1f}"] for p in rows]
+    lines = ["### Pauses and marks per port", "",
+             *table(["scheme", "port", "pauses", "paused ms", "CE marks", "UE marks", "max queue KB"], cells)]
     return lines + ["", "Pauses of each port (by its downstream's PFC); paused ms: datacenter time. ports.csv also has "
                         "the most each port's ingress held (max_held_bytes).", ""]
 
@@ -108,14 +108,16 @@ def _pause_agent_lines(tables: Tables) -> list[str]:
     agents = tables.manifest.get("pause_agent") or {}
     if not agents:
         return []
-    lines = ["### PFC pause reaction", "", "| block | gates closed | opened | superseded | corrected | p50 frame times "
-             "| p99 | max | failures |", "|---|---|---|---|---|---|---|---|---|"]
+    cells = []
     for block, a in agents.items():
         frames = a.get("reaction_frames") or {}
         reaction = [f"{frames[q]:.2f}" if frames.get(q) is not None else "-" for q in ("p50", "p99", "max")]
         died = f" (agent died: {a['died']})" if a.get("died") else ""
-        lines.append(f"| {block} | {a['pauses']} | {a['resumes']} | {a.get('superseded', 0)} | "
-                     f"{a.get('corrections', 0)} | {' | '.join(reaction)} | {len(a.get('failures') or [])}{died} |")
+        cells.append([str(block), str(a["pauses"]), str(a["resumes"]), str(a.get("superseded", 0)),
+                      str(a.get("corrections", 0)), *reaction, f"{len(a.get('failures') or [])}{died}"])
+    lines = ["### PFC pause reaction", "",
+             *table(["block", "gates closed", "opened", "superseded", "corrected", "p50 frame times", "p99", "max",
+                     "failures"], cells)]
     return lines + ["", "From the port program's decision to the kernel's acknowledgement of the paused port's gate "
                         "change (ports/pfc.py), in frame times at the link rate (a real PFC pause takes effect after "
                         "the frame on the wire and the link's delay). Superseded: pauses resumed before the agent "

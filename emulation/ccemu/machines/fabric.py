@@ -13,14 +13,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..fabric.net import Timings, UpWhileInside
+from ..fabric.lifecycle import Timings, UpWhileInside
 from ..fabric.tunnels import AcrossMachinesError, refused_across_machines, spread_us
 from ..model.config import ConfigError, DoesNotFit, ExperimentConfig
 from ..model.dilation import FaithfulRates
 from ..model.partition import Partition, Plan
 from ..model.tunnel import underlay_mtu_needed, vni_base
 from ..model.routing import Routing
-from ..ports.maps import PortStats
+from ..ports.stats import PortStats
 from ..ports.tc import PortShape
 from ..results.fidelity import CpuTimes
 from ..sweeps.machines import Machine

@@ -9,7 +9,8 @@ The channel: one JSON object per line each way, a reply for every request but a 
 (ONE_WAY), in order (REQUESTS; each is the method of Part of that name, its keys its arguments):
   underlay, up        judge this machine (its build, its share of the fabric, its network for its
                       tunnels); build its part (FabricNet)
-  probes_*, port_counters   fabric/checks.py's probes and counters, for this machine's hosts and switches
+  probes_*, port_counters   the fabric's probes and counters (fabric/protocol.py), for this
+                      machine's hosts and switches
   clock, tunnel_rtts, tunnel_watch, tunnel_watched, tunnel_counters   its CLOCK_MONOTONIC; round
                       trips to the machines it tunnels to, idle and all through the traffic; the
                       frames each of its tunnels sent and received
@@ -40,6 +41,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
+from ..programs.cchost import stop_all
 from ..results.fidelity import CpuTimes
 from .mirror import Outbox, mapped
 
@@ -111,10 +113,8 @@ class Part:
                 "bring_up_s": round(net.timings.total, 3), "switches": len(net.switches), "hosts": len(net.hosts)}
 
     def probes_open(self, hosts: list[str]) -> dict:
-        from ..programs.probe import Probes, hosts_of
-
         self.probes_close()
-        self.probes = Probes(hosts_of(self.net, [h for h in hosts if h in self.net.nameToNode]))
+        self.probes = self.net.probes([h for h in hosts if h in self.net.nameToNode])
         return {}
 
     def probes_send(self, sends: list[list]) -> dict:
@@ -134,9 +134,7 @@ class Part:
         return {}
 
     def port_counters(self) -> dict:
-        from ..fabric.checks import port_counters
-
-        return {"counters": [[switch, port, rx, tx] for (switch, port), (rx, tx) in port_counters(self.net).items()]}
+        return {"counters": [[switch, port, rx, tx] for (switch, port), (rx, tx) in self.net.port_counters().items()]}
 
     # A block's hosts (machines/remote.py is the controller's side) -------------------------------
 
@@ -239,8 +237,6 @@ class Part:
         return {"cpu": asdict(CpuTimes.now())}
 
     def _stop_procs(self) -> None:
-        from ..experiments.base import stop_all
-
         stop_all(self.procs.values())
         self.procs.clear()
 
@@ -263,11 +259,11 @@ def _own_capacity(config) -> list:
     fabric: what `ccemu bench capacity` measured here (results/ of its build root, where the
     benchmark writes when run there), else its datapath's default (auto resolves on each machine)."""
     from ..bench.capacity import faithful_rates
-    from ..fabric.kernel import KernelFeatures
+    from ..fabric.kernel import probe_kernel
     from ..model.config.experiment import default_faithful
 
     rates = (faithful_rates(config.fabric, BUILD_ROOT / "results")
-             or default_faithful(config.fabric, KernelFeatures.probe()))
+             or default_faithful(config.fabric, probe_kernel()))
     return [rates.link_mbps, rates.source]
 
 

@@ -33,9 +33,10 @@ from prometheus_client.registry import Collector
 from ..containers.cgroups import read_figures
 from ..results import fidelity
 from ..results.bundle import BlockKey
-from ..programs.cchost import counters_under, read_records
+from ..results.records import counters_under, read_records
 from ..ports.histograms import SUB_BUCKETS, queue_bucket_bounds, residence_bucket_bounds
-from ..ports.maps import PortMaps, pause_bucket_bounds_s
+from ..ports.maps import PortMaps
+from ..ports.stats import pause_bucket_bounds_s
 from ..model.dilation import DATA_WIRE_BYTES
 from ..results.stats import size_bucket
 

@@ -22,7 +22,7 @@ from ..results.bundle import read_manifest
 REPO_ROOT = Path(__file__).resolve().parents[3]
 GRAFANA_URL = "http://127.0.0.1:3000"  # docker/compose.yml's
 
-ALL_KINDS = tuple(WORKLOAD_KINDS)  # the experiment files' kinds (experiments/kinds/ runs each)
+ALL_KINDS = tuple(WORKLOAD_KINDS)  # the experiment files' kinds (kinds/ runs each)
 # uid -> the experiment kinds whose runs feed every panel of that dashboard.
 KINDS: dict[str, tuple[str, ...]] = {
     "ccemu-fabric": ALL_KINDS,

@@ -27,14 +27,6 @@ def name_problem(value: object) -> str | None:
             f"at most {MAX_NAME_CHARS} characters (got {shown(value, 40)})")
 
 
-def check_name(value: object) -> str:
-    """`value` if it is a name; ValueError saying why otherwise."""
-    problem = name_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
 # The error type of a Name field (pydantic's): its message already quotes what it got.
 NAME_ERROR = "name"
 
@@ -48,3 +40,10 @@ def _validated_name(value: str) -> str:
 
 # A pydantic field holding a name (`name: Name`); a bad one's message is name_problem's.
 Name = Annotated[str, AfterValidator(_validated_name)]
+
+
+def host_number(name: str) -> int:
+    """h12 -> 12."""
+    if not (name.startswith("h") and name[1:].isdigit()):
+        raise ValueError(f"not a host name: {name!r}")
+    return int(name[1:])

@@ -91,9 +91,6 @@ class Partition:
         """How much of the fabric `machine` holds (what its own admission judges)."""
         return TopologyCounts.of_part(self.topo, set(self.switches_on(machine)) | set(self.hosts_on(machine)))
 
-    def switch_ports_on(self, machine: str) -> int:
-        return sum(len(self.topo.ports(s)) for s in self.switches_on(machine))
-
     def load_on(self, machine: str, host_port_mbps: float, fabric_port_mbps: float) -> float:
         """Mbit/s the machine's switches forward with every port busy: ports facing hosts at
         `host_port_mbps`, ports between switches at `fabric_port_mbps`."""

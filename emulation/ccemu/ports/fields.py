@@ -13,12 +13,8 @@ field (`count` 2) takes its values comma-separated in class order (data, credit)
 takes a name of MARKERS. The loader refuses an unknown, repeated or missing key, or a bad value,
 with one line naming it.
 
-Adding a port profile (model/config/ports.py says what a profile is):
-  1. one class in model/config/ports.py, in PORT_PROFILE_CLASSES there, whose `marker()` returns
-     the marker it runs and that marker's parameters (fields of this table);
-  2. only if it marks in a way no marker here does: its name in MARKERS, its parameters in
-     PORT_CONFIG_FIELDS (both regenerate port_config.h), and one `case` in port.bpf.c's
-     marker switch.
+Adding a port profile, and a marker if none marks as it does: CONTRIBUTING.md's checklist ("A
+port discipline").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Reading the port programs' maps of a live run: per-port counters, queue lengths (real and
 ideal) and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system
-call (no process per read). Layouts mirror bpf/port.h (port_config's is ports/fields.py's
-table); a test checks them against the loader's `--layout`.
+call (no process per read), into ports/stats.py's values by ports/layouts.py's structs.
 """
 
 from __future__ import annotations
@@ -11,21 +10,18 @@ import functools
 import json
 import os
 import platform
-import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2.netns import popns, pushns
 
-from .fields import MARKERS, PORT_CONFIG_FIELDS
+from .layouts import KEY, PORT_CONFIG, PORT_DEPARTURES, PORT_PFC, PORT_STATE, CLASS_STATS
 from .program import PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE
-from .histograms import QUEUE_BUCKETS, RESIDENCE_BUCKETS, histogram_quantile, residence_bucket_bounds
+from .stats import ClassStats, PortPfc, PortProgramConfig, PortStats, Residence, drain, switch_packets
 from .tc import WIRE_OVERHEAD_BYTES, PortShape
 
 DATA_FIFO_HANDLE = 0x200000  # qdisc 20: (ports/tc.py port_qdiscs)
-
 
 
 @functools.cache
@@ -48,62 +44,6 @@ def ktime_ns() -> int:
     time namespace does not move)."""
     return time.monotonic_ns() - _time_namespace_offset_ns()
 
-class Layout:
-    """A struct of bpf/port.h as Python reads it: its fields in order, each with its struct
-    format ("Q", "2I", or "<n>s" for a nested struct). `port_loader --layout` prints the C
-    offsets; a test compares them with offsets() field by field."""
-
-    def __init__(self, name: str, fields: list[tuple[str, str]]):
-        self.name = name
-        self.fields = fields
-        self.struct = struct.Struct("<" + "".join(fmt for _, fmt in fields))
-        self.size = self.struct.size
-
-    def offsets(self) -> dict[str, int]:
-        offsets, fmt = {}, "<"
-        for name, field_fmt in self.fields:
-            offsets[name] = struct.calcsize(fmt)
-            fmt += field_fmt
-        return offsets
-
-    def unpack(self, raw: bytes) -> dict:
-        """Field name -> value (a tuple for arrays, bytes for nested structs)."""
-        values, result = iter(self.struct.unpack_from(raw)), {}
-        for name, fmt in self.fields:
-            count = int(fmt[:-1]) if fmt[:-1] and fmt[-1] != "s" else 1
-            result[name] = next(values) if count == 1 else tuple(next(values) for _ in range(count))
-        return result
-
-
-# Per-class arrays are indexed [data, credit] (PORT_CLASS_DATA = 0).
-PORT_CONFIG = Layout("port_config", [(f.name, f.struct_format) for f in PORT_CONFIG_FIELDS])
-PORT_DEPARTURES = Layout("port_departures", [("bytes", "2Q"), ("packets", "2Q"), ("unparsed_packets", "Q")])
-CLASS_STATS = Layout("port_class_stats", [
-    ("enqueued_packets", "Q"), ("enqueued_bytes", "Q"), ("dropped_packets", "Q"), ("dropped_bytes", "Q"),
-    ("marked_packets", "Q"), ("marked_bytes", "Q"), ("ue_marked_packets", "Q"), ("max_queue_bytes", "Q"),
-    ("lag_sum_bytes", "Q"), ("max_lag_bytes", "Q"), ("queue_sum_bytes", "Q"), ("queue_area_lo", "Q"),
-    ("queue_area_hi", "Q"), ("queue_histogram", f"{QUEUE_BUCKETS}Q"),
-])
-RESIDENCE = Layout("port_residence", [
-    ("packets", "Q"), ("sum_ns", "Q"), ("max_ns", "Q"), ("untracked_packets", "Q"),
-    ("histogram", f"{RESIDENCE_BUCKETS}Q"),
-])
-PORT_STATE = Layout("port_state", [
-    ("lock", "I"), ("pad", "I"), ("last_ns", "Q"), ("queue_mbytes", "2Q"), ("tokens_mbytes", "2Q"),
-    ("admitted_bytes", "2Q"), ("window_credits", "I"), ("window_drops", "I"), ("mark_probability_ppm", "I"),
-    ("unparsed_packets", "I"), ("reset_residue_bytes", "Q"), ("tcd_state", "I"), ("tcd_decreasing", "I"),
-    ("tcd_sample_ns", "Q"), ("tcd_sample_queue", "Q"), ("integral_ns", "Q"), ("integral_queue_bytes", "2Q"),
-    ("stats", f"{2 * CLASS_STATS.size}s"),
-    ("residence", f"{RESIDENCE.size}s"),
-])
-PFC_HIST_BUCKETS = 32  # bpf/port.h
-PORT_PFC = Layout("port_pfc", [
-    ("held_bytes", "q"), ("max_held_bytes", "Q"), ("paused", "Q"), ("paused_since_ns", "Q"), ("resumed_ns", "Q"),
-    ("pause_events", "Q"), ("paused_ns", "Q"), ("pause_histogram", f"{PFC_HIST_BUCKETS}Q"),
-])
-PFC_EVENT = Layout("pfc_event", [("ns", "Q"), ("port_id", "I"), ("pause", "I")])
-LAYOUTS = (PORT_CONFIG, PORT_DEPARTURES, CLASS_STATS, RESIDENCE, PORT_PFC, PFC_EVENT, PORT_STATE)
-KEY = struct.Struct("<I")
 
 _BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
 _BPF_MAP_LOOKUP_ELEM, _BPF_OBJ_GET = 1, 7
@@ -158,196 +98,10 @@ class PinnedMap:
     def close(self) -> None:
         os.close(self.fd)
 
-
-@dataclass(frozen=True)
-class ClassStats:
-    enqueued_packets: int
-    enqueued_bytes: int
-    dropped_packets: int
-    dropped_bytes: int
-    marked_packets: int  # CE set at this port (a packet already CE is not counted again)
-    marked_bytes: int
-    ue_marked_packets: int  # TCD's UE set at this port
-    max_queue_bytes: int
-    lag_sum_bytes: int  # over enqueues, |real - ideal queue|
-    max_lag_bytes: int
-    queue_sum_bytes: int  # over enqueued frames, the queue each joined (itself included)
-    queue_area_byte_ns: int  # the queue's integral over time (both events: enqueues and departures)
-    histogram: tuple[int, ...]  # enqueues by queue length after them (queue_bucket_bounds)
-
-    @classmethod
-    def unpack(cls, raw: bytes) -> "ClassStats":
-        values = CLASS_STATS.unpack(raw)
-        histogram = values.pop("queue_histogram")
-        area = values.pop("queue_area_lo") + (values.pop("queue_area_hi") << 64)
-        return cls(**values, queue_area_byte_ns=area, histogram=histogram)
-
-    @property
-    def mean_lag_bytes(self) -> float:
-        """How far, on average at an enqueue, the real queue was from an ideal port's."""
-        return self.lag_sum_bytes / self.enqueued_packets if self.enqueued_packets else 0.0
-
-    @property
-    def mean_queue_per_arrival_bytes(self) -> float:
-        """The mean queue an admitted frame joined, itself included (exact)."""
-        return self.queue_sum_bytes / self.enqueued_packets if self.enqueued_packets else 0.0
-
-    @property
-    def queue_area_byte_s(self) -> float:
-        """The queue's integral over wall time, byte x s: / a time span = its time average."""
-        return self.queue_area_byte_ns / 1e9
-
-
-@dataclass(frozen=True)
-class Residence:
-    """Time packets spent inside a switch before leaving through its ports (one port's, or
-    several merged): arrival at the switch's ingress port to admission at the egress port."""
-
-    packets: int = 0
-    sum_ns: int = 0
-    max_ns: int = 0
-    untracked_packets: int = 0  # no arrival on record: evicted while they waited (or never seen)
-    histogram: tuple[int, ...] = (0,) * RESIDENCE_BUCKETS
-
-    @classmethod
-    def unpack(cls, raw: bytes) -> "Residence":
-        return cls(**RESIDENCE.unpack(raw))
-
-    @classmethod
-    def merged(cls, parts) -> "Residence":
-        parts = list(parts)
-        return cls(packets=sum(p.packets for p in parts), sum_ns=sum(p.sum_ns for p in parts),
-                   max_ns=max((p.max_ns for p in parts), default=0),
-                   untracked_packets=sum(p.untracked_packets for p in parts),
-                   histogram=tuple(map(sum, zip(*(p.histogram for p in parts)))) if parts
-                   else (0,) * RESIDENCE_BUCKETS)
-
-    def quantile_ns(self, q: float) -> float:
-        """The q-quantile of residence, interpolated inside its bucket. Untracked packets
-        count as the longest residences (the map forgets the oldest arrivals first; the rarer
-        other causes, bpf/port.h, make this err on the long side), so a quantile among them is
-        reported as the longest residence measured."""
-        if not self.packets + self.untracked_packets:
-            return 0.0
-        return histogram_quantile((*self.histogram, self.untracked_packets), q, self._bounds, self.max_ns)
-
-    def _bounds(self, bucket: int) -> tuple[float, float]:
-        if bucket == RESIDENCE_BUCKETS:  # the untracked packets
-            return float(self.max_ns), float(self.max_ns)
-        return residence_bucket_bounds(bucket)
-
-
-def pause_bucket_bounds_s(bucket: int) -> tuple[float, float]:
-    """[low, high) of a pause-duration bucket in seconds (bpf/port.bpf.c pfc_release)."""
-    if bucket == 0:
-        return 0.0, 2e-6
-    return (1 << bucket) * 1e-6, (1 << (bucket + 1)) * 1e-6
-
-
-@dataclass(frozen=True)
-class PortPfc:
-    """Lossless mode at one port: what it holds as a switch's ingress, and its pauses as an egress."""
-
-    held_bytes: int = 0  # arrived through this port, still queued in its switch's egress queues
-    max_held_bytes: int = 0
-    paused: bool = False
-    pause_events: int = 0
-    paused_s: float = 0.0  # over the pauses that ended, and the one going on
-    pause_histogram: tuple[int, ...] = (0,) * PFC_HIST_BUCKETS  # ended pauses by duration
-
-    @classmethod
-    def unpack(cls, raw: bytes, now_ns: int) -> "PortPfc":
-        v = PORT_PFC.unpack(raw)
-        ongoing = max(0, now_ns - v["paused_since_ns"]) if v["paused"] else 0
-        return cls(held_bytes=v["held_bytes"], max_held_bytes=v["max_held_bytes"], paused=bool(v["paused"]),
-                   pause_events=v["pause_events"], paused_s=(v["paused_ns"] + ongoing) / 1e9,
-                   pause_histogram=v["pause_histogram"])
-
-
-@dataclass(frozen=True)
-class PortProgramConfig:
-    """A port's struct port_config as the port program holds it (read back from its map)."""
-
-    link_rate_Bps: int
-    credit_rate_Bps: int
-    buffer_bytes: tuple[int, int]  # data, credit
-    ecn_threshold_bytes: int
-    credit_mark_window: int
-    port_id: int
-    peer_port_id: int
-    switch_port: bool
-    idle_reset_ns: int
-    lossless: bool = False
-    marker: str = "none"  # ports/fields.py MARKERS
-
-    @property
-    def tcd(self) -> bool:
-        return self.marker == "tcd"
-
-    @classmethod
-    def unpack(cls, raw: bytes) -> "PortProgramConfig":
-        v = PORT_CONFIG.unpack(raw)
-        markers = list(MARKERS)
-        return cls(v["link_rate_Bps"], v["credit_rate_Bps"], v["buffer_bytes"], v["ecn_threshold_bytes"],
-                   v["credit_mark_window"], v["port_id"], v["peer_port_id"], bool(v["switch_port"]),
-                   v["idle_reset_ns"], bool(v["lossless"]),
-                   markers[v["marker"]] if v["marker"] < len(markers) else str(v["marker"]))
-
-
-@dataclass(frozen=True)
-class PortStats:
-    node: str
-    port: str
-    ifindex: int
-    config: PortProgramConfig
-    queue_bytes: tuple[int, int]  # real queues (data, credit): admitted minus arrived at the peer
-    forgotten_bytes: int  # still counted as queued when an idle reset resynced the queue: lost on the way
-    ideal_queue_bytes: tuple[float, float]  # an ideal port's (fluid) queues, drained to the time of reading
-    mark_probability: float  # SprayPass Pd in force
-    unparsed_packets: int
-    data: ClassStats
-    credit: ClassStats
-    residence: Residence  # of the packets leaving through this port (switch ports only)
-    arrived_packets: int  # IPv4 packets through this port, from its peer (what left the peer's queue)
-    pfc: PortPfc = PortPfc()  # lossless mode's counters (zero elsewhere)
-    tcd_state: int = 0  # bpf/port.h TCD_*: the state of the port's last packet
-
-    @classmethod
-    def from_json(cls, data: dict) -> "PortStats":
-        """A PortStats from its dataclasses.asdict() sent as JSON (another machine's: machines/)."""
-        def stats(d: dict) -> ClassStats:
-            return ClassStats(**{**d, "histogram": tuple(d["histogram"])})
-
-        config, residence, pfc = data["config"], data["residence"], data["pfc"]
-        return cls(**{**data, "config": PortProgramConfig(**{**config, "buffer_bytes": tuple(config["buffer_bytes"])}),
-                      "queue_bytes": tuple(data["queue_bytes"]), "ideal_queue_bytes": tuple(data["ideal_queue_bytes"]),
-                      "data": stats(data["data"]), "credit": stats(data["credit"]),
-                      "residence": Residence(**{**residence, "histogram": tuple(residence["histogram"])}),
-                      "pfc": PortPfc(**{**pfc, "pause_histogram": tuple(pfc["pause_histogram"])})})
-
-    @property
-    def left_packets(self) -> int:
-        """IPv4 packets that reached this port's egress (admitted or dropped)."""
-        return (self.data.enqueued_packets + self.data.dropped_packets + self.credit.enqueued_packets +
-                self.credit.dropped_packets - self.unparsed_packets)
-
-    @property
-    def switch(self) -> str | None:
-        """The switch this port belongs to (None for a host's NIC)."""
-        return self.port.split("-")[0] if self.config.switch_port else None
-
-
 # read_drained: what has not moved for this long (and this many frame times) is not coming.
 STEADY_S, STEADY_FRAMES = 0.5, 4
 MAX_DRAIN_WAIT_S = 60.0
 _SETTLED = (0, 0)
-
-
-def switch_packets(ports: list[PortStats]) -> tuple[int, int]:
-    """(IPv4 packets that arrived at switch ports, IPv4 packets that reached a switch port's egress)."""
-    switch_ports = [p for p in ports if p.config.switch_port]
-    return sum(p.arrived_packets for p in switch_ports), sum(p.left_packets for p in switch_ports)
-
 
 def _in_flight(ports: list[PortStats]) -> tuple[int, int]:
     """(bytes in queues, packets inside switches): (0, 0) once everything has arrived."""
@@ -357,16 +111,6 @@ def _in_flight(ports: list[PortStats]) -> tuple[int, int]:
 
 def _ipv4_packets(departures: dict) -> int:
     return sum(departures["packets"]) - departures["unparsed_packets"]
-
-
-def drain(queues_mbytes: tuple[int, int], elapsed_ns: int, config: PortProgramConfig) -> tuple[float, float]:
-    """The fluid model of bpf/port.bpf.c: credits drain first (capped), data gets the rest.
-    Returns (data, credit) in bytes."""
-    data, credit = queues_mbytes
-    link = elapsed_ns * config.link_rate_Bps / 1e6
-    credit_drained = min(credit, elapsed_ns * config.credit_rate_Bps / 1e6, link)
-    return max(0.0, data - (link - credit_drained)) / 1000, (credit - credit_drained) / 1000
-
 
 class PortMaps:
     """The port maps of one run (keeps them open between reads)."""

@@ -92,10 +92,6 @@ class PortProgram:
         return (f"{shlex.quote(str(self.loader))} attach {shlex.quote(str(bpffs))} {shlex.quote(str(config))}"
                 + (" forward" if forward else ""))
 
-    def check_command(self, config: Path) -> list[str]:
-        """The command that checks `config`'s lines as attach would and prints them back as parsed."""
-        return [str(self.loader), "check", str(config)]
-
 
 def parse_attached(output: str) -> dict[str, int]:
     """ifname -> ifindex from the loader's "attached" lines."""

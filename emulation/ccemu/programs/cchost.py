@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..model.names import host_number
 from ..model.routing import PATH_IDS
 
 if TYPE_CHECKING:
@@ -66,13 +67,6 @@ class ScheduledFlow:
 def write_schedule(path: Path, flows: list[ScheduledFlow]) -> Path:
     path.write_text("".join(flow.line() + "\n" for flow in flows))
     return path
-
-
-def host_number(name: str) -> int:
-    """h12 -> 12."""
-    if not (name.startswith("h") and name[1:].isdigit()):
-        raise ValueError(f"not a host name: {name!r}")
-    return int(name[1:])
 
 
 def param_args(params: Mapping[str, object]) -> list[str]:
@@ -163,31 +157,23 @@ def experiment_command(config: "ExperimentConfig", host: str, scheme: str, epoch
                    params=params, **kwargs)
 
 
-def read_records(path: Path) -> list[dict]:
-    """The complete records of a file cchost may be writing (a last line without its newline is
-    being written: left for the next read)."""
-    if not path.exists():
-        return []
-    text = path.read_text()
-    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
-
-
-def read_counters(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def counters_under(workdir: Path) -> list[tuple[str, dict]]:
-    """(host, counters) of every cchost counters file under a block's `workdir` (a host may have
-    several: one per cchost it ran). A file being rewritten (cchost writes them while it runs) is
-    left for the next read."""
-    found = []
-    for path in workdir.glob("**/*.counters"):
+def stop_all(procs) -> None:
+    """Ends every cchost of `procs` (SIGTERM: it writes its last records and counters; SIGKILL after
+    10 s), each waited for, whatever the others do."""
+    for proc in procs:
+        if proc.stdin:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass  # it died with data in the pipe
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
         try:
-            counters = read_counters(path)
-        except (ValueError, OSError):
-            continue
-        found.append((f"h{counters['host']}", counters))
-    return found
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def check_args(config: "ExperimentConfig", alphas: list[float | None], source: str = "config",

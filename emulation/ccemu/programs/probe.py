@@ -19,7 +19,7 @@ import struct
 from collections import Counter
 from collections.abc import Iterable
 
-from ..fabric.inventory import made_in_namespaces, open_netns
+from ..fabric.namespaces import made_in_namespaces, open_netns
 from ..model.routing import PATH_IDS
 
 PROBE_PORT_BASE = 0xA000  # low 8 bits zero: base + path-id carries the path-id

@@ -162,7 +162,7 @@ class RttRow:
 
 def per_rtt(lines: Iterable[Line], start_s: float, rtt_s: float, rtts: int) -> dict[tuple[int, int], list[RttRow]]:
     """Each flow's rows over `rtts` base RTTs of `rtt_s` wall seconds from `start_s` (wall seconds after
-    the epoch): for a join, its flow's start and the block's base RTT (results.figures.base_rtt_s)."""
+    the epoch): for a join, its flow's start and the block's base RTT (results.convergence_figures.base_rtt_s)."""
     if not (rtt_s > 0 and math.isfinite(rtt_s)):
         raise ValueError(f"rtt_s must be a positive number of seconds (got {rtt_s})")
     ordered = sorted(lines, key=lambda line: line.t)

@@ -26,11 +26,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..kinds import KINDS
 from ..model.dilation import DATA_WIRE_BYTES
-from . import figures, files, plotting
-from .bundle import block_label, point_values, read_manifest
-from .figures import Tables
-from .markdown import table
+from ..results import figures, files, plotting
+from ..results.bundle import block_label, point_values, read_manifest
+from ..results.figures import Tables
+from ..results.markdown import table, text_cell
 
 # points.csv: these, then one column per parameter (an empty cell: the point lacks the parameter).
 POINT_FIELDS = ["label", "bundle", "machine", "status", "reason", "wall_seconds"]
@@ -325,17 +326,13 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
 def _link(label: str, bundle: Path | None, directory: Path) -> str:
     """The label, linked to the bundle's own summary.md (its directory if it has none)."""
     if bundle is None or not bundle.is_dir():
-        return _cell(label)
+        return text_cell(label)
     target = bundle / "summary.md" if (bundle / "summary.md").is_file() else bundle
     relative = Path(os.path.relpath(os.path.abspath(target), os.path.abspath(directory))).as_posix()
-    return f"[{_cell(label)}]({f'<{relative}>' if ' ' in relative else relative})"
+    return f"[{text_cell(label)}]({f'<{relative}>' if ' ' in relative else relative})"
 
 
 def _counts_line(points: Sequence[_Point]) -> str:
@@ -351,9 +348,10 @@ def _points_lines(directory: Path, points: Sequence[_Point], keys: Sequence[str]
     machines = any(p.entry.machine for p in points)
     header = ["label", *keys, *(["machine"] if machines else []), "status", "wall time", "verdict", "reason"]
     rows = [[_link(p.entry.label, p.entry.bundle if p.tables else None, directory),
-             *(_cell(_fmt(p.entry.params.get(key))) for key in keys),
-             *([_cell(_fmt(p.entry.machine))] if machines else []), p.status,
-             f"{p.wall_seconds:.0f} s" if p.wall_seconds is not None else "-", _fmt(p.verdict), _cell(_fmt(p.reason))]
+             *(text_cell(_fmt(p.entry.params.get(key))) for key in keys),
+             *([text_cell(_fmt(p.entry.machine))] if machines else []), p.status,
+             f"{p.wall_seconds:.0f} s" if p.wall_seconds is not None else "-", _fmt(p.verdict),
+             text_cell(_fmt(p.reason))]
             for p in points]
     return ["## Points", ""] + table(header, rows) + [""]
 
@@ -367,10 +365,10 @@ def _side_by_side_lines(directory: Path, rows: Sequence[dict], keys: Sequence[st
     cells = []
     for r in rows:
         label = r["label"] + (" (interrupted)" if r["status"] == INTERRUPTED else "")
-        cells.append([*(_cell(_fmt(r["params"].get(key))) for key in keys), r["scheme"],
-                      *([_fmt(r["n"] or None)] if ns else []), *([_cell(_fmt(r["point"]))] if at else []),
-                      _link(label, r["bundle"], directory), *([_cell(_fmt(r["machine"]))] if machines else []),
-                      *(_cell(_fmt(r[m])) for m in METRICS)])
+        cells.append([*(text_cell(_fmt(r["params"].get(key))) for key in keys), r["scheme"],
+                      *([_fmt(r["n"] or None)] if ns else []), *([text_cell(_fmt(r["point"]))] if at else []),
+                      _link(label, r["bundle"], directory), *([text_cell(_fmt(r["machine"]))] if machines else []),
+                      *(text_cell(_fmt(r[m])) for m in METRICS)])
     # Three tables: the flows and their goodput, their slowdown and FCT, then the queues, losses and verdict.
     return ["## Side by side", ""] + table(header, cells, keys=len(named),
                                            breaks=(METRICS["slowdown_p50"], METRICS["max_queue_bytes"])) + [
@@ -484,8 +482,6 @@ def _splits(rows: Sequence[dict], given: Sequence[_Dimension], dimension: _Dimen
 
 def _where(points: Sequence[_Point]) -> str:
     """The experiments the merged bundles ran, for the plots' titles (their points are the plots' x)."""
-    from ..experiments.kinds import KINDS  # here: the kinds' runners import the lifecycle, which writes reports
-
     seen = dict.fromkeys(KINDS[p.tables.kind].where(p.tables, points=False) for p in points
                          if p.tables is not None and p.tables.kind in KINDS)
     return "; ".join(seen)

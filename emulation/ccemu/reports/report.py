@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bench import capacity as bench_capacity
-from . import figures, files, papers, plotting
-from .bundle import block_label
-from .fidelity import worst
-from .figures import Tables
-from .markdown import by, cell, schemes, table
+from ..kinds import kind
+from ..results import figures, files, papers, plotting
+from ..results.bundle import block_label
+from ..results.fidelity import GOOD, worst
+from ..results.figures import Tables
+from ..results.markdown import by, cell, schemes, table
 from ..ports.histograms import queue_bucket_bounds
-from .stats import BUCKETS, histogram_cdf
+from ..results.stats import BUCKETS, histogram_cdf
 
 # Where a packet waits inside a switch on each datapath (the fidelity table's switch residence).
 RESIDENCE_WHERE = {"ovs": "in ovs-vswitchd's receive sockets and its forwarding thread",
@@ -21,7 +21,6 @@ RESIDENCE_WHERE = {"ovs": "in ovs-vswitchd's receive sockets and its forwarding 
 
 def _kind(tables: Tables):
     """The bundle's kind from the registry (an unknown one: an error naming the known ones)."""
-    from ..experiments.kinds import kind  # here: the kinds' runners import the lifecycle, which writes reports
     return kind(tables.kind)
 
 
@@ -39,7 +38,7 @@ def summary_markdown(directory: Path) -> str:
     lines += _result_lines(tables, kind, beside)
     link = manifest["config"]["link"]
     if manifest.get("machine_capacity"):
-        lines += [bench_capacity.summary_line(manifest["machine_capacity"], link["rate_mbps"]), ""]
+        lines += [capacity_line(manifest["machine_capacity"], link["rate_mbps"]), ""]
     if auto := manifest.get("dilation_auto_from"):
         chosen = manifest["config"]["datacenter"]["dilation"]
         lines += [f"`dilation: auto` chose {chosen:g} so that one link runs at most {auto['link_mbps']:g} "
@@ -106,18 +105,18 @@ def _hosts_lines(tables: Tables) -> list[str]:
         return []
     lines = ["## Docker hosts", "", f"Image {tables.hosts[0]['image']}; CPU seconds used per block (wall), the "
              "busiest host, and every host that hit its CPU limit (throttled: the share of its CFS periods in "
-             "which it used up its quota and waited; its transport ran late there).", "",
-             "| block | CPU s, all hosts | busiest host (CPU s) | throttled hosts | memory peak, largest host (MiB) |",
-             "|---|---|---|---|---|"]
+             "which it used up its quota and waited; its transport ran late there).", ""]
+    cells = []
     for rows in by(tables.hosts, "scheme", "n", "point").values():
         busiest = max(rows, key=lambda r: float(r["cpu_seconds"]))
         throttled = [f"{r['host']} ({int(r['throttled_periods']) / int(r['periods']):.0%} of periods, "
                      f"{float(r['throttled_seconds']):.2f} s; limit {r['cpus']} CPU)"
                      for r in rows if int(r["throttled_periods"])]
-        lines.append(f"| {_label(rows[0])} | {sum(float(r['cpu_seconds']) for r in rows):.2f} "
-                     f"| {busiest['host']} ({float(busiest['cpu_seconds']):.2f}) | {', '.join(throttled) or 'none'} "
-                     f"| {max(int(r['memory_peak_bytes']) for r in rows) / 2**20:.1f} |")
-    return lines + [""]
+        cells.append([_label(rows[0]), f"{sum(float(r['cpu_seconds']) for r in rows):.2f}",
+                      f"{busiest['host']} ({float(busiest['cpu_seconds']):.2f})", ", ".join(throttled) or "none",
+                      f"{max(int(r['memory_peak_bytes']) for r in rows) / 2**20:.1f}"])
+    return lines + table(["block", "CPU s, all hosts", "busiest host (CPU s)", "throttled hosts",
+                          "memory peak, largest host (MiB)"], cells) + [""]
 
 
 def _label(row: dict) -> str:
@@ -144,33 +143,31 @@ def _datacenter_lines(tables: Tables) -> list[str]:
                      "packet's serialization at each link of its path (store-and-forward: the emulated ports release "
                      "a frame as its transmission starts). The base RTT is the propagation, as the papers give it.")
     setting = papers.setting_of(tables)
-    bdp = dc["bdp_packets_max_rtt"]
-    lines += ["", "| | ccemu | paper | ccemu / paper |", "|---|---|---|---|",
-              f"| base RTT, longest path (us) | {dc['base_rtt_max_us']:.1f} | "
-              f"{setting['rtt_us'] if setting else '-'} | "
-              f"{dc['base_rtt_max_us'] / setting['rtt_us']:.2f} |" if setting else
-              f"| base RTT, longest path (us) | {dc['base_rtt_max_us']:.1f} | - | - |",
-              f"| BDP at that RTT (packets of 1538 B) | {bdp:.1f} | "
-              + (f"{setting['bdp_packets']} | {bdp / setting['bdp_packets']:.2f} |" if setting else "- | - |"),
-              *([f"| with a full frame's serialization at every link there and a minimum frame's back, longest (us) | "
-                 f"{dc['frame_rtt_max_us']:.1f} | | |"] if "frame_rtt_max_us" in dc else []),
-              f"| idle fabric alone, longest RTT (us) | {dc['idle_fabric_rtt_max_us']:.1f} | | |", ""]
+    cells = [[title, f"{ours:.1f}", *([str(setting[key]), f"{ours / setting[key]:.2f}"] if setting else ["-", "-"])]
+             for title, ours, key in (
+                 ("base RTT, longest path (us)", dc["base_rtt_max_us"], "rtt_us"),
+                 ("BDP at that RTT (packets of 1538 B)", dc["bdp_packets_max_rtt"], "bdp_packets"))]
+    cells += [[title, f"{dc[key]:.1f}", "", ""] for title, key in (
+        *([("with a full frame's serialization at every link there and a minimum frame's back, longest (us)",
+            "frame_rtt_max_us")] if "frame_rtt_max_us" in dc else []),
+        ("idle fabric alone, longest RTT (us)", "idle_fabric_rtt_max_us"))]
+    lines += ["", *table(["", "ccemu", "paper", "ccemu / paper"], cells), ""]
     if setting:
         lines += [f"Paper's setting: {setting['source']}.", ""]
     return lines
 
 
 def _fct_by_bucket_lines(tables: Tables) -> list[str]:
-    lines = ["## FCT per scheme and flow size", "",
-             "| scheme | bucket | flows | mean ms | p50 ms | p99 ms | max ms | unfinished flows |",
-             "|---|---|---|---|---|---|---|---|"]
+    cells = []
     for scheme in tables.schemes():
         present = {f["bucket"] for f in tables.flows_of(scheme)}
         for bucket in (name for name, _, _ in BUCKETS if name in present):
             s = figures.fcts(tables, scheme, bucket=bucket)
-            lines.append(f"| {scheme} | {bucket} | {s.flows} | {1e3 * s.mean_s:.1f} | {1e3 * s.p50_s:.1f} | "
-                         f"{1e3 * s.p99_s:.1f} | {1e3 * s.max_s:.1f} | |")
-        lines.append(f"| {scheme} | all | {len(tables.flows_of(scheme))} | | | | | {tables.unfinished(scheme)} |")
+            cells.append([scheme, bucket, str(s.flows),
+                          *(f"{1e3 * seconds:.1f}" for seconds in (s.mean_s, s.p50_s, s.p99_s, s.max_s)), ""])
+        cells.append([scheme, "all", str(len(tables.flows_of(scheme))), "", "", "", "", str(tables.unfinished(scheme))])
+    lines = ["## FCT per scheme and flow size", "",
+             *table(["scheme", "bucket", "flows", "mean ms", "p50 ms", "p99 ms", "max ms", "unfinished flows"], cells)]
     lines += ["", "Buckets: " + ", ".join(f"{name} {low}-{high} B" for name, low, high in BUCKETS) + "; "
               "datacenter time; finished flows (the unfinished ones, whose size bucket is not recorded, are counted "
               "per scheme).", ""]
@@ -281,3 +278,14 @@ def report(directory: Path) -> Path:
     files.write_text(summary, summary_markdown(directory))  # never through a link: files.py
     plot(directory)
     return summary
+
+
+def capacity_line(measured: dict, rate_mbps: float) -> str:
+    """One line for an experiment's summary: the machine's capacity beside the run's link rate."""
+    best = measured.get("capacity_mbps")
+    where = f"`ccemu bench capacity` of {measured['when']}, {measured['variant']}"
+    if best is None:
+        return f"This machine's capacity ({where}): no rate measured kept every pair >= {GOOD}."
+    verdict = "within it" if rate_mbps <= best else "**above it**: expect the fidelity verdict to say so"
+    return (f"This machine's capacity ({where}): every pair of 8 TCP flows on a k=4 fat-tree >= {GOOD} up to "
+            f"{best:g} Mbit/s per link; this experiment runs {rate_mbps:g} Mbit/s per link, {verdict}.")

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ..programs.cchost import read_counters
+from .records import read_counters
 from ..model.config import CREDIT_WIRE_BYTES
-from ..ports.maps import PortStats, Residence, switch_packets
+from ..ports.stats import PortStats, Residence, switch_packets
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
@@ -37,6 +37,8 @@ _RANK = {PASS: 0, WARN: 1, FAIL: 2}
 # whether it hurt.
 STEAL_WARN, STEAL_FAIL = 0.15, 0.35
 BUSY_WARN = 0.95
+# `ccemu bench capacity`: every pair at least this share of its ideal, the rate is within capacity.
+GOOD = 0.95
 # A fluid queue drains a frame bit by bit, a real port holds it whole until it is sent: about
 # one frame of difference is the model, not lag (measured 0.6-0.8 frames on a quiet machine).
 LAG_WARN_FRAMES, LAG_FAIL_FRAMES = 2.0, 4.0

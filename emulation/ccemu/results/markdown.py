@@ -1,10 +1,11 @@
-"""Small helpers every summary section uses (report.py and each kind's own, experiments/kinds/; merge.py):
-table cells, tables, grouping. Nothing here knows a kind."""
+"""Small helpers every Markdown table of ccemu uses (the summaries: reports/report.py, each kind's own in
+kinds/, reports/merge.py, papers.py; the reproduction's REPORT.md; the benchmarks' tables): table cells,
+tables, grouping. Nothing here knows a kind."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -29,8 +30,13 @@ def or_(value: T | None, default: T) -> T:
     return default if value is None else value
 
 
-def cell(value: float | None, fmt: str = "{:.2f}") -> str:
-    return "-" if value is None else fmt.format(value)
+def cell(value: float | None, fmt: str = "{:.2f}", missing: str = "-") -> str:
+    return missing if value is None else fmt.format(value)
+
+
+def text_cell(text: object) -> str:
+    """Text as one table cell: on one line, its pipes escaped (a pipe would end the cell)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], keys: int = 1, breaks: Sequence[str] = ()) -> list[str]:
@@ -52,7 +58,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], keys: int = 1, b
     lines: list[str] = []
     for part in even:
         columns = [*range(keys), *part]
-        lines += ([""] if lines else []) + ["| " + " | ".join(header[i] for i in columns) + " |",
-                                            "|" + "---|" * len(columns)]
-        lines += ["| " + " | ".join(row[i] for i in columns) + " |" for row in rows]
+        lines += ([""] if lines else []) + [_row(header[i] for i in columns), "|" + "---|" * len(columns)]
+        lines += [_row(row[i] for i in columns) for row in rows]
     return lines
+
+
+def _row(cells: Iterable[str]) -> str:
+    # An empty cell is "| |", one space wide: the blank cells summaries have always had (a diff of two
+    # summaries shows what changed in the figures, not in the spacing).
+    return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"

@@ -15,17 +15,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..experiments.kinds import KINDS
 from ..model import schemes
-from ..model.config import EXPERIMENTS_DIR, ExperimentConfig, read_yaml
+from ..model.config import EXPERIMENTS_DIR, WORKLOAD_KINDS, ExperimentConfig, read_yaml
 from ..model.config.schemes import SchemeConfig
 from . import readings, rule, stats
 from .figures import Tables
+from .markdown import table, text_cell
 from .readings import NotComparable
 from .rule import Figure, Judgement, Paper, Tighter
 
 REFERENCE = Path(__file__).resolve().parents[3] / "workloads" / "reference.yaml"
-EXPERIMENTS = tuple(KINDS)  # a claim is about one kind of experiment
+EXPERIMENTS = WORKLOAD_KINDS  # a claim is about one kind of experiment
 NOT_RUN_HERE = "not run here"  # a claim ccemu cannot run: its reason begins so
 
 
@@ -245,8 +245,8 @@ def settings(path: Path = REFERENCE) -> dict[str, dict]:
 
 def setting_of(tables: Tables, path: Path = REFERENCE) -> dict | None:
     """The paper's setting a bundle stands for: its experiment file's own, else its kind's."""
-    table = settings(path)
-    return table.get(tables.manifest["config"].get("name", "")) or table.get(tables.kind)
+    known = settings(path)
+    return known.get(tables.manifest["config"].get("name", "")) or known.get(tables.kind)
 
 
 def settings_differ(claim: Claim, tables: Tables) -> str:
@@ -351,8 +351,7 @@ def markdown(comparisons: list[Comparison]) -> list[str]:
     """The table of summary.md's and REPORT.md's "beside the papers" section."""
     if not comparisons:
         return []
-    lines = ["| claim | paper | ccemu | ccemu / paper | class | verdict | source |",
-             "|---|---|---|---|---|---|---|"]
+    cells = []
     for c in comparisons:
         text = c.claim.claim
         if c.claim.tighter:
@@ -360,10 +359,6 @@ def markdown(comparisons: list[Comparison]) -> list[str]:
         ours = (c.ours.text() if c.ours is not None else "-") + (f" ({c.repeats.text()})" if c.repeats else "") + \
             (f" (run: {c.run})" if c.run else "")
         verdict = f"**{c.verdict}**" + (f" ({c.why})" if c.why else "")
-        lines.append(f"| {_cell(text)} | {c.claim.paper.text()} {_cell(c.claim.unit)} | {ours} | "
-                     f"{c.judgement.ratio} | {c.claim.kind} | {_cell(verdict)} | {_cell(c.claim.source)} |")
-    return lines
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+        cells.append([text_cell(text), f"{c.claim.paper.text()} {text_cell(c.claim.unit)}", ours, c.judgement.ratio,
+                      c.claim.kind, text_cell(verdict), text_cell(c.claim.source)])
+    return table(["claim", "paper", "ccemu", "ccemu / paper", "class", "verdict", "source"], cells)

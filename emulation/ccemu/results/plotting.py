@@ -1,4 +1,4 @@
-"""How every plot looks (a bundle's plots/: report.py and each kind's, experiments/kinds/; a merge's: merge.py),
+"""How every plot looks (a bundle's plots/: reports/report.py and each kind's, kinds/; a merge's: reports/merge.py),
 decided once so that the plots read alike: one colour per scheme in every plot, titles that say what and where,
 plain tick labels on log axes, CDFs that show the share at 0, the levels a queue is judged against, legends beside
 the data rather than on it. The callers import matplotlib (Agg); this module imports it only inside its functions,

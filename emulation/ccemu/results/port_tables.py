@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..results.fidelity import SwitchFigures
-from .maps import PortStats, pause_bucket_bounds_s
+from ..ports.stats import PortStats, pause_bucket_bounds_s
+from .fidelity import SwitchFigures
 
 
 def port_table(ports: list[PortStats], frame_ns: float, run_id: str) -> Table:

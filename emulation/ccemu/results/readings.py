@@ -13,7 +13,7 @@ import inspect
 import statistics
 from collections.abc import Callable
 
-from . import figures
+from . import convergence_figures, figures
 from .figures import NoData, Tables
 from .rule import Figure
 
@@ -294,13 +294,13 @@ def min_throughput_ratio(tables: Tables, a: str, b: str) -> Figure:
 
 def convergence_rtts(tables: Tables, scheme: str, alpha: float | None = None, until: str = "reached") -> Figure:
     """RTTs from the first joining flow's start until it `reached` its fair share, or until every running flow
-    `converged` on theirs and kept them (figures.convergence says which figures each reading stands for); at
+    `converged` on theirs and kept them (convergence_figures.convergence says which figures each reading stands for); at
     least the room it had if not within it."""
     if until not in ("reached", "converged"):
         raise ValueError(f"until: reached or converged (got {until!r})")
     point = f"alpha={alpha:g}" if alpha is not None else ""
     checked(tables, scheme, points=[point])
-    seen = figures.convergence(tables, scheme, point)
+    seen = convergence_figures.convergence(tables, scheme, point)
     first = (seen.reached if until == "reached" else seen.converged)[0]
     room = (seen.reached_room if until == "reached" else seen.room)[0]
     return Figure.at_least(room) if first is None else Figure.of(first)

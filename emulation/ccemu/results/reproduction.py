@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 from ..model.config import TopologyConfig
 from . import papers
 from .figures import Tables
+from .markdown import table
 from .rule import NOT_COMPARABLE
 
 
@@ -87,7 +88,7 @@ def _no_bundle(run: Run) -> str:
 
 
 def write_report(directory: Path, runs: list[Run], started: str, profile: str = "") -> Path:
-    """`profile`: the named set of experiments that ran (cli.PROFILES), "" for a list given by name."""
+    """`profile`: the named set of experiments that ran (catalog.PROFILES), "" for a list given by name."""
     plots = directory / "plots"
     plots.mkdir(parents=True, exist_ok=True)
     total = sum(r.seconds for r in runs)
@@ -102,16 +103,14 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
              f" in {total / 60:.1f} minutes of wall time. Each claim of "
              "workloads/reference.yaml is listed, with the paper's figure (its seed and line: workloads/README.md), "
              "ccemu's, their ratio, the claim's class and the verdict.", "",
-             "## Experiments", "",
-             "| experiment | hosts (paper) | dilation | link (datacenter / emulated) | base RTT us (paper) | "
-             "BDP pkts (paper) | wall time | verdict | unfinished flows | bundle |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "## Experiments", ""]
+    cells = []
     commit = ""
     names_of_kind: dict[str, list[str]] = {}  # the experiment files of each kind that left a bundle
     for run in runs:
         if run.bundle is None or not (run.bundle / "manifest.json").exists():
-            lines.append(f"| {run.label(repeats[run.name])} | - | - | - | - | - | {run.seconds:.0f} s | did not run: "
-                         f"{run.error} | - | - |")
+            cells.append([run.label(repeats[run.name]), "-", "-", "-", "-", "-", f"{run.seconds:.0f} s",
+                          f"did not run: {run.error}", "-", "-"])
             continue
         tables = Tables.read(run.bundle)
         manifest, dc = tables.manifest, tables.manifest.get("datacenter", {})
@@ -124,13 +123,14 @@ def write_report(directory: Path, runs: list[Run], started: str, profile: str = 
             copy = f"{run.name}-{run.repeat}-{plot.name}" if repeats[run.name] > 1 else f"{run.name}-{plot.name}"
             shutil.copy(plot, plots / copy)
         status = manifest["fidelity"]["status"] + (" (interrupted)" if manifest.get("interrupted") else "")
-        lines.append(
-            f"| {run.label(repeats[run.name])} | {hosts} ({setting.get('hosts', '-')}) | {dc.get('dilation', 1):g} | "
-            f"{dc.get('link_rate_bps', 0) / 1e9:g} Gbit/s / "
-            f"{dc.get('emulated_link_mbps', 0):g} Mbit/s | {dc.get('base_rtt_max_us', 0):.1f} "
-            f"({setting.get('rtt_us', '-')}) | {dc.get('bdp_packets_max_rtt', 0):.1f} "
-            f"({setting.get('bdp_packets', '-')}) | {run.seconds:.0f} s | {status} | "
-            f"{manifest.get('unfinished_flows', 0)} | {run.bundle} |")
+        cells.append([
+            run.label(repeats[run.name]), f"{hosts} ({setting.get('hosts', '-')})", f"{dc.get('dilation', 1):g}",
+            f"{dc.get('link_rate_bps', 0) / 1e9:g} Gbit/s / {dc.get('emulated_link_mbps', 0):g} Mbit/s",
+            f"{dc.get('base_rtt_max_us', 0):.1f} ({setting.get('rtt_us', '-')})",
+            f"{dc.get('bdp_packets_max_rtt', 0):.1f} ({setting.get('bdp_packets', '-')})", f"{run.seconds:.0f} s",
+            status, str(manifest.get("unfinished_flows", 0)), str(run.bundle)])
+    lines += table(["experiment", "hosts (paper)", "dilation", "link (datacenter / emulated)", "base RTT us (paper)",
+                    "BDP pkts (paper)", "wall time", "verdict", "unfinished flows", "bundle"], cells)
     comparisons = _comparisons(runs, papers.load_claims())
     lines += ["", f"Commit {commit}.", "", "## Claims", "", papers.headline(comparisons) + ".", "",
               papers.RULE_TEXT, ""]

@@ -11,13 +11,13 @@ from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, ClassVar
 
 from ..model.dilation import CREDIT_WIRE_BYTES, DATA_WIRE_BYTES
-from ..programs.cchost import host_number
+from ..model.names import host_number
 from .stats import size_bucket
 
 if TYPE_CHECKING:
     from ..containers.cgroups import CgroupFigures
     from ..model.dilation import PairDelay
-    from ..ports.maps import PortStats
+    from ..ports.stats import PortStats
     from .bundle import BlockKey
 
 

@@ -43,7 +43,6 @@ NOT_REPRODUCED = "not reproduced"
 DIRECTION_HOLDS = "direction holds"
 DIRECTION_FAILS = "direction does not hold"
 NOT_COMPARABLE = "not comparable"
-VERDICTS = (REPRODUCED, SAME_DIRECTION, NOT_REPRODUCED, DIRECTION_HOLDS, DIRECTION_FAILS, NOT_COMPARABLE)
 
 NUMERIC, DIRECTION_ONLY = "numeric", "direction only"  # a claim's class: does the paper give a number?
 

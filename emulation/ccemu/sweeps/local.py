@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .outcome import bundle_of, last_line
+from .outcome import bundle_of, last_said
 from .plan import RUNS_DIR, read_plan
 
 # coreutils' timeout exits with this when the point ran out of the sweep's timeout_s.
@@ -52,6 +52,6 @@ def run_here(directory: Path, say: Callable[[str], None]) -> None:
             ended = ("stopped at its time limit" if status == TIMED_OUT else "interrupted") \
                 if manifest.get("interrupted") else "done"
             say(f"point {number}/{total} {point['id']}: {ended} in {seconds:.0f} s, fidelity {verdict}"
-                + (f" (exit status {status}: {last_line(run / 'log')})" if status and status != TIMED_OUT else ""))
+                + (f" (exit status {status}: {last_said(run)})" if status and status != TIMED_OUT else ""))
         else:
-            say(f"point {number}/{total} {point['id']}: FAILED in {seconds:.0f} s: {last_line(run / 'log')}")
+            say(f"point {number}/{total} {point['id']}: FAILED in {seconds:.0f} s: {last_said(run)}")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..logs import last_line
 from ..results.bundle import read_manifest
 from ..results.files import printable, read_text
-from ..results.merge import DONE, FAILED, INTERRUPTED, NOT_RUN, Entry, merge, write_points
+from ..reports.merge import DONE, FAILED, INTERRUPTED, NOT_RUN, Entry, merge, write_points
 from .plan import RUNS_DIR, read_plan
 
 MACHINES_FILE = "machines.json"
@@ -34,12 +35,10 @@ def bundle_of(run: Path) -> Path | None:
     return manifests[-1].parent if manifests else None
 
 
-def last_line(log: Path) -> str:
-    """The last line a run printed: ccemu's one-line reason when it failed."""
-    if not log.is_file():
-        return ""
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return printable(lines[-1]) if lines else ""
+def last_said(run: Path) -> str:
+    """The last line a point's run printed: ccemu's one-line reason when it failed. Whole (it is the
+    reason the sweep's summary gives) and printable (the log may come from another machine)."""
+    return printable(last_line(run / "log", most=None))
 
 
 def entries(directory: Path) -> list[Entry]:
@@ -68,7 +67,7 @@ def entries(directory: Path) -> list[Entry]:
             elif manifest.get("unfinished_flows"):
                 reason = f"{manifest['unfinished_flows']} flows never finished"
         elif machine_file.is_file():
-            status, reason = FAILED, last_line(run / "log") or "no bundle and no output"
+            status, reason = FAILED, last_said(run) or "no bundle and no output"
         else:
             status = NOT_RUN
             trouble = ([f"{m} unreachable: {why}" for m, why in unreachable.items()]

@@ -47,7 +47,7 @@ from ..model.config.overrides import changed
 from ..model.config.workloads import MAX_WAIT_S
 from ..model.names import Name
 from ..model.excerpt import shown
-from ..results.merge import cell_text
+from ..reports.merge import cell_text
 
 PLAN_FILE = "plan.json"
 POINTS_DIR = "points"

@@ -18,7 +18,7 @@ import psutil
 import pytest
 import yaml
 
-from ccemu.cli import load_experiment
+from ccemu.experiments.validation import load_experiment
 from ccemu.model.partition import Partition
 from ccemu.model.topology import fat_tree
 from ccemu.polling import wait_until

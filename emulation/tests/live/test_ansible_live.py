@@ -13,7 +13,7 @@ import ansible_runner
 import pytest
 import yaml
 
-from ccemu.results.bundle import git_commit
+from ccemu.experiments.provenance import git_commit
 from machines import Machines
 from runs import SMALL_INCAST
 

@@ -10,13 +10,15 @@ import pytest
 from rich.console import Console
 from runs import start_config
 
-from ccemu.experiments import runner_for
-from ccemu.experiments.base import LiveBlock, stop_all
+from ccemu.experiments.runners import runner_for
+from ccemu.experiments.base import LiveBlock
 from ccemu.fabric.net import FabricNet
-from ccemu.programs.cchost import ScheduledFlow, host_number, read_records, write_schedule
+from ccemu.programs.cchost import ScheduledFlow, stop_all, write_schedule
+from ccemu.model.names import host_number
+from ccemu.results.records import read_records
 from ccemu.model.config import parse_config
 from ccemu.model.dilation import wire_bytes
-from ccemu.results import figures, papers, rule
+from ccemu.results import convergence_figures, figures, papers, rule
 from ccemu.results.figures import Tables
 
 SCHEMES = """
@@ -247,7 +249,7 @@ def join_run(tmp_path_factory):
     """Two ExpressPass flows at alpha = 1/2, the second joining 60 RTTs after the first: (its bundle,
     its tables, both readings of the join)."""
     bundle, tables = run(tmp_path_factory.mktemp("join"), "join", JOIN)
-    seen = figures.convergence(tables, "expresspass", "alpha=0.5")
+    seen = convergence_figures.convergence(tables, "expresspass", "alpha=0.5")
     print("RTTs to the fair share after the join: reached", seen.reached, "converged", seen.converged)
     return bundle, tables, seen
 
@@ -269,7 +271,7 @@ def test_a_joining_flow_reaches_its_fair_share_and_the_time_is_counted_in_rtts(j
     second = max(tables.flows, key=lambda f: float(f["start"]))
     took = (float(second["end"]) - float(second["start"])) / (60 * seen.rtt_s)
     # The ramp counted as it was before the readings moved to the window's middle: to its start.
-    ramp = seen.reached[0] - figures.REACHED_WINDOW_RTTS / 2
+    ramp = seen.reached[0] - convergence_figures.REACHED_WINDOW_RTTS / 2
     assert 1 / 1.2 <= took <= 1 / 0.8 + ramp / 60, took
     assert "| expresspass | 0.5 | 52.0 |" in (bundle / "summary.md").read_text()
 

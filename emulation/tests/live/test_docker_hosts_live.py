@@ -21,7 +21,8 @@ from ccemu.containers.engine import ENGINE_ROOT, DockerEngine, docker_sdk
 from ccemu.containers import CONTAINERS_FILE
 from ccemu.containers.image import CCHOST_IN_IMAGE, CCHOST_LABEL, default_tag, file_sha256
 from ccemu.fabric.checks import check_path_symmetry, check_reachability
-from ccemu.fabric.inventory import STATE_FILE, process_start_time
+from ccemu.fabric.inventory import STATE_FILE
+from ccemu.fabric.namespaces import process_start_time
 from ccemu.fabric.net import FabricNet
 from ccemu.programs.cchost import cchost_binary
 from ccemu.polling import wait_until

@@ -15,10 +15,10 @@ import pytest
 
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
-from ccemu.fabric.inventory import (SHELL_OF, Inventory, ProcessRecord, mounted_paths, pids_in_namespaces,
-                                    process_start_time)
+from ccemu.fabric.inventory import SHELL_OF, Inventory, ProcessRecord
+from ccemu.fabric.namespaces import mounted_paths, pids_in_namespaces, process_start_time
 from ccemu.polling import wait_until
-from ccemu.fabric.checks import check_path_symmetry, check_reachability, flow_path_id, port_counters
+from ccemu.fabric.checks import check_path_symmetry, check_reachability, flow_path_id
 
 pytestmark = pytest.mark.root
 
@@ -105,11 +105,11 @@ def test_a_flow_without_a_path_id_crosses_the_ports_of_the_path_id_the_fabric_gi
             "s.bind(('', int(sys.argv[2]))); [s.sendto(b'x', (sys.argv[1], int(sys.argv[3]))) for _ in range(50)]")
     last_hop = net.fabric_topo.attachment("h16")  # on every path: when it has sent them, every port has
     for sport, dport in ((5201, 33333), (40001, 5201), (50123, 33000)):
-        before = port_counters(net)
+        before = net.port_counters()
         net["h1"].cmd(f"{sys.executable} -c {shlex.quote(send)} {net['h16'].IP()} {sport} {dport}")
         # Read once all 50 are through (the first takes OVS's slow path: late on a loaded machine).
-        assert wait_until(lambda: port_counters(net)[last_hop][1] - before[last_hop][1] >= 50, 10, 0.1), (sport, dport)
-        after = port_counters(net)
+        assert wait_until(lambda: net.port_counters()[last_hop][1] - before[last_hop][1] >= 50, 10, 0.1), (sport, dport)
+        after = net.port_counters()
         sent = {key for key, (_, tx) in after.items() if tx - before[key][1] >= 50}
         pid = flow_path_id(net, "h1", "h16", "udp", sport, dport)
         assert sent == set(net.routing.ports_on_path("h1", "h16", pid)), (sport, dport, pid)

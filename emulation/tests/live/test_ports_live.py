@@ -13,7 +13,8 @@ from ccemu.polling import wait_until
 from ccemu.programs import udpgen
 from ccemu.ports.program import PortProgram
 from ccemu.ports.histograms import queue_bucket_bounds
-from ccemu.ports.maps import LAYOUTS, PortMaps, queue_minus_backlog
+from ccemu.ports.maps import PortMaps, queue_minus_backlog
+from ccemu.ports.layouts import LAYOUTS
 
 DATA_PAYLOAD = 1000
 DATA_WIRE_BYTES = DATA_PAYLOAD + 8 + 20 + 14 + 24  # UDP + IP + Ethernet + wire overhead

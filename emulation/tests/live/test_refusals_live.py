@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccemu.cli import EXIT_BAD_CONFIG, EXIT_DOES_NOT_FIT
+from ccemu.commands.exits import EXIT_BAD_CONFIG, EXIT_DOES_NOT_FIT
 
 pytestmark = pytest.mark.root
 

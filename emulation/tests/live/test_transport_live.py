@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from ccemu.programs.cchost import ScheduledFlow, command, read_counters, read_records, write_schedule
+from ccemu.programs.cchost import ScheduledFlow, command, write_schedule
+from ccemu.results.records import read_counters, read_records
 from ccemu.model.config import parse_config
 from ccemu.fabric.net import FabricNet
 

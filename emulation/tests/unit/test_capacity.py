@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from ccemu.bench import capacity
+from ccemu.reports.report import capacity_line
 from ccemu.fabric.placement import Placement, place
 from ccemu.model.config import parse_config
 
@@ -38,8 +39,8 @@ def test_an_experiment_quotes_the_latest_measurement_beside_its_own_rate(tmp_pat
     measured = capacity.latest(tmp_path)
     assert measured["capacity_mbps"] == 10 and json.loads((out / "capacity.json").read_text())["runs"] == runs
     assert "up to 10 Mbit/s per link; this experiment runs 10 Mbit/s per link, within it" in \
-        capacity.summary_line(measured, 10)
-    assert "**above it**" in capacity.summary_line(measured, 25)
+        capacity_line(measured, 10)
+    assert "**above it**" in capacity_line(measured, 25)
     assert capacity.latest(tmp_path / "none") is None
 
 
@@ -60,7 +61,7 @@ def test_auto_placement_pins_only_on_machines_of_at_least_eight_cpus():
 
 
 def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placement(tmp_path):
-    from ccemu.cli import load_experiment
+    from ccemu.experiments.validation import load_experiment
     from ccemu.fabric.placement import usable_cpus
     from ccemu.model.config import EXPERIMENTS_DIR
     from ccemu.model.dilation import DEFAULT_FAITHFUL
@@ -119,7 +120,7 @@ def test_dilation_auto_follows_the_capacity_measured_for_the_experiments_placeme
 def test_the_bpf_datapath_is_one_variant_whatever_the_ovs_placement_and_auto_picks_it_without_the_ovs_module():
     from argparse import Namespace
 
-    from ccemu.fabric.kernel import KernelFeatures
+    from ccemu.model.kernel import KernelFeatures
     from ccemu.model.config import FabricConfig
 
     args = Namespace(pinned="both", instances=["1", "auto"], ovs_allocator=["glibc", "jemalloc"], datapath=["bpf"])

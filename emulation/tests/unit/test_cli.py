@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ccemu import catalog, cli
-from ccemu.cli import HelpFormatter, as_asked, build_parser, main
+from ccemu import catalog
+from ccemu.cli import build_parser, main
+from ccemu.commands import experiment as experiment_command
+from ccemu.commands.fabric import check_config
+from ccemu.commands.help import HelpFormatter
+from ccemu.experiments.validation import as_asked
 from ccemu.model import schemes as scheme_table
 from ccemu.model.config import EXPERIMENTS_DIR, ConfigError
 from ccemu.programs.cchost import CCHOST
@@ -57,9 +61,9 @@ def test_version_names_the_package_version_and_commit(capsys):
 
 
 def test_version_without_a_commit_names_the_package_version_alone(capsys, monkeypatch):
-    from ccemu.results import bundle
+    from ccemu.experiments import provenance
 
-    monkeypatch.setattr(bundle, "git_commit", lambda: "unknown")  # a tree copied without .git or build/commit
+    monkeypatch.setattr(provenance, "git_commit", lambda: "unknown")  # a tree copied without .git or build/commit
     assert said(capsys, "--version")[:2] == (0, f"ccemu {metadata.version('ccemu')}\n")
 
 
@@ -72,13 +76,14 @@ def test_list_names_every_experiment_sweep_scheme_profile_and_topology(capsys):
     assert {p.stem for p in EXPERIMENTS_DIR.glob("*.yaml")} <= names
     assert {p.stem for p in catalog.SWEEPS_DIR.glob("*.yaml")} <= names
     assert set(scheme_table.names()) <= names
-    assert set(cli.PROFILES) <= names
+    assert set(catalog.PROFILES) <= names
     assert {"fattree", "leafspine", "dumbbell", "star"} <= names
     # Each experiment with its description (the file's opening comment) and what it runs.
     incast = out[out.index("\n  incast "):]
     assert incast.splitlines()[1].split(None, 1)[1] == ("Incast at the DCTCP+ paper's operating point (seed 002, "
                                                         "Fig. 7; workloads/reference.yaml)")
-    assert incast.splitlines()[2].strip() == "incast on fattree, k=4; schemes: expresspass, spraypass, dctcp, dctcp+"
+    runs = ", ".join(s["scheme"] for s in yaml.safe_load((EXPERIMENTS_DIR / "incast.yaml").read_text())["schemes"])
+    assert incast.splitlines()[2].strip() == f"incast on fattree, k=4; schemes: {runs}"
 
 
 @pytest.mark.parametrize("section, title", [
@@ -178,7 +183,7 @@ def test_check_help_says_the_datapath_the_code_uses_without_one(capsys, monkeypa
     assert ("(default: the --config file's fabric.datapath, else auto: OVS where its kernel datapath exists, else "
             "bpf)") in out
     def checked(*argv: str) -> str:
-        return cli._check_config(build_parser().parse_args(["check", *argv])).fabric.datapath
+        return check_config(build_parser().parse_args(["check", *argv])).fabric.datapath
 
     assert checked("--topo", "star") == "auto"
     path = tmp_path / "bpf.yaml"
@@ -252,19 +257,20 @@ BAD = [
 def nothing_starts(monkeypatch):
     """`ccemu experiment` up to where it would start a runner, whatever is built here; the runner
     it would start (its config recorded), never started."""
-    from ccemu import experiments, programs
+    from ccemu import programs
+    from ccemu.experiments import runners
     from ccemu.ports.program import PortProgram
 
     monkeypatch.setattr(programs.cchost, "cchost_binary", lambda: CCHOST)
     monkeypatch.setattr(programs.cchost, "check_args", lambda *args, **kwargs: None)
     monkeypatch.setattr(PortProgram, "built", classmethod(lambda cls: None))
-    monkeypatch.setattr(cli, "_require_root", lambda what: None)
+    monkeypatch.setattr(experiment_command, "require_root", lambda what: None)
     started = []
 
     def runner_for(config, *args, **kwargs):
         started.append(config)
         raise RuntimeError("not started")  # ccemu says so in a line and returns
-    monkeypatch.setattr(experiments, "runner_for", runner_for)
+    monkeypatch.setattr(runners, "runner_for", runner_for)
     return started
 
 
@@ -292,14 +298,14 @@ def test_the_config_run_is_the_changed_one_so_the_bundles_manifest_records_it(tm
 
 def test_the_manifest_is_told_how_the_command_line_changed_the_file_and_nothing_when_it_did_not(
         tmp_path, capsys, monkeypatch, nothing_starts):
-    from ccemu import experiments
+    from ccemu.experiments import runners
 
     asked = []
 
     def runner_for(config, *args, **kwargs):
         asked.append(kwargs["asked"])
         raise RuntimeError("not started")
-    monkeypatch.setattr(experiments, "runner_for", runner_for)
+    monkeypatch.setattr(runners, "runner_for", runner_for)
     path = tiny_file(tmp_path)
     said(capsys, "experiment", str(path), "--results", str(tmp_path / "results"), "--set", "workload.rounds=2")
     said(capsys, "experiment", str(path), "--results", str(tmp_path / "results"))

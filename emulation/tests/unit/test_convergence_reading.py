@@ -1,5 +1,5 @@
-"""The convergence reading (figures.convergence) and the throughput series it and the plot share
-(figures.flow_rate_series), on synthetic timelines: flows at a receiver sampled as cchost --progress
+"""The convergence reading (convergence_figures.convergence) and the throughput series it and the plot share
+(convergence_figures.flow_rate_series), on synthetic timelines: flows at a receiver sampled as cchost --progress
 samples them, in the convergence experiment's datacenter (10 Gbit/s, 52 us base RTT, dilation 1000)."""
 
 import math
@@ -8,16 +8,17 @@ import random
 import matplotlib
 import pytest
 
-from ccemu.experiments.kinds import KINDS
-from ccemu.experiments.kinds import convergence as kind_module
-from ccemu.results import figures, readings, rule
+from ccemu.model import dilation
+from ccemu.kinds import KINDS
+from ccemu.kinds import convergence as kind_module
+from ccemu.results import convergence_figures, readings, rule
 from ccemu.results.figures import Tables
 
 D = 1000  # dilation: 10 Mbit/s links stand for 10 Gbit/s
 RTT = 52e-6 * D  # wall seconds
 EVERY = 0.010  # wall seconds between a receiver's --progress lines
-SHARE_GBPS = 10 * figures.CREDITED_PAYLOAD_SHARE / 2  # each of two flows' fair share: 4.47 Gbit/s (datacenter)
-LINK_GBPS = 10 * figures.PAYLOAD_BYTES / figures.DATA_WIRE_BYTES  # the most payload a link delivers: 9.43
+SHARE_GBPS = 10 * dilation.CREDITED_PAYLOAD_SHARE / 2  # each of two flows' fair share: 4.47 Gbit/s (datacenter)
+LINK_GBPS = 10 * dilation.PAYLOAD_BYTES / dilation.DATA_WIRE_BYTES  # the most payload a link delivers: 9.43
 
 
 def block(rates, joins_rtts, length_rtts, scheme="dctcp", point="", times=None) -> Tables:
@@ -59,13 +60,13 @@ def alone_then(after_join, join=20):
 def test_a_flow_that_jumps_to_its_share_and_stays_is_read_at_the_rtt_it_jumped_and_the_papers_labels_hold(step):
     rates, joins = alone_then(lambda x: (SHARE_GBPS, SHARE_GBPS) if x >= step else (2 * SHARE_GBPS, 0.0))
     t = block(rates, joins, 60, scheme="expresspass", point="alpha=0.5")
-    seen = figures.convergence(t, "expresspass", "alpha=0.5")
+    seen = convergence_figures.convergence(t, "expresspass", "alpha=0.5")
     # A window of w RTTs read at its middle is within the band once 80 % of it is past the step: step + 0.3 w,
     # to within a sample interval (0.19 RTT). Reached (2-RTT windows): fine enough for the papers' labels (seed
     # 000 line 16: 3 and 6 RTTs), judged by the one rule; converged (10-RTT windows) 3 RTTs later.
-    assert seen.reached[0] == pytest.approx(step + 0.3 * figures.REACHED_WINDOW_RTTS, abs=EVERY / RTT)
+    assert seen.reached[0] == pytest.approx(step + 0.3 * convergence_figures.REACHED_WINDOW_RTTS, abs=EVERY / RTT)
     assert rule.judge(rule.Paper(value=step), rule.Figure.of(seen.reached[0])).verdict == rule.REPRODUCED
-    assert seen.converged[0] == pytest.approx(step + 0.3 * figures.CONVERGENCE_WINDOW_RTTS, abs=EVERY / RTT)
+    assert seen.converged[0] == pytest.approx(step + 0.3 * convergence_figures.CONVERGENCE_WINDOW_RTTS, abs=EVERY / RTT)
 
 
 @pytest.mark.parametrize("dip_rtts, converged", [(3, False), (20, False), (30, True)])
@@ -76,14 +77,15 @@ def test_flows_that_dip_into_the_band_and_leave_it_are_not_converged_unless_they
     def after_join(x):
         return (SHARE_GBPS, SHARE_GBPS) if 5 <= x < 5 + dip_rtts else (2 * SHARE_GBPS - 2, 2.0)
     rates, joins = alone_then(after_join)
-    seen = figures.convergence(block(rates, joins, 80), "dctcp", "")
-    assert (figures.CONVERGENCE_WINDOW_RTTS, figures.CONVERGENCE_HOLD_RTTS) == (10, 20)  # the dips around them
+    seen = convergence_figures.convergence(block(rates, joins, 80), "dctcp", "")
+    reading = convergence_figures
+    assert (reading.CONVERGENCE_WINDOW_RTTS, reading.CONVERGENCE_HOLD_RTTS) == (10, 20)  # the dips around them
     if converged:
         assert seen.converged[0] == pytest.approx(6.4, abs=2 * EVERY / RTT)
     else:
         assert seen.converged == [None]
     # The joiner reached its share as the dip began, whatever its length.
-    assert seen.reached[0] == pytest.approx(5 + 0.3 * figures.REACHED_WINDOW_RTTS, abs=2 * EVERY / RTT)
+    assert seen.reached[0] == pytest.approx(5 + 0.3 * convergence_figures.REACHED_WINDOW_RTTS, abs=2 * EVERY / RTT)
 
 
 def test_a_noisy_but_fair_pair_is_converged_though_single_samples_leave_the_band():
@@ -101,13 +103,13 @@ def test_a_noisy_but_fair_pair_is_converged_though_single_samples_leave_the_band
         return (2 * SHARE_GBPS, 0.0) if x < 2 else (SHARE_GBPS - noise(x), SHARE_GBPS + noise(x))
     rates, joins = alone_then(after_join)
     t = block(rates, joins, 60)
-    seen = figures.convergence(t, "dctcp", "")
-    assert seen.converged[0] == pytest.approx(2 + 0.3 * figures.CONVERGENCE_WINDOW_RTTS, abs=1)
+    seen = convergence_figures.convergence(t, "dctcp", "")
+    assert seen.converged[0] == pytest.approx(2 + 0.3 * convergence_figures.CONVERGENCE_WINDOW_RTTS, abs=1)
     # Noisy indeed: a sample interval's own rate is often outside the band.
-    one = figures.flow_rate_series([(float(s["t"]), s["bytes"]) for s in t.timeline if s["src"] == "h3"],
-                                   EVERY / 2, figures.link_payload_bytes_per_s(t), start=20 * RTT)
+    one = convergence_figures.flow_rate_series([(float(s["t"]), s["bytes"]) for s in t.timeline if s["src"] == "h3"],
+                                   EVERY / 2, convergence_figures.link_payload_bytes_per_s(t), start=20 * RTT)
     shares = [r.bytes_per_s * 8 * D / 1e9 / SHARE_GBPS for r in one if r.t > 23 * RTT]
-    assert sum(abs(s - 1) > figures.CONVERGENCE_BAND for s in shares) > len(shares) / 4
+    assert sum(abs(s - 1) > convergence_figures.CONVERGENCE_BAND for s in shares) > len(shares) / 4
 
 
 def test_two_flows_at_6_5_and_2_9_gbits_for_480_rtts_then_meeting_converge_at_about_480_not_at_an_early_crossing():
@@ -127,7 +129,7 @@ def test_two_flows_at_6_5_and_2_9_gbits_for_480_rtts_then_meeting_converge_at_ab
             return 6.5 * wobble, 2.9 / wobble
         return SHARE_GBPS * wobble, SHARE_GBPS / wobble
     rates, joins = alone_then(after_join, join=10)
-    seen = figures.convergence(block(rates, joins, 610), "dctcp", "")
+    seen = convergence_figures.convergence(block(rates, joins, 610), "dctcp", "")
     assert seen.converged[0] == pytest.approx(480.6, abs=0.5)
     assert seen.reached[0] < 5
     reading = readings.convergence_rtts(block(rates, joins, 610), "dctcp", until="converged")
@@ -144,23 +146,23 @@ def test_a_joiner_at_its_share_is_not_converged_while_the_flows_already_running_
         return lambda x: before if x < 42 else during if x < 60 else link / 3
 
     rates = [phases(2 * link / 3, link / 2), phases(link / 3, link / 6), phases(0.0, link / 3)]
-    seen = figures.convergence(block(rates, [0, 20, 40], 100), "dctcp", "")
+    seen = convergence_figures.convergence(block(rates, [0, 20, 40], 100), "dctcp", "")
     assert seen.converged[0] is None  # h3's join: 2:1 for its 20 RTTs
     assert seen.converged[1] == pytest.approx(21.0, abs=2 * EVERY / RTT)
-    assert seen.reached[1] == pytest.approx(2 + 0.3 * figures.REACHED_WINDOW_RTTS, abs=2 * EVERY / RTT)
+    assert seen.reached[1] == pytest.approx(2 + 0.3 * convergence_figures.REACHED_WINDOW_RTTS, abs=2 * EVERY / RTT)
 
 
 def test_a_flow_that_never_converges_reads_as_not_converged_with_the_room_it_had():
     rates, joins = alone_then(lambda x: (2 * SHARE_GBPS - 1, 1.0))
     t = block(rates, joins, 60)
-    seen = figures.convergence(t, "dctcp", "")
+    seen = convergence_figures.convergence(t, "dctcp", "")
     assert seen.converged == [None] and seen.reached == [None]
     # Its last window ends with the flows, 40 RTTs after the join, and is read at its middle, half a window
     # earlier (a window is whole sample intervals: to within two of them); a converged reading needs the hold
     # after it.
-    room = 40 - figures.CONVERGENCE_WINDOW_RTTS / 2 - figures.CONVERGENCE_HOLD_RTTS
+    room = 40 - convergence_figures.CONVERGENCE_WINDOW_RTTS / 2 - convergence_figures.CONVERGENCE_HOLD_RTTS
     assert seen.room[0] == pytest.approx(room, abs=2 * EVERY / RTT)
-    assert seen.reached_room[0] == pytest.approx(40 - figures.REACHED_WINDOW_RTTS / 2, abs=2 * EVERY / RTT)
+    assert seen.reached_room[0] == pytest.approx(40 - convergence_figures.REACHED_WINDOW_RTTS / 2, abs=2 * EVERY / RTT)
     assert readings.convergence_rtts(t, "dctcp", until="converged") == rule.Figure.at_least(seen.room[0])
     assert readings.convergence_rtts(t, "dctcp") == rule.Figure.at_least(seen.reached_room[0])
     lines = KINDS["convergence"].summary_lines(t)
@@ -175,7 +177,7 @@ def late_and_bunched():
     the delay line): its 40 and 50 ms lines keep the count of 30 ms, its 60 ms line comes late, at 75 ms,
     still with it, and at 76 ms it has caught up (a second line a millisecond later: the burst); a shorter
     stall the same way at 150-161 ms. (Returns the rate and the (t, bytes) samples.)"""
-    rate = figures.link_payload_bytes_per_s(block([lambda x: 0.0], [0], 1))
+    rate = convergence_figures.link_payload_bytes_per_s(block([lambda x: 0.0], [0], 1))
     counted = {0.010: 0.010, 0.020: 0.020, 0.030: 0.030, 0.040: 0.030, 0.050: 0.030, 0.075: 0.030, 0.076: 0.076,
                0.090: 0.090, 0.100: 0.100, 0.110: 0.110, 0.120: 0.120, 0.130: 0.130, 0.140: 0.140, 0.150: 0.150,
                0.160: 0.150, 0.161: 0.161, 0.170: 0.170, 0.180: 0.180, 0.190: 0.190, 0.200: 0.200}
@@ -185,7 +187,7 @@ def late_and_bunched():
 @pytest.mark.parametrize("window_s", [0.001, EVERY, RTT])
 def test_no_throughput_sample_exceeds_what_the_link_delivers_when_samples_come_late_and_bunched(window_s):
     rate, samples = late_and_bunched()
-    series = figures.flow_rate_series(samples, window_s, rate, start=0.0)
+    series = convergence_figures.flow_rate_series(samples, window_s, rate, start=0.0)
     assert series and max(r.bytes_per_s for r in series) <= rate * (1 + 1e-9)
     # Each window is over two real samples, at least the window apart (or the next one after).
     times = {t for t, _ in samples} | {0.0}
@@ -199,10 +201,10 @@ def test_no_throughput_sample_exceeds_what_the_link_delivers_when_samples_come_l
 
 
 def test_a_gap_in_the_samples_is_a_gap_in_the_series_not_a_line_to_zero():
-    rate = figures.link_payload_bytes_per_s(block([lambda x: 0.0], [0], 1))
+    rate = convergence_figures.link_payload_bytes_per_s(block([lambda x: 0.0], [0], 1))
     # Samples every 10 ms, but none from 100 to 200 ms (ten intervals): the flow's rate there is not known.
     samples = [(i * EVERY, round(rate / 2 * i * EVERY)) for i in range(1, 31) if not 10 < i < 20]
-    series = figures.flow_rate_series(samples, EVERY, rate, start=0.0)
+    series = convergence_figures.flow_rate_series(samples, EVERY, rate, start=0.0)
     over_gap = [r for r in series if r.t0 < 0.15 < r.t1]
     assert len(over_gap) == 1 and math.isnan(over_gap[0].bytes_per_s)
     assert all(r.bytes_per_s == pytest.approx(rate / 2, rel=1e-3) for r in series if r not in over_gap)
@@ -224,7 +226,8 @@ def test_the_throughput_plot_draws_the_readings_series_with_gaps_and_never_above
     # Each flow's line is labelled "h2#1, joined at ... ms"; the fair share is drawn beside them.
     lines = {line.get_label().split(",")[0]: line for line in drawn[0].axes[0].get_lines()}
     assert set(lines) == {"h2#1", "h3#1", "fair share"}
-    for name, series in figures.flow_rates(t, "dctcp", "", figures.PLOT_WINDOW_RTTS * RTT).items():
+    window_s = convergence_figures.PLOT_WINDOW_RTTS * RTT
+    for name, series in convergence_figures.flow_rates(t, "dctcp", "", window_s).items():
         ys = list(lines[name].get_ydata())
         assert ys == pytest.approx([r.bytes_per_s * 8 * D / 1e9 for r in series], nan_ok=True)
         assert max(y for y in ys if not math.isnan(y)) <= LINK_GBPS * (1 + 1e-9)

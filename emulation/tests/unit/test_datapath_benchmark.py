@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ccemu.experiments.kinds.incast import incast_table
+from ccemu.kinds.incast import incast_table
 from ccemu.results.figures import Tables
 from test_smoke_checks import write_bundle
 

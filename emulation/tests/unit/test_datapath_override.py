@@ -43,7 +43,8 @@ def test_the_override_replaces_only_the_datapath_and_leaves_what_it_cannot_read_
 @pytest.mark.parametrize("datapath, dilation", [("ovs", 100), ("bpf", 40)])
 def test_ccemu_experiment_and_check_set_the_datapath_before_dilation_auto_is_resolved(tmp_path, monkeypatch,
                                                                                        datapath, dilation):
-    from ccemu.cli import _check_config, load_experiment
+    from ccemu.commands.fabric import check_config as _check_config
+    from ccemu.experiments.validation import load_experiment
 
     monkeypatch.chdir(tmp_path)  # no `ccemu bench capacity` results here: each datapath's defaults
     path = tmp_path / "auto-incast.yaml"

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import yaml
 
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.kernel import KernelFeatures
 from ccemu.model.config import ConfigError, parse_config, read_yaml
 from ccemu.model.dilation import (DATA_WIRE_BYTES, Dilation, FaithfulRates, PairDelay, Serialization, auto_dilation,
                                   bdp_packets, delay_lines, ideal_fct_s, one_way_delay_us, wire_bytes)

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from ccemu import cli, interrupts
+from ccemu import interrupts
+from ccemu.commands import exits
 from ccemu.metrics.monitoring import MonitoringSession
 from ccemu.results import fidelity, space
 from ccemu.results.bundle import Bundle
@@ -111,11 +112,11 @@ def test_the_results_disk_counts_as_full_below_a_mebibyte(tmp_path, monkeypatch,
 
 
 def test_no_space_left_anywhere_is_one_line_with_the_disk_full_status(capsys):
-    status = cli._one_line(OSError(errno.ENOSPC, "No space left on device", "/results/x/flows.csv"))
-    assert status == cli.EXIT_DISK_FULL == 9
+    status = exits.one_line(OSError(errno.ENOSPC, "No space left on device", "/results/x/flows.csv"))
+    assert status == exits.EXIT_DISK_FULL == 9
     assert capsys.readouterr().err == ("ccemu: no space left to write /results/x/flows.csv (No space left on device): "
                                        "free some space; what was up is torn down\n")
-    assert cli._one_line(space.ResultsDiskFull("full")) == cli.EXIT_DISK_FULL
+    assert exits.one_line(space.ResultsDiskFull("full")) == exits.EXIT_DISK_FULL
 
 
 def test_a_prometheus_that_died_is_said_once_and_kept_for_the_verdict(tmp_path):

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 from ccemu.results.fidelity import (FAIL, PASS, WARN, CpuTimes, Observation, SwitchFigures, below_ideal, judge,
                                     worst_port_lag)
-from ccemu.ports.maps import RESIDENCE_BUCKETS, Residence, residence_bucket_bounds
+from ccemu.ports.stats import Residence
+from ccemu.ports.histograms import RESIDENCE_BUCKETS, residence_bucket_bounds
 
 FRAME = 1538
 FRAME_NS = 1_230_400  # one 1538-byte frame at 10 Mbit/s
@@ -196,7 +197,7 @@ def test_a_flow_that_finished_faster_than_its_own_ideal_fct_warns_with_the_least
 
 
 def test_a_host_that_started_a_flow_a_base_rtt_after_its_schedule_warns_naming_it(tmp_path):
-    from ccemu.programs.cchost import counters_under
+    from ccemu.results.records import counters_under
     from ccemu.results.fidelity import start_lateness_us
 
     for host, late_us in ((2, 40.0), (17, 900.0)):

@@ -13,7 +13,7 @@ from ccemu.fabric.admission import admit
 from ccemu.model.config import ConfigError, DoesNotFit, parse_config
 from ccemu.fabric.net import OPEN_FILES_LIMIT, FabricNet
 from ccemu.fabric.footprint import MachineLimits, estimate
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.kernel import KernelFeatures
 from ccemu.model.topology import (
     TopologyCounts,
     dumbbell,

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from ccemu.fabric.inventory import Inventory, ProcessRecord, process_start_time
+from ccemu.fabric.inventory import Inventory, ProcessRecord
+from ccemu.fabric.namespaces import process_start_time
 
 
 def test_a_spawned_command_runs_only_once_its_record_is_saved(tmp_path):

@@ -1,4 +1,4 @@
-"""Each experiment kind's section of summary.md (experiments/kinds/<kind>.py), from a bundle stored on
+"""Each experiment kind's section of summary.md (kinds/<kind>.py), from a bundle stored on
 disk with the bundle's own writer and typed rows (results/bundle.py, rows.py): the numbers of its table
 computed by hand from the stored rows, its lines for missing or partial data, and a block that never
 ran. test_report.py holds the sections every kind shares and the incast bundle of its older tests."""
@@ -7,10 +7,10 @@ from dataclasses import fields
 
 import pytest
 
-from ccemu.experiments.kinds import KINDS
+from ccemu.kinds import KINDS
 from ccemu.model.dilation import CREDITED_PAYLOAD_SHARE
 from ccemu.results.bundle import BlockKey, Bundle
-from ccemu.results.report import report, summary_markdown
+from ccemu.reports.report import report, summary_markdown
 from ccemu.results.rows import FlowRow, PortRow, RoundRow, Row, RttRow, TimelineRow, TransportRow
 
 RATE_MBPS = 10  # every bundle's emulated links (wall)

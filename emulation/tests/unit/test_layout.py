@@ -83,3 +83,69 @@ def test_no_two_modules_of_ccemu_import_each_other_even_through_others():
     graph = {module_name(p): imports_of(p, modules) for p in paths}
     assert "ccemu.fabric.footprint" in graph["ccemu.fabric.admission"]  # the walk sees imports
     assert circles(graph) == []
+
+
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+
+
+def test_every_top_level_module_of_ccemu_sits_in_a_layer_of_the_contracts():
+    """A package left out of the layers would be free to import anything: each is placed."""
+    import re
+    import tomllib
+
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    placed = {name for layer in layers for name in re.split(r"\s*[|:]\s*", layer)}
+    top = {f"ccemu.{p.stem if p.is_file() else p.name}" for p in PACKAGE.iterdir()
+           if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert top == placed
+
+
+def test_the_layers_and_the_pure_layers_contracts_hold():
+    """import-linter's contracts (pyproject.toml [tool.importlinter]): layers by package, which the
+    module-circle test above cannot see (importing ccemu.a.b runs ccemu/a/__init__.py), and no
+    machine library imported by the model, results, kinds or reports, even through others."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache", "--config",
+                           str(PYPROJECT)], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "0 broken" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+MACHINE_LIBRARIES = ("mininet", "pyroute2", "docker")
+LOADED_AFTER = """
+import sys
+from ccemu.cli import main
+status = main(sys.argv[1:])
+print(sorted({m.split(".")[0] for m in sys.modules} & set(%r)), status)
+""" % (MACHINE_LIBRARIES,)
+
+
+def loaded_by(*argv: str) -> str:
+    """The machine libraries `ccemu ARGV` loaded, and its status, from a fresh interpreter."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LOADED_AFTER, *argv], cwd=PACKAGE.parents[1], capture_output=True,
+                          text=True, timeout=120)
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-2000:]
+
+
+def test_ccemu_report_and_validate_load_no_emulator_netlink_or_container_engine(tmp_path):
+    from test_report import bundle
+
+    assert loaded_by("report", str(bundle(tmp_path))) == "[] 0"
+    assert loaded_by("validate", "workloads/experiments/incast.yaml") == "[] 0"
+    assert loaded_by("list") == "[] 0"
+
+
+MAX_MODULE_LINES, MAX_CLI_LINES = 600, 300  # issue 46: a module does one job; the CLI parses and dispatches
+
+
+def test_no_python_file_is_over_600_lines_and_the_cli_under_300():
+    roots = [PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks", PACKAGE.parents[1] / "ci"]
+    long = {str(p.relative_to(PACKAGE.parents[1])): n for root in roots for p in sorted(root.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+    assert len((PACKAGE / "cli.py").read_text().splitlines()) < MAX_CLI_LINES

@@ -7,10 +7,10 @@ import struct
 
 import pytest
 
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.kernel import KernelFeatures
 from ccemu.model.config import ConfigError, parse_config
 from ccemu.model.workloads import FlowSizeCdf, victim_flows
-from ccemu.ports.maps import PFC_EVENT
+from ccemu.ports.layouts import PFC_EVENT
 from ccemu.ports.pfc import KICK_FRAME, RINGBUF_BUSY, RINGBUF_DISCARD, RingBuffer, gate_message
 from ccemu.ports.tc import PortShape
 

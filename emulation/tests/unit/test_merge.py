@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS
-from ccemu.results.merge import (METRICS, Entry, entries_of_bundles, merge, varied_parameters,
+from ccemu.reports.merge import (METRICS, Entry, entries_of_bundles, merge, varied_parameters,
                                  write_points)
 
 

@@ -39,7 +39,7 @@ def test_a_session_that_is_off_starts_nothing_watches_nothing_and_adds_nothing_t
 
 def test_durations_are_exported_in_datacenter_seconds_and_each_block_says_its_dilation(tmp_path):
     from ccemu.metrics.collector import _pause_buckets
-    from ccemu.ports.maps import pause_bucket_bounds_s
+    from ccemu.ports.stats import pause_bucket_bounds_s
 
     histogram = (0, 2, 1, 0)
     wall, _ = _pause_buckets(histogram, 1.0)

@@ -9,12 +9,13 @@ import time
 import pytest
 import yaml
 
-from ccemu.model.config import ConfigError, load_config, read_yaml
+from ccemu.model.config import EXPERIMENTS_DIR, ConfigError, load_config, read_yaml
 from ccemu.model.config.errors import MAX_YAML_BYTES
-from ccemu.model.config.strict_yaml import MAX_DEPTH, ConfigLoader
+from ccemu.model.config.strict_yaml import MAX_DEPTH, CConfigLoader, ConfigLoader
 from ccemu.sweeps.plan import load_sweep
 
 BASE = "name: t\ntopology: {kind: fattree, k: 4}\n"
+WORKLOADS = EXPERIMENTS_DIR.parent  # the experiments, sweeps and claims ccemu ships
 
 
 def refused(path, loader=read_yaml) -> str:
@@ -57,11 +58,14 @@ def test_a_missing_file_says_it_cannot_be_read(tmp_path):
     assert refused(tmp_path / "none.yaml") == "cannot read (No such file or directory)"
 
 
-def test_a_file_over_one_mebibyte_is_refused_saying_its_size_and_the_cap(tmp_path):
-    big = tmp_path / "big.yaml"
-    big.write_text(BASE + "#" + "x" * MAX_YAML_BYTES + "\n")
-    size = big.stat().st_size
-    assert refused(big) == f"{size} bytes, over the {MAX_YAML_BYTES} (1 MiB) a config may have: is it a config?"
+def test_a_file_at_the_cap_is_read_and_one_byte_over_is_refused_saying_its_size_and_the_cap(tmp_path):
+    at_cap, over = tmp_path / "at-cap.yaml", tmp_path / "over.yaml"
+    at_cap.write_text(BASE + "#" * (MAX_YAML_BYTES - len(BASE) - 1) + "\n")  # a comment pads it to the byte
+    over.write_text(BASE + "#" * (MAX_YAML_BYTES - len(BASE)) + "\n")
+    assert (at_cap.stat().st_size, over.stat().st_size) == (MAX_YAML_BYTES, MAX_YAML_BYTES + 1)
+    assert read_yaml(at_cap)["name"] == "t"
+    assert refused(over) == (f"{MAX_YAML_BYTES + 1} bytes, over the {MAX_YAML_BYTES} (192 KiB) a config may have: "
+                             "is it a config?")
 
 
 @pytest.mark.parametrize("data, message", [
@@ -111,7 +115,8 @@ def test_yaml_that_could_blow_up_or_mislead_is_refused_in_one_line_naming_where(
 
 def test_deep_nesting_never_escapes_as_a_recursion_error_even_below_the_recursion_limit(tmp_path):
     deep = tmp_path / "deep.yaml"
-    deep.write_text("x: " + "[" * 200_000 + "]" * 200_000 + "\n")
+    depth = (MAX_YAML_BYTES - 4) // 2  # as deep as a file under the cap nests: far past the recursion limit
+    deep.write_text("x: " + "[" * depth + "]" * depth + "\n")
     assert "nested deeper than" in refused(deep)
 
 
@@ -126,11 +131,19 @@ def test_only_true_and_false_are_booleans_and_yes_no_on_off_dates_and_sexagesima
     assert data["<<"] == {"x": 1}
 
 
-def test_the_loader_reads_what_yaml_safe_dump_writes_as_it_was(tmp_path):
+@pytest.mark.parametrize("loader", [CConfigLoader, ConfigLoader])
+def test_the_loader_reads_what_yaml_safe_dump_writes_as_it_was(loader):
     # Sweep points and manifests are written with yaml.safe_dump and read back through read_yaml.
     value = {"name": "p-01", "s": ["yes", "010", "1:30", "2024-01-01", "on", "null", ""], "n": [1, -2, 0.5, 1e-05,
              1e20, float("inf")], "b": [True, False, None], "nested": {"k": [{"x": 1}]}}
-    assert yaml.load(yaml.safe_dump(value), Loader=ConfigLoader) == value
+    assert yaml.load(yaml.safe_dump(value), Loader=loader) == value
+
+
+@pytest.mark.parametrize("path", sorted(WORKLOADS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(WORKLOADS)))
+def test_libyaml_reads_every_shipped_file_as_pyyamls_parser_does(path):
+    # read_yaml parses with libyaml; PyYAML's parser (what said why a file was refused) must read the same.
+    text = path.read_text()
+    assert repr(yaml.load(text, Loader=CConfigLoader)) == repr(yaml.load(text, Loader=ConfigLoader))
 
 
 @pytest.mark.parametrize("section, message", [

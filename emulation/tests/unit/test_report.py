@@ -10,8 +10,8 @@ from ccemu.results.bundle import FLOW_FIELDS, PORT_FIELDS, ROUND_FIELDS, TRANSPO
 from ccemu.results import files
 from ccemu.results.figures import Tables
 from ccemu.results.files import BundleFileError
-from ccemu.experiments.kinds.incast import incast_table
-from ccemu.results.report import report
+from ccemu.kinds.incast import incast_table
+from ccemu.reports.report import report
 
 
 def write(path, fields, rows):

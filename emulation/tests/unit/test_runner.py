@@ -8,7 +8,7 @@ import pytest
 
 from ccemu.programs.cchost import ScheduledFlow, write_schedule
 from ccemu.model.config import IncastWorkload, parse_config
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.kernel import KernelFeatures
 from ccemu.model.routing import Routing
 from ccemu.programs.cchost import check_args, transport_args
 from ccemu.experiments.incast import incast_schedule, warm_up_schedule

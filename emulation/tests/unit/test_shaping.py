@@ -1,7 +1,7 @@
 import pytest
 
 from ccemu.model.config import parse_config
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.kernel import KernelFeatures
 from ccemu.ports.program import PortIds, number_ports
 from ccemu.model.config.ports import Marker
 from ccemu.ports.tc import PortShape, gate, idle_reset_ns, port_program_line, port_qdiscs, tcd_max_on_s

@@ -14,13 +14,13 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ccemu.experiments.kinds import KINDS  # noqa: E402
+from ccemu.kinds import KINDS  # noqa: E402
 from ccemu.model import schemes as registry  # noqa: E402
 from ccemu.results import fidelity, plotting  # noqa: E402
 from ccemu.results.bundle import BlockKey  # noqa: E402
 from ccemu.results.markdown import WIDEST, table  # noqa: E402
-from ccemu.results.merge import Entry, merge  # noqa: E402
-from ccemu.results.report import plot, summary_markdown  # noqa: E402
+from ccemu.reports.merge import Entry, merge  # noqa: E402
+from ccemu.reports.report import plot, summary_markdown  # noqa: E402
 from ccemu.results.rows import PortRow  # noqa: E402
 from test_kind_summaries import converging, flow, ran, row, stored, tables_of  # noqa: E402
 

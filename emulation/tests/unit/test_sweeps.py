@@ -185,11 +185,11 @@ def test_the_sweep_shipped_in_workloads_sweeps_plans_the_incast_as_sixteen_valid
 
 
 def test_a_copied_tree_without_git_cites_the_controllers_commit_it_came_from(tmp_path, monkeypatch):
-    from ccemu.results import bundle
+    from ccemu.experiments import provenance
 
-    monkeypatch.setattr(bundle, "REPO_ROOT", tmp_path)  # not a git repository
-    monkeypatch.setattr(bundle, "COPIED_COMMIT", tmp_path / "build" / "commit")
-    assert bundle.git_commit() == "unknown"
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)  # not a git repository
+    monkeypatch.setattr(provenance, "COPIED_COMMIT", tmp_path / "build" / "commit")
+    assert provenance.git_commit() == "unknown"
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / "commit").write_text("5a7fcbf0123-dirty\n")
-    assert bundle.git_commit() == "5a7fcbf0123-dirty"
+    assert provenance.git_commit() == "5a7fcbf0123-dirty"

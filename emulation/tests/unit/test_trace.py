@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccemu.fabric.kernel import KernelFeatures
+from ccemu.model.kernel import KernelFeatures
 from ccemu.model.config import ConfigError, parse_config
 from ccemu.programs.cchost import experiment_command
 from ccemu.programs.trace import (FeedbackStep, SenderWindow, TraceError, per_rtt, read_trace, table,

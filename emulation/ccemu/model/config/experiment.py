@@ -12,7 +12,7 @@ from typing import Literal, Union
 
 from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ...fabric.kernel import NO_KERNEL_MODULES, KernelFeatures
+from ..kernel import NO_KERNEL_MODULES, KernelFeatures
 from ..dilation import DEFAULT_FAITHFUL, Dilation, FaithfulRates, auto_dilation
 from ..names import Name
 from .base import Section

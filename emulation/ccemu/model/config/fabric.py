@@ -8,12 +8,18 @@ from typing import Literal, Union
 
 from pydantic import Field, field_validator
 
-from ...fabric.allocators import ALLOCATORS
-from ...fabric.kernel import KernelFeatures
+from ..kernel import KernelFeatures
 from .base import Section
 from ..excerpt import shown
 
 SWITCHES_PER_INSTANCE = 5
+# The memory allocators ovs-vswitchd can run with (fabric/allocators.py preloads them):
+# name -> (library to preload, Debian package that brings it); glibc: no preload.
+ALLOCATORS: dict[str, tuple[str, str] | None] = {
+    "glibc": None,
+    "jemalloc": ("libjemalloc.so.2", "libjemalloc2"),
+    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+}
 # fabric.datapath's names: what forwards between a switch's ports (FabricConfig.datapath says which is which).
 DATAPATHS = ("auto", "ovs", "bpf")
 

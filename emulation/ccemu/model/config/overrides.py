@@ -1,7 +1,8 @@
 """Changes made to an experiment file's data before it is judged: a value at a dotted key, and the
 file's schemes cut down to some of them. A sweep's `set:` and `grid:` (sweeps/plan.py) and the
-command line's `--set KEY=VALUE` and `--schemes A,B` (cli.py) change a file by these same rules, so
-that a sweep's point and a command line that say the same thing run the same config.
+command line's `--set KEY=VALUE` and `--schemes A,B` (experiments/validation.py as_asked) change a
+file by these same rules, so that a sweep's point and a command line that say the same thing run the
+same config.
 
 Plain YAML data in, a changed copy out (the caller's data is never changed); the config's own rules
 judge the result (parse_config). A change that cannot be made is a ConfigError of one line that
@@ -16,7 +17,7 @@ import yaml
 
 from ..excerpt import shown
 from .errors import ConfigError
-from .strict_yaml import ConfigLoader
+from . import strict_yaml
 
 # Not a key of the experiment file: keeps only the named ones of its schemes (with_schemes).
 SCHEME_KEY = "scheme"
@@ -92,7 +93,7 @@ def setting(text: str, where: str) -> tuple[str, object]:
         raise ConfigError(f"{where}: expected KEY=VALUE, a dotted key of the experiment file (e.g. "
                           "workload.rounds=2), got " + shown(text, 60))
     try:
-        return key, yaml.load(raw, Loader=ConfigLoader)
+        return key, strict_yaml.load(raw)
     except yaml.YAMLError as exc:  # strict_yaml's refusals too: each is a yaml.MarkedYAMLError
         problem = getattr(exc, "problem", None) or "not YAML"
         raise ConfigError(f"{where} {key}: the value {shown(raw, 60)} is not a YAML value ({problem})") from None

@@ -14,6 +14,10 @@ small file stand for a huge value or mean something else than it reads.
 
 Each refusal is a Refused (a yaml.MarkedYAMLError) with its line and the key path it is under;
 errors.read_yaml says it in one line with the file.
+
+load() parses with libyaml (CConfigLoader: PyYAML's own parser takes seconds per MiB) and applies
+the rules above to its events in Python; a text that is refused there is read again by PyYAML's
+parser (ConfigLoader), so that a refusal's words, line and column are PyYAML's, as they always were.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ from __future__ import annotations
 import re
 
 import yaml
+from yaml.cyaml import CParser
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from ..excerpt import shown
 
@@ -47,13 +58,16 @@ def _label(index: object) -> str | None:
     return str(index) if isinstance(index, int) else None
 
 
-class ConfigLoader(yaml.SafeLoader):
-    """yaml.SafeLoader reading the dialect above (yaml.load(text, Loader=ConfigLoader))."""
+class _Dialect(Composer, SafeConstructor, Resolver):
+    """The dialect above, composed and constructed from the events of whichever parser a loader
+    adds (yaml.SafeLoader's classes, but for the parser)."""
 
     yaml_implicit_resolvers: dict = {}  # our own table (YAML 1.2 core), not SafeLoader's YAML 1.1 one
 
-    def __init__(self, stream: str):
-        super().__init__(stream)
+    def __init__(self):
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
         self._depth = 0
         self._keys: list[str] = []  # the key path of the node being composed
         self._paths: dict[int, tuple[str, ...]] = {}  # id(node) -> its key path, for refusals while constructing
@@ -116,7 +130,43 @@ class ConfigLoader(yaml.SafeLoader):
         return int(text, base) if base == 10 else int(digits, base)
 
 
-ConfigLoader.add_constructor("tag:yaml.org,2002:int", ConfigLoader.construct_int)
+class ConfigLoader(_Dialect, Reader, Scanner, Parser):
+    """The dialect parsed by PyYAML in Python (yaml.load(text, Loader=ConfigLoader)): what says why
+    a text is refused."""
+
+    def __init__(self, stream: str):
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _Dialect.__init__(self)
+
+
+class CConfigLoader(_Dialect, CParser):
+    """The dialect parsed by libyaml (as yaml.CSafeLoader), its events composed here by the rules."""
+
+    def __init__(self, stream: str):
+        CParser.__init__(self, stream)
+        _Dialect.__init__(self)
+
+
+# Where libyaml is more lenient than PyYAML's parser (found by fuzzing the two against each other):
+# a tab after `:` or in a plain value, a byte-order mark past the start, `?` inside a flow
+# collection. A text holding any of these is read by PyYAML's parser alone, so that what it
+# refused stays refused.
+_LIBYAML_LENIENT = re.compile("[\t\ufeff?]")
+
+
+def load(text: str) -> object:
+    """`text`'s data in this dialect; a Refused or another yaml.YAMLError, PyYAML's own, if it is not."""
+    if _LIBYAML_LENIENT.search(text):
+        return yaml.load(text, Loader=ConfigLoader)
+    try:
+        return yaml.load(text, Loader=CConfigLoader)
+    except Exception:  # any refusal at all (libyaml's words differ): PyYAML's parser says it, as it always has
+        return yaml.load(text, Loader=ConfigLoader)
+
+
+_Dialect.add_constructor("tag:yaml.org,2002:int", _Dialect.construct_int)
 # YAML 1.2 core schema; the int resolver comes before the float one, whose pattern also matches
 # plain digits (a resolver list is tried in order).
 for _tag, _pattern, _first in [
@@ -126,4 +176,4 @@ for _tag, _pattern, _first in [
     ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
                                 r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
 ]:
-    ConfigLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+    _Dialect.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))

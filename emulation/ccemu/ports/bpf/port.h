@@ -1,5 +1,6 @@
-/* Shared by port.bpf.c (kernel side), port_loader.c and ccemu/ports/maps.py (which mirrors the
- * layouts with the struct module; tests compare them with `port_loader --layout`).
+/* Shared by port.bpf.c (kernel side) and port_loader.c. The structs Python reads too are generated
+ * from ccemu/ports/ (port_config.h from fields.py, port_structs.h from structs.py), which also
+ * gives Python their layouts; `port_loader --layout` prints the C ones for a test to compare.
  *
  * Two programs per port. At egress, before the HTB tree that does the real shaping, it
  * classifies credits vs data (transport/wire-format.md), drops at the buffer size, CE-marks
@@ -61,6 +62,9 @@
 
 /* struct port_config (per port) and enum port_marker: generated from ccemu/ports/fields.py. */
 #include "port_config.h"
+/* The structs of the maps Python reads besides port_config (port_departures, port_class_stats,
+ * port_residence, port_pfc, pfc_event, port_state): generated from ccemu/ports/structs.py. */
+#include "port_structs.h"
 
 /* A packet inside a switch, by its first bytes (see RESIDENCE_KEY_BYTES). */
 struct residence_key {
@@ -74,20 +78,6 @@ struct residence_arrival {
 	__u32 upstream_port_id;     /* the port at the other end of that link: the one PFC pauses */
 };
 
-/* Lossless mode, per port of the run (key: port id, shared by every namespace). A switch port
- * as an ingress holds bytes; any port as an egress may be paused by its downstream. */
-struct port_pfc {
-	__s64 held_bytes;           /* arrived through this port, still queued in its switch's egress queues */
-	__u64 max_held_bytes;
-	__u64 paused;               /* 1: this port is paused now (its downstream's ingress is over xoff);
-	                             * 64-bit for BPF's compare-and-swap */
-	__u64 paused_since_ns;
-	__u64 resumed_ns;           /* the last resume (0: never paused) */
-	__u64 pause_events;
-	__u64 paused_ns;            /* time paused, over the pauses that ended */
-	__u64 pause_histogram[PFC_HIST_BUCKETS];
-};
-
 /* A packet queued at a lossless switch port (key: its residence key without tos and checksum),
  * found again where it arrives at the next hop: it has left the queue, and its ingress holds less. */
 struct pfc_packet {
@@ -95,78 +85,6 @@ struct pfc_packet {
 	__u32 upstream_port_id;
 	__u32 wire_bytes;
 	__u32 pad;
-};
-
-/* A pause or resume decision, for ports/pfc.py's agent, which carries it out. */
-struct pfc_event {
-	__u64 ns;                   /* bpf_ktime_get_ns() of the decision */
-	__u32 port_id;              /* the port to pause or resume */
-	__u32 pause;                /* 1: pause, 0: resume */
-};
-
-/* Per port of the run (key: port id, shared by every namespace of the run): what has left
- * the port's queue, counted where it arrives, at the peer's ingress. */
-struct port_departures {
-	__u64 bytes[PORT_CLASSES];
-	__u64 packets[PORT_CLASSES];
-	__u64 unparsed_packets;     /* of which not IPv4 (e.g. OVS's one priming frame) */
-};
-
-struct port_class_stats {
-	__u64 enqueued_packets;
-	__u64 enqueued_bytes;
-	__u64 dropped_packets;
-	__u64 dropped_bytes;
-	__u64 marked_packets;       /* CE set here: a packet that arrives already CE is not counted again */
-	__u64 marked_bytes;
-	__u64 ue_marked_packets;    /* TCD's UE set here (ECT(0) -> ECT(1)) */
-	__u64 max_queue_bytes;
-	__u64 lag_sum_bytes;        /* sum over enqueues of |real - ideal queue| */
-	__u64 max_lag_bytes;
-	/* Exact averages (never a histogram's midpoints). Per arrival: over the enqueued frames, the
-	 * queue each joined, itself included (its mean: / enqueued_packets). Over time: the queue's
-	 * integral in byte x ns, brought up to date at every enqueue and every departure (128 bits:
-	 * a full 4 MB buffer would wrap 64 bits in 76 minutes). */
-	__u64 queue_sum_bytes;
-	__u64 queue_area_lo;
-	__u64 queue_area_hi;
-	__u64 queue_histogram[PORT_QUEUE_BUCKETS]; /* one count per enqueue, by queue length after it */
-};
-
-/* Time spent inside the switch by the IPv4 packets that left through this (switch) port. */
-struct port_residence {
-	__u64 packets;              /* with an arrival on record */
-	__u64 sum_ns;
-	__u64 max_ns;
-	__u64 untracked_packets;    /* without one: its record was evicted (the switch held more packets
-	                             * than the residence map follows); rarely, two identical datagrams
-	                             * inside at once (one key), or one forwarded before its ingress
-	                             * hook ran (OVS's packet socket gets it first) */
-	__u64 histogram[PORT_RESIDENCE_BUCKETS];
-};
-
-struct port_state {
-	struct bpf_spin_lock lock;            /* egress may run on several CPUs at once */
-	__u32 pad;
-	__u64 last_ns;                        /* when the fluid queues were last drained */
-	__u64 queue_mbytes[PORT_CLASSES];     /* ideal (fluid) queue lengths in milli-bytes */
-	__u64 tokens_mbytes[PORT_CLASSES];    /* unused drain saved up while idle, <= burst */
-	__u64 admitted_bytes[PORT_CLASSES];   /* real queue = admitted - departed */
-	__u32 window_credits;                 /* credits seen in the current N_cdt window */
-	__u32 window_drops;                   /* of which dropped */
-	__u32 mark_probability_ppm;           /* SprayPass Pd, refreshed every window */
-	__u32 unparsed_packets;               /* counted into data, never marked */
-	__u64 reset_residue_bytes;            /* still "queued" when an idle reset forgot them: lost after admission */
-	__u32 tcd_state;                      /* TCD_* */
-	__u32 tcd_decreasing;                 /* the queue shrank over the last trend sample */
-	__u64 tcd_sample_ns;                  /* when the trend was last sampled */
-	__u64 tcd_sample_queue;               /* the queue then */
-	/* The time integrals' own queue (port_class_stats.queue_area_*): what the real queue held
-	 * since integral_ns, moved at every enqueue (here) and departure (at the peer's ingress). */
-	__u64 integral_ns;
-	__u64 integral_queue_bytes[PORT_CLASSES];
-	struct port_class_stats stats[PORT_CLASSES];
-	struct port_residence residence;
 };
 
 /* The bpf datapath (fabric.datapath: bpf; switch.h): routes of every switch, written by

@@ -18,7 +18,8 @@
  *       reads CONFIG as attach would, checking every line, and prints each port's config back as
  *       the line it parsed (needs no root, no bpffs: ccemu's tests run it on the lines Python writes)
  *   port_loader --layout
- *       struct sizes and field offsets, for ccemu/ports/maps.py's mirror
+ *       struct sizes and field offsets (the tables of port_config.h and port_structs.h), for
+ *       ccemu/ports/layouts.py's mirror
  *
  * One load for the run, not one per namespace: the verifier's ~0.2 s per load made a k=8
  * fat-tree's 144 namespaces take ~12 s of CPU. The tc filters outlive the loader; the
@@ -55,66 +56,11 @@ static const char *const programs[] = {"port_egress", "port_ingress", "switch_in
 static int print_layout(void)
 {
 #define CONFIG_FIELD(f) FIELD(port_config, f);
+#define LAYOUT_SIZE(s) SIZE(s);
+#define LAYOUT_FIELD(s, f) FIELD(s, f);
 	SIZE(port_config);
 	PORT_CONFIG_FIELDS(CONFIG_FIELD)
-	SIZE(port_departures);
-	FIELD(port_departures, bytes);
-	FIELD(port_departures, packets);
-	FIELD(port_departures, unparsed_packets);
-	SIZE(port_class_stats);
-	FIELD(port_class_stats, enqueued_packets);
-	FIELD(port_class_stats, enqueued_bytes);
-	FIELD(port_class_stats, dropped_packets);
-	FIELD(port_class_stats, dropped_bytes);
-	FIELD(port_class_stats, marked_packets);
-	FIELD(port_class_stats, marked_bytes);
-	FIELD(port_class_stats, ue_marked_packets);
-	FIELD(port_class_stats, max_queue_bytes);
-	FIELD(port_class_stats, lag_sum_bytes);
-	FIELD(port_class_stats, max_lag_bytes);
-	FIELD(port_class_stats, queue_sum_bytes);
-	FIELD(port_class_stats, queue_area_lo);
-	FIELD(port_class_stats, queue_area_hi);
-	FIELD(port_class_stats, queue_histogram);
-	SIZE(port_residence);
-	FIELD(port_residence, packets);
-	FIELD(port_residence, sum_ns);
-	FIELD(port_residence, max_ns);
-	FIELD(port_residence, untracked_packets);
-	FIELD(port_residence, histogram);
-	SIZE(port_pfc);
-	FIELD(port_pfc, held_bytes);
-	FIELD(port_pfc, max_held_bytes);
-	FIELD(port_pfc, paused);
-	FIELD(port_pfc, paused_since_ns);
-	FIELD(port_pfc, resumed_ns);
-	FIELD(port_pfc, pause_events);
-	FIELD(port_pfc, paused_ns);
-	FIELD(port_pfc, pause_histogram);
-	SIZE(pfc_event);
-	FIELD(pfc_event, ns);
-	FIELD(pfc_event, port_id);
-	FIELD(pfc_event, pause);
-	SIZE(port_state);
-	FIELD(port_state, lock);
-	FIELD(port_state, pad);
-	FIELD(port_state, last_ns);
-	FIELD(port_state, queue_mbytes);
-	FIELD(port_state, tokens_mbytes);
-	FIELD(port_state, admitted_bytes);
-	FIELD(port_state, window_credits);
-	FIELD(port_state, window_drops);
-	FIELD(port_state, mark_probability_ppm);
-	FIELD(port_state, unparsed_packets);
-	FIELD(port_state, reset_residue_bytes);
-	FIELD(port_state, tcd_state);
-	FIELD(port_state, tcd_decreasing);
-	FIELD(port_state, tcd_sample_ns);
-	FIELD(port_state, tcd_sample_queue);
-	FIELD(port_state, integral_ns);
-	FIELD(port_state, integral_queue_bytes);
-	FIELD(port_state, stats);
-	FIELD(port_state, residence);
+	PORT_STRUCTS_LAYOUT(LAYOUT_SIZE, LAYOUT_FIELD)
 	return 0;
 }
 
