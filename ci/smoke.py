@@ -47,7 +47,7 @@ def ccemu(*args: str) -> int:
 
 def ran_on(manifest: dict) -> str:
     """The datapath a bundle's fabric forwarded with (`auto` resolved); bundles from before the bpf
-    datapath name none: OVS forwarded them all (results/report.py reads it so too)."""
+    datapath name none: OVS forwarded them all (reports/report.py reads it so too)."""
     return manifest.get("datapath", "ovs")
 
 

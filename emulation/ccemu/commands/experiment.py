@@ -128,7 +128,7 @@ def cmd_validate(args) -> int:
                 raise ConfigError(f"{path}: --schemes and --set change experiment files; a sweep file changes its "
                                   "points with its own set: and grid:")
             print(f"{path}: valid: a sweep of {judged_sweep(load_sweep(path, data), args.inventory)}")
-        else:  # read once: the strict reader is pure Python (~7 s for a file near its 1 MiB cap)
+        else:  # read once, and changed by --set and --schemes before it is judged
             data, source = as_asked(path, data, args.schemes, args.set)
             config, _ = validated_experiment(path, RESULTS, args.hosts, data, source)
             print(f"{source}: valid: {config.workload.kind} on {config.topology.describe()}, "
