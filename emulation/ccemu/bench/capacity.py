@@ -32,7 +32,7 @@ from ..model.config.fabric import ALLOCATORS
 from ..model.kernel import KernelFeatures
 from ..fabric.kernel import probe_kernel
 from ..fabric.placement import PIN_FROM_CPUS, usable_cpus
-from ..model.config import FabricConfig, parse_config
+from ..model.config import FabricConfig, default_faithful, parse_config
 from ..model.dilation import FaithfulRates
 from ..results.fidelity import GOOD
 from ..results.markdown import table
@@ -237,14 +237,25 @@ def knee_found(measured: dict, variant: str, rate: float) -> bool:
     return any(r["variant"] == variant and r["rate_mbps"] > rate for r in measured.get("runs", []))
 
 
-def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = None) -> FaithfulRates | None:
+def faithful_here(fabric: FabricConfig | None, results_root: Path,
+                  kernel: KernelFeatures | None = None) -> FaithfulRates:
+    """The faithful rates of `fabric` on this machine: what `ccemu bench capacity` measured under
+    `results_root` (faithful_rates), else its datapath's defaults on this kernel (`kernel`: probed
+    where not given)."""
+    kernel = kernel or probe_kernel()
+    return ((faithful_rates(fabric, results_root, kernel=kernel) if fabric is not None else None)
+            or default_faithful(fabric, kernel))
+
+
+def faithful_rates(fabric: FabricConfig, results_root: Path, cpus: int | None = None,
+                   kernel: KernelFeatures | None = None) -> FaithfulRates | None:
     """What `dilation: auto` follows on this machine (of `cpus` usable CPUs; unset: this process's):
     the newest capacity measured under `results_root` for the placement `fabric` asks for (its
     instance count, pinned or not, its allocator) with this CPU count, by a run that went past it: a
     later run of the benchmark that measured other placements, or this one at lower rates only, does
     not hide it. None where none was."""
     cpus = len(usable_cpus()) if cpus is None else cpus
-    kernel = probe_kernel()
+    kernel = kernel or probe_kernel()
     variant = variant_of(fabric, cpus, kernel)
     for measured in measurements(results_root):
         rate = (measured.get("capacities", {}).get(variant) or {}).get("rate_mbps")

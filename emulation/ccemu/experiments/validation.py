@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..bench import capacity as bench_capacity
 from ..fabric.admission import admit
 from ..fabric.kernel import probe_kernel
-from ..model.config import (ConfigError, ExperimentConfig, default_faithful, dilation_is_auto, fabric_section,
+from ..model.config import (ConfigError, ExperimentConfig, dilation_is_auto, fabric_section,
                             parse_config, read_yaml)
 from ..model.config.overrides import changed, setting, with_schemes
 from ..model.dilation import FaithfulRates
@@ -31,9 +31,7 @@ def load_experiment(path: Path, results: Path, data: object = None, source: str 
     data = read_yaml(Path(path)) if data is None else data
     faithful, kernel = None, probe_kernel()
     if dilation_is_auto(data):
-        fabric = fabric_section(data)
-        faithful = ((bench_capacity.faithful_rates(fabric, results) if fabric else None)
-                    or default_faithful(fabric, kernel))
+        faithful = bench_capacity.faithful_here(fabric_section(data), results, kernel)
     return parse_config(data, source=source or str(path), kernel=kernel, faithful=faithful), faithful
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from ..bench import capacity as bench_capacity
 from ..fabric.checks import check_fabric
-from ..fabric.kernel import probe_kernel
-from ..model.config import ConfigError, DoesNotFit, ExperimentConfig, default_faithful
+from ..model.config import ConfigError, DoesNotFit, ExperimentConfig
 from ..model.partition import Plan
 from ..sweeps.machines import Machine, machines_of
 from .fabric import SplitFabric, plan_of
@@ -32,8 +31,7 @@ def machines_plan(config: ExperimentConfig, inventory: Path | None, count: int |
         machines = [Machine(f"m{i + 1}", f"m{i + 1}:22") for i in range(count)]
     else:
         raise ConfigError(f"--machines must be at least 1 (got {count})")
-    here = bench_capacity.faithful_rates(config.fabric, results) or default_faithful(config.fabric, probe_kernel())
-    return machines, plan_of(config, machines, here)
+    return machines, plan_of(config, machines, bench_capacity.faithful_here(config.fabric, results))
 
 
 def planned(config: ExperimentConfig, inventory: Path, results: Path) -> tuple[list[Machine], Plan]:

@@ -17,7 +17,7 @@ The channel: one JSON object per line each way, a reply for every request but a 
   spawn, write, close_stdin, signal   a block's cchosts (machines/remote.py is the other side);
                       write is one-way (a round's flows to 127 senders would be 127 round trips)
   collect             what they wrote since the last call (machines/mirror.py), and whether each ended
-  idle_rtts, ports_drained, cpu   fabric/latency.py's, the ports' figures once drained, /proc/stat
+  idle_rtts, ports_drained, cpu   its fabric's idle RTTs, the ports' figures once drained, /proc/stat
   down                tear down; then it exits
 The collector's scrapes go to a second process on the machine, `ccemu part --reader STATE_DIR` (Reader:
 ports, ports_drained, cpu, down; the part reads its own ports through one), over a channel of their own.
@@ -190,9 +190,7 @@ class Part:
                 "returncodes": {str(i): proc.poll() for i, proc in self.procs.items()}}
 
     def idle_rtts(self, pairs: list[list[str]]) -> dict:
-        from ..fabric.latency import idle_rtts
-
-        measured = idle_rtts(self.net, [tuple(pair) for pair in pairs])
+        measured = self.net.idle_rtts([tuple(pair) for pair in pairs])
         return {"rtts": [[src, dst, rtt] for (src, dst), rtt in measured.items()]}
 
     def ports_drained(self) -> dict:
@@ -258,12 +256,9 @@ def _own_capacity(config) -> list:
     """[faithful rate per link in Mbit/s, where it comes from] of this machine for `config`'s
     fabric: what `ccemu bench capacity` measured here (results/ of its build root, where the
     benchmark writes when run there), else its datapath's default (auto resolves on each machine)."""
-    from ..bench.capacity import faithful_rates
-    from ..fabric.kernel import probe_kernel
-    from ..model.config.experiment import default_faithful
+    from ..bench.capacity import faithful_here
 
-    rates = (faithful_rates(config.fabric, BUILD_ROOT / "results")
-             or default_faithful(config.fabric, probe_kernel()))
+    rates = faithful_here(config.fabric, BUILD_ROOT / "results")
     return [rates.link_mbps, rates.source]
 
 
