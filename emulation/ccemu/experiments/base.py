@@ -29,6 +29,7 @@ from ..containers.engine import engine_session
 from ..fabric.kernel import probe_kernel
 from ..fabric.latency import plan_delays, write_delay_tables
 from ..fabric.net import FabricNet
+from ..fabric.protocol import Fabric
 from ..programs.cchost import experiment_command
 from ..results.records import counters_under
 from ..model.names import host_number
@@ -117,7 +118,7 @@ class LiveBlock:
 
     spec: BlockSpec
     config: ExperimentConfig  # the experiment with the block's ports and transport
-    net: FabricNet
+    net: Fabric
     workdir: Path
     epoch: int  # CLOCK_MONOTONIC ns every cchost of the block counts from
     hosts: list[str]
@@ -247,28 +248,21 @@ class ExperimentRunner:
         cpu_before = fidelity.CpuTimes.now()
         run_id = f"{f'{config.name}-{spec.slug}'[:53]}-{secrets.token_hex(3)}"  # the random part kept whole
         bottleneck_host = self.kind.bottleneck_host(self.config)
-        if self.across is None:
-            fabric = FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,))
-        else:
-            fabric = SplitFabric(config, *self.across, run_id=run_id, workroot=self.bundle.work)
-        cpu_across = None  # a fabric over several machines: its worst machine's, read before its parts go
-        with fabric as net:
+        with self._fabric(config, run_id) as net:
             hosts = sorted((h.name for h in net.hosts), key=host_number)
             live = LiveBlock(spec, config, net, workdir, time.monotonic_ns(), hosts)
             progress.update(task, description=f"{spec.label:24} idle RTTs")
             shortfalls = self._add_missing_delay(live)
-            tunnel_spread = net.tunnel_spread_us() if self.across is not None else None  # on the idle fabric
+            tunnel_spread = net.tunnel_spread_us()  # on the idle fabric
             live.epoch = time.monotonic_ns()
-            if self.across is not None:
-                net.watch_tunnels()
-            requests_before = net.round_trips if self.across is not None else 0
+            net.watch_tunnels()
+            requests_before = net.round_trips
             with self.monitoring.watching(spec.key, net, workdir, config.dilation.factor,
                                           lambda r: self.ideal_fct_s(live, r)):
                 failures = self.run_traffic(live, progress, task)
-            if self.across is not None:  # what control cost: requests answered by the machines' parts
-                requests = net.round_trips - requests_before
-                # The tunnels judged at their worst, idle or under the block's traffic.
-                tunnel_spread = max(filter(None, (tunnel_spread, net.tunnel_spread_under_traffic_us())), default=None)
+            # The tunnels judged at their worst, idle or under the block's traffic.
+            tunnel_spread = max(filter(None, (tunnel_spread, net.tunnel_spread_under_traffic_us())), default=None)
+            if requests := net.round_trips - requests_before:  # what control cost, where machines' parts answer
                 self.console.print(f"{spec.label}: {requests} requests to the machines' parts over {live.polls} polls "
                                    f"of the cchosts ({requests / max(live.polls, 1):.1f} per poll)")
             net.collect()  # the cchosts' last records and counters, where they ran on other machines
@@ -288,11 +282,10 @@ class ExperimentRunner:
             # Read once the traffic has stopped and the queues had time to drain: a queue left
             # over is a packet lost between a port and its peer.
             ports, frame_ns = net.drained_ports()
-            tunnel_losses, clock_error = {}, None
-            if self.across is not None:
-                cpu_across = net.cpu_over_block()
-                tunnel_losses, clock_error = net.tunnel_losses(), net.clock_error_us()
-        cpu = cpu_across or fidelity.CpuTimes.now().since(cpu_before)
+            # Where machines' parts ran the block: their worst CPU, read before the parts go.
+            cpu_elsewhere = net.cpu_over_block()
+            tunnel_losses, clock_error = net.tunnel_losses(), net.clock_error_us()
+        cpu = cpu_elsewhere or fidelity.CpuTimes.now().since(cpu_before)
         if (agent := net.pause_agent_figures) is not None:  # written as the fabric stopped it
             self.pause_agents[spec.label] = agent
         self.bundle.add(*(PortRow.of(spec.key, p, p.port == bottleneck_port, tunnel_losses.get(p.port, (0, 0, ""))[1])
@@ -321,6 +314,13 @@ class ExperimentRunner:
         if live.fault is not None and live.fault.disk_full:
             raise space.ResultsDiskFull(f"{live.fault.what}, during {spec.key.describe()}: the run stopped there; "
                                         f"the bundle keeps what finished: {self.bundle.dir}")
+
+    def _fabric(self, config: ExperimentConfig, run_id: str) -> Fabric:
+        """The block's fabric: on this machine, or over the machines of `across` (the one place
+        that tells them apart; the block asks either the same questions)."""
+        if self.across is None:
+            return FabricNet(config, run_id=run_id, shared_dirs=(self.bundle.work,))
+        return SplitFabric(config, *self.across, run_id=run_id, workroot=self.bundle.work)
 
     def _add_missing_delay(self, live: LiveBlock) -> list[str]:
         """Measures every host pair's idle RTT; with a datacenter of non-zero delays, writes each
@@ -376,7 +376,7 @@ class ExperimentRunner:
         self.console.print(f"[red]{spec.label} round {round_number}: {failure}[/red]")
         return failure
 
-    def _record_hosts(self, spec: BlockSpec, net: FabricNet) -> None:
+    def _record_hosts(self, spec: BlockSpec, net: Fabric) -> None:
         """Docker hosts: what each container's cgroups counted over the block (its container lived
         exactly as long as the block's fabric)."""
         for host, container in sorted(net.containers.items(), key=lambda item: host_number(item[0])):

@@ -57,6 +57,7 @@ DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
 STATE_FILE = "state.json"
 RUN_ENV = "CCEMU_RUN"  # spawn() puts CCEMU_RUN=<run id> in what it starts (see above)
 SHELL_OF = "shell of "
+MID_EXEC_WAIT_S = 1.0  # how long a process showing no environment gets to finish its exec (ProcessRecord.carries)
 TERM_GRACE_S = 1.0  # how long recorded daemons get to exit on SIGTERM before SIGKILL
 
 
@@ -112,12 +113,26 @@ class ProcessRecord:
 
     def carries(self, run_id: str) -> bool:
         """Whether the process started with its run's mark in its environment (spawn() gives it;
-        an exec keeps it). Read once the record is judged alive: a gone process carries nothing."""
-        try:
-            environ = Path(f"/proc/{self.pid}/environ").read_bytes()
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            return False
-        return f"{RUN_ENV}={run_id}".encode() in environ.split(b"\0")
+        an exec keeps it). Read once the record is judged alive: a gone process carries nothing.
+        An empty environment is read again for a while: a process in the middle of an exec shows
+        none (its new memory has no environment yet; a spawned process execs its program just
+        after it is released), and one spawn() started is never without its mark."""
+        environ = b""
+
+        def read() -> bool:
+            nonlocal environ
+            environ = _environ_of(self.pid)
+            return environ is None or environ != b""
+        wait_until(read, MID_EXEC_WAIT_S)
+        return environ is not None and f"{RUN_ENV}={run_id}".encode() in environ.split(b"\0")
+
+
+def _environ_of(pid: int) -> bytes | None:
+    """/proc/PID/environ (None: the process is gone or not ours to read)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
 
 
 class InventoryError(RuntimeError):

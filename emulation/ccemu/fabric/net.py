@@ -51,6 +51,7 @@ from .openflow import switch_flows
 from .tunnels import (WIRE_NAMESPACE, refused_across_machines, tunnel_line, wire_end, wire_ip_lines, wire_shell_lines,
                       wire_tc_lines)
 from .placement import place, usable_cpus
+from .protocol import OneMachine
 from .allocators import allocator_library
 from .ovs import OvsInstance, start_instances, wait_all
 from ..model.routing import PATH_ID_PORTS, Routing
@@ -73,7 +74,7 @@ def quiet_mininet() -> None:
     setLogLevel("warning")
 
 
-class FabricNet(UpWhileInside, Mininet):
+class FabricNet(UpWhileInside, OneMachine, Mininet):
     """Mininet network built from a ccemu Topology on private OVS instances."""
 
     inited = True  # skip Mininet.init(): it raises system-wide sysctls we would not restore
@@ -437,18 +438,11 @@ class FabricNet(UpWhileInside, Mininet):
         """Node -> machine, where the fabric is split over several (a part's); None on one machine."""
         return self.part.partition.machine_of if self.part is not None else None
 
-    def collect(self) -> None:
-        """Where the runners read what the hosts wrote: here, in place (a fabric over several
-        machines fetches it: machines/fabric.py)."""
-
     def live_ports(self):
         """The ports' figures as they are now, for the collector (read(), frame_ns, close())."""
         from ..ports.maps import PortMaps
 
         return PortMaps(self.inventory.state_dir)
-
-    # The collector's CPU figures: this machine's (metrics/collector.py reads them itself).
-    cpu_shares_now = None
 
     def drained_ports(self) -> tuple[list, float]:
         """Every port's figures once the traffic drained (ports/maps.py read_drained), and a frame's time."""

@@ -132,9 +132,8 @@ def _convergence_lines(tables: Tables) -> list[str]:
               f"{reading.CONVERGENCE_WINDOW_RTTS:g} base RTTs is within {band} of its fair share, and stays so "
               f"{reading.CONVERGENCE_HOLD_RTTS:g} RTTs: DCTCP's flows cross their shares on the way and send in "
               "bursts that alternate RTT by RTT, which a short window reads as convergence. Both read at the "
-              # "figures.py" as summaries have always said (a report is byte-identical): the reading is in
-              # results/convergence_figures.py now.
-              "window's middle (figures.py says where each number comes from). \"> x\": not within the x RTTs the "
+              "window's middle (ccemu/results/convergence_figures.py says where each number comes from). "
+              "\"> x\": not within the x RTTs the "
               "flow had before the next join or leave (for converged, its hold must fit). Bytes sampled at the "
               "receiver by cchost --progress, rates over the real intervals between samples, never above the link "
               f"(plots/throughput_timeline.png: {reading.PLOT_WINDOW_RTTS:g}-RTT windows).", ""]

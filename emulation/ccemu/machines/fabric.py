@@ -88,6 +88,7 @@ class SplitFabric(UpWhileInside):
     # What the block lifecycle (experiments/base.py) reads of a FabricNet, here empty: no Docker
     # hosts, no pause agent (both refused across machines), no local run state (each part has its own).
     containers: dict = {}
+    image = None
     pause_agent_figures = None
     inventory = None
 

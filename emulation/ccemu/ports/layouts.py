@@ -21,6 +21,12 @@ class Layout:
         self.fields = fields
         self.struct = struct.Struct("<" + "".join(fmt for _, fmt in fields))
         self.size = self.struct.size
+        # Where each field's values start in the flat tuple struct.unpack gives, and how many.
+        self._slices, start = [], 0
+        for name, fmt in fields:
+            count = int(fmt[:-1]) if fmt[:-1] and fmt[-1] != "s" else 1
+            self._slices.append((name, start, count))
+            start += count
 
     def offsets(self) -> dict[str, int]:
         offsets, fmt = {}, "<"
@@ -31,11 +37,9 @@ class Layout:
 
     def unpack(self, raw: bytes) -> dict:
         """Field name -> value (a tuple for arrays, bytes for nested structs)."""
-        values, result = iter(self.struct.unpack_from(raw)), {}
-        for name, fmt in self.fields:
-            count = int(fmt[:-1]) if fmt[:-1] and fmt[-1] != "s" else 1
-            result[name] = next(values) if count == 1 else tuple(next(values) for _ in range(count))
-        return result
+        values = self.struct.unpack_from(raw)
+        return {name: values[start] if count == 1 else values[start:start + count]
+                for name, start, count in self._slices}
 
 
 # Per-class arrays are indexed [data, credit] (PORT_CLASS_DATA = 0).
@@ -53,4 +57,3 @@ PORT_STATE = _described("port_state")
 PORT_PFC = _described("port_pfc")
 PFC_EVENT = _described("pfc_event")
 LAYOUTS = (PORT_CONFIG, PORT_DEPARTURES, CLASS_STATS, RESIDENCE, PORT_PFC, PFC_EVENT, PORT_STATE)
-KEY = struct.Struct("<I")

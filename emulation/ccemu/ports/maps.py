@@ -1,22 +1,20 @@
 """Reading the port programs' maps of a live run: per-port counters, queue lengths (real and
-ideal) and exact queue histograms, straight from the pinned BPF maps with the bpf(2) system
-call (no process per read), into ports/stats.py's values by ports/layouts.py's structs.
+ideal) and exact queue histograms, straight from the pinned BPF maps through libbpf (ports/libbpf.py:
+one batch per map, no process per read), into ports/stats.py's values by ports/layouts.py's structs.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2.netns import popns, pushns
 
-from .layouts import KEY, PORT_CONFIG, PORT_DEPARTURES, PORT_PFC, PORT_STATE, CLASS_STATS
+from .layouts import PORT_CONFIG, PORT_DEPARTURES, PORT_PFC, PORT_STATE, CLASS_STATS
+from .libbpf import BPF_F_LOCK, PinnedMap
 from .program import PORT_IDS_FILE, PORT_INDEX_FILE, SHAPE_FILE
 from .stats import ClassStats, PortPfc, PortProgramConfig, PortStats, Residence, drain, switch_packets
 from .tc import WIRE_OVERHEAD_BYTES, PortShape
@@ -45,59 +43,6 @@ def ktime_ns() -> int:
     return time.monotonic_ns() - _time_namespace_offset_ns()
 
 
-_BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
-_BPF_MAP_LOOKUP_ELEM, _BPF_OBJ_GET = 1, 7
-BPF_F_LOCK = 4  # copy a value holding a bpf_spin_lock under that lock: no torn reads
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class _ObjGetAttr(ctypes.Structure):
-    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32), ("file_flags", ctypes.c_uint32)]
-
-
-class _MapElemAttr(ctypes.Structure):
-    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
-                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
-
-
-def _bpf(cmd: int, attr: ctypes.Structure) -> int:
-    result = _libc.syscall(_BPF_SYSCALL[platform.machine()], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
-    if result < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
-    return result
-
-
-def open_pinned(path: Path) -> int:
-    """A file descriptor of the BPF object pinned at `path`."""
-    path_bytes = ctypes.create_string_buffer(str(path).encode())
-    try:
-        return _bpf(_BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(path_bytes)))
-    except OSError as exc:
-        raise OSError(exc.errno, f"opening pinned map {path}: {exc.strerror}") from None
-
-
-class PinnedMap:
-    """A BPF map pinned on a bpffs, looked up by key."""
-
-    def __init__(self, path: Path, value_size: int, flags: int = 0):
-        self.fd = open_pinned(path)
-        self.value = ctypes.create_string_buffer(value_size)
-        self.flags = flags
-
-    def lookup(self, key: int) -> bytes | None:
-        key_buf = ctypes.create_string_buffer(KEY.pack(key))
-        attr = _MapElemAttr(map_fd=self.fd, key=ctypes.addressof(key_buf), value=ctypes.addressof(self.value),
-                            flags=self.flags)
-        try:
-            _bpf(_BPF_MAP_LOOKUP_ELEM, attr)
-        except FileNotFoundError:
-            return None
-        return self.value.raw
-
-    def close(self) -> None:
-        os.close(self.fd)
-
 # read_drained: what has not moved for this long (and this many frame times) is not coming.
 STEADY_S, STEADY_FRAMES = 0.5, 4
 MAX_DRAIN_WAIT_S = 60.0
@@ -121,6 +66,8 @@ class PortMaps:
         # The host links' port (its frame time: residences in frame times).
         self.shape = PortShape.from_json(json.loads((state_dir / SHAPE_FILE).read_text()))
         bpffs = state_dir.resolve() / "bpffs"
+        # port_config and port_state hold the run's ids, 0 .. max (ports/program.py load_command).
+        self._config_entries = max(self.port_ids.values(), default=-1) + 1
         self._maps: list[PinnedMap] = []
         try:
             self.departures = self._open(bpffs / "port_departures", PORT_DEPARTURES.size)
@@ -141,24 +88,27 @@ class PortMaps:
         return self.shape.frame_ns
 
     def read(self) -> list[PortStats]:
+        """Every port's counters: each map read in one batch over the run's port ids (the
+        run-wide maps, departures and PFC, hold 65536 entries; only the ids this run's ports and
+        their peers use are read)."""
+        raw_configs = self.configs.first(self._config_entries)
+        configs = {port_id: PortProgramConfig.unpack(raw_configs[port_id])
+                   for port_id in self.port_ids.values() if port_id < len(raw_configs)}
+        used = max((max(c.port_id, c.peer_port_id) for c in configs.values()), default=-1) + 1
+        # Departures first: they only grow, so a queue read after them is never low.
+        departures = self.departures.first(used)
+        states = self.states.first(self._config_entries)
+        pfcs = self.pfc.first(used)
+        now = ktime_ns()
         result = []
         for node, ports in self.index.items():
             for port, ifindex in ports.items():
                 port_id = self.port_ids[port]
-                raw_config = self.configs.lookup(port_id)
-                if raw_config is None:
+                config = configs.get(port_id)
+                if config is None or port_id >= len(states):
                     continue
-                config = PortProgramConfig.unpack(raw_config)
-                # Departures first: they only grow, so a queue read after them is never low.
-                raw_departures = self.departures.lookup(config.port_id)
-                raw_arrivals = self.departures.lookup(config.peer_port_id)
-                raw_state = self.states.lookup(port_id)
-                raw_pfc = self.pfc.lookup(config.port_id)
-                now = ktime_ns()
-                if raw_state is None or raw_departures is None or raw_arrivals is None:
-                    continue
-                departed = PORT_DEPARTURES.unpack(raw_departures)["bytes"]
-                state = PORT_STATE.unpack(raw_state)
+                departed = PORT_DEPARTURES.unpack(departures[config.port_id])["bytes"]
+                state = PORT_STATE.unpack(states[port_id])
                 admitted = state["admitted_bytes"]
                 stats = [ClassStats.unpack(state["stats"][i * CLASS_STATS.size:][:CLASS_STATS.size]) for i in (0, 1)]
                 result.append(PortStats(
@@ -168,8 +118,8 @@ class PortMaps:
                     ideal_queue_bytes=drain(state["queue_mbytes"], max(0, now - state["last_ns"]), config),
                     mark_probability=state["mark_probability_ppm"] / 1e6, unparsed_packets=state["unparsed_packets"],
                     data=stats[0], credit=stats[1], residence=Residence.unpack(state["residence"]),
-                    arrived_packets=_ipv4_packets(PORT_DEPARTURES.unpack(raw_arrivals)),
-                    pfc=PortPfc.unpack(raw_pfc, now) if raw_pfc is not None else PortPfc(),
+                    arrived_packets=_ipv4_packets(PORT_DEPARTURES.unpack(departures[config.peer_port_id])),
+                    pfc=PortPfc.unpack(pfcs[config.port_id], now),
                     tcd_state=state["tcd_state"],
                 ))
         return result

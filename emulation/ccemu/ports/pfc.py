@@ -35,7 +35,8 @@ from pathlib import Path
 
 from pyroute2.netns import popns, pushns
 
-from .maps import PinnedMap, ktime_ns, open_pinned
+from .libbpf import PinnedMap, open_pinned
+from .maps import ktime_ns
 from .layouts import PFC_EVENT, PORT_PFC
 from .program import SHAPE_FILE
 from .tc import DATA_CLASSID, GateSettings, PortShape

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from ccemu.fabric import inventory as inventory_module
 from ccemu.fabric.inventory import Inventory, ProcessRecord
 from ccemu.fabric.namespaces import process_start_time
 
@@ -91,6 +92,19 @@ def test_a_record_naming_a_process_ccemu_did_not_start_does_not_have_it_stopped(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_process_caught_in_the_middle_of_its_exec_is_read_again_not_taken_for_another(monkeypatch):
+    # A spawned process execs its program just after it is released; mid-exec it shows no environment.
+    reads = iter([b"", b"", b"PATH=/bin\0CCEMU_RUN=run-1a2b3c\0"])
+    monkeypatch.setattr(inventory_module, "_environ_of", lambda pid: next(reads))
+    assert ProcessRecord(pid=1234, start_time=1, what="ours").carries("run-1a2b3c")
+
+
+def test_a_process_that_keeps_no_environment_does_not_carry_the_mark(monkeypatch):
+    monkeypatch.setattr(inventory_module, "_environ_of", lambda pid: b"")
+    monkeypatch.setattr(inventory_module, "MID_EXEC_WAIT_S", 0.05)
+    assert not ProcessRecord(pid=1234, start_time=1, what="foreign").carries("run-1a2b3c")
 
 
 def state(run_id: str, **changes) -> dict:

@@ -3,6 +3,8 @@ that cannot be understood, tested or replaced apart; issue 28 broke config -> fo
 config and fabric.inventory <-> containers.engine)."""
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ccemu"
@@ -149,3 +151,20 @@ def test_no_python_file_is_over_600_lines_and_the_cli_under_300():
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
     assert len((PACKAGE / "cli.py").read_text().splitlines()) < MAX_CLI_LINES
+
+
+TRANSPORT = PACKAGE.parents[1] / "transport"
+
+
+def test_every_transport_test_that_uses_the_simulator_or_the_binary_needs_its_cargo_feature():
+    # `cargo build --no-default-features` compiles neither; a test without the entry fails to build then.
+    manifest = tomllib.loads((TRANSPORT / "Cargo.toml").read_text())
+    entries = {test["name"]: set(test.get("required-features", [])) for test in manifest.get("test", [])}
+    missing = []
+    for path in sorted((TRANSPORT / "tests").glob("*.rs")):
+        source = path.read_text()
+        needs = ({"sim"} if re.search(r"\bcchost::sim\b", source) else set()) | (
+            {"cli"} if "CARGO_BIN_EXE_cchost" in source else set())
+        if not needs <= entries.get(path.stem, set()):
+            missing.append(f"{path.stem} needs {sorted(needs)}")
+    assert missing == []
