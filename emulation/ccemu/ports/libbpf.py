@@ -7,6 +7,7 @@ libbpf keeps the system call's number and attribute layout per architecture; we 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from pathlib import Path
 
@@ -18,8 +19,14 @@ class _BatchOpts(ctypes.Structure):
     _fields_ = [("sz", ctypes.c_size_t), ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
 
 
-def _load() -> ctypes.CDLL:
-    lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
+@functools.cache
+def _lib() -> ctypes.CDLL:
+    """libbpf, loaded at the first map opened (importing this module needs no libbpf)."""
+    try:
+        lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    except OSError as exc:
+        raise OSError(f"reading the port maps needs libbpf 1.x (libbpf.so.1: {exc}): run `make setup`, which "
+                      "installs libbpf-dev") from None
     lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
     lib.bpf_map_lookup_elem_flags.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
     lib.bpf_map_lookup_batch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -28,9 +35,6 @@ def _load() -> ctypes.CDLL:
     for function in (lib.bpf_obj_get, lib.bpf_map_lookup_elem_flags, lib.bpf_map_lookup_batch):
         function.restype = ctypes.c_int
     return lib
-
-
-_lib = _load()
 
 
 def _checked(result: int, what: str) -> int:
@@ -53,7 +57,7 @@ class PinnedMap:
     def lookup(self, key: int) -> bytes | None:
         """The value at `key`; None when the map has none."""
         self._key.value = key
-        result = _lib.bpf_map_lookup_elem_flags(self.fd, ctypes.byref(self._key), self._value, self.flags)
+        result = _lib().bpf_map_lookup_elem_flags(self.fd, ctypes.byref(self._key), self._value, self.flags)
         if result == -2:  # ENOENT
             return None
         _checked(result, f"looking up key {key}")
@@ -70,7 +74,7 @@ class PinnedMap:
         read = ctypes.c_uint32(count)
         next_key = ctypes.c_uint32()
         opts = _BatchOpts(sz=ctypes.sizeof(_BatchOpts), elem_flags=self.flags)
-        result = _lib.bpf_map_lookup_batch(self.fd, None, ctypes.byref(next_key), keys, values,
+        result = _lib().bpf_map_lookup_batch(self.fd, None, ctypes.byref(next_key), keys, values,
                                            ctypes.byref(read), ctypes.byref(opts))
         if result != -2:  # ENOENT: the map ended before `count` (read says how many came)
             _checked(result, f"reading {count} entries")
@@ -85,4 +89,4 @@ class PinnedMap:
 
 def open_pinned(path: Path) -> int:
     """A file descriptor of the BPF object pinned at `path` (a ring buffer, to map)."""
-    return _checked(_lib.bpf_obj_get(str(path).encode()), f"opening pinned map {path}")
+    return _checked(_lib().bpf_obj_get(str(path).encode()), f"opening pinned map {path}")
