@@ -25,7 +25,7 @@ def _lib() -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
     except OSError as exc:
-        raise OSError(f"reading the port maps needs libbpf 1.x (libbpf.so.1: {exc}): run `make setup`, which "
+        raise OSError(f"reading the port maps needs libbpf 1.x ({exc}): run `make setup`, which "
                       "installs libbpf-dev") from None
     lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
     lib.bpf_map_lookup_elem_flags.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
