@@ -22,6 +22,7 @@ def failures() -> list[tuple[type | tuple[type, ...], int, str]]:
     from ..fabric.allocators import AllocatorMissing
     from ..fabric.lifecycle import FabricError, LeftoversError
     from ..fabric.inventory import InventoryError
+    from ..fabric.namespaces import NamespaceError
     from ..metrics.monitoring import MonitoringError
     from ..fabric.ovs import OvsError, OvsMissing
     from ..ports.program import PortProgramMissing
@@ -44,7 +45,7 @@ def failures() -> list[tuple[type | tuple[type, ...], int, str]]:
         (AcrossMachinesError, EXIT_FABRIC, ""),
         (LeftoversError, EXIT_FAILED, ""),  # says itself to run `ccemu clean`
         ((OvsError, FabricError), EXIT_FABRIC, f"{nothing_left}; `ccemu check` tries a fabric on its own"),
-        (InventoryError, EXIT_FABRIC, ""),
+        ((InventoryError, NamespaceError), EXIT_FABRIC, ""),
         (MonitoringError, EXIT_MONITORING, f"{nothing_left}; --no-monitoring runs without"),
         (FanoutError, EXIT_FAILED, ""),
         (ResultsDiskFull, EXIT_DISK_FULL, ""),

@@ -142,8 +142,8 @@ class ExperimentRunner:
     def __init__(self, kind: "Kind", config: ExperimentConfig, results_root: Path, console: Console,
                  monitoring: bool = True, keep_monitoring: bool = False, dilation_from: FaithfulRates | None = None,
                  across: tuple[list, "Plan"] | None = None, asked: str | None = None):
-        """`dilation_from`: what the file's `dilation: auto` was resolved from (cli.load_experiment),
-        said in the summary; None: the file gives its dilation. `across`: (machines, plan) to run
+        """`dilation_from`: what the file's `dilation: auto` was resolved from (experiments/validation.py
+        load_experiment), said in the summary; None: the file gives its dilation. `across`: (machines, plan) to run
         every block's fabric over several machines (machines/). `asked`: the file and what the
         command line changed in it (`--set`, `--schemes`), for the manifest; None: the file as it is."""
         if not isinstance(config.workload, kind.workload):  # runner_for (runnable_kind) chose it

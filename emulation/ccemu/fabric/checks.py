@@ -108,7 +108,7 @@ def check_reachability(net: Fabric, attempts: int = 3) -> Reachability:
     return Reachability(problems, first_try_losses)
 
 
-def flow_path_id(net: Fabric, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
+def flow_path_id(net: FabricNet, src: str, dst: str, proto: str, sport: int, dport: int) -> int:
     """Path-id the fabric gives a TCP/UDP flow from `src` to `dst` (so its whole path is
     net.routing.path(src, dst, pid)), traced in the first switch without sending (the bpf
     datapath: its own function, mirrored in forwarding.path_id)."""

@@ -43,7 +43,6 @@ import signal
 import stat
 import subprocess
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -52,7 +51,6 @@ from . import firewall
 from .namespaces import (mounted_paths, netns_cookie, netns_inode_or_none, netns_of_processes, open_netns,
                          pids_in_namespaces, process_start_time, protected_cookies)
 
-T = TypeVar("T")
 DEFAULT_STATE_ROOT = Path(os.environ.get("CCEMU_STATE_ROOT", "/run/ccemu"))
 STATE_FILE = "state.json"
 RUN_ENV = "CCEMU_RUN"  # spawn() puts CCEMU_RUN=<run id> in what it starts (see above)

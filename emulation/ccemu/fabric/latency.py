@@ -131,7 +131,7 @@ def plan_delays(net: Fabric, config: ExperimentConfig, hosts: list[str]) -> Dela
     pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1:]]
     links = {pair: len(net.routing.path(*pair, 0)) + 1 for pair in pairs}
     measured = sampled_pairs(pairs, links)
-    # A fabric over several machines (machines/fabric.py) measures each pair from its source's machine.
+    # The fabric measures them (one over several machines: each pair from its source's machine).
     floors = net.idle_rtts(measured)
     if len(measured) < len(pairs):
         floors = _median_by_length(floors, pairs, links)

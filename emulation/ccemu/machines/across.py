@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 from ..bench import capacity as bench_capacity
-from ..fabric.checks import check_fabric
 from ..model.config import ConfigError, DoesNotFit, ExperimentConfig
 from ..model.partition import Plan
 from ..sweeps.machines import Machine, machines_of
@@ -47,6 +46,8 @@ def planned(config: ExperimentConfig, inventory: Path, results: Path) -> tuple[l
 def check_here_or_across(config: ExperimentConfig, across: tuple[list[Machine], Plan] | None) -> bool:
     """The fabric checks (fabric/checks.py) on `config`'s fabric: on this machine, or split over
     `across` (machines, plan) with every machine's part up for the checks and down after."""
+    from ..fabric.checks import check_fabric  # loads Mininet: here, not for every command that imports this module
+
     return check_fabric(config, None if across is None else SplitFabric(config, *across))
 
 

@@ -192,9 +192,9 @@ def c_size(struct: Struct) -> int:
 
 def check_packed(struct: Struct) -> None:
     """Refuses a struct C would pad: Python reads it packed."""
-    packed = 0
+    packed, offsets = 0, c_offsets(struct)
     for field in struct.fields:
-        if c_offsets(struct)[field.name] != packed:
+        if offsets[field.name] != packed:
             raise ValueError(f"struct {struct.name}: C would pad before {field.name}; describe the padding")
         packed += _type(field).size * field.count
     if c_size(struct) != packed:

@@ -185,7 +185,7 @@ def pacing_lateness_us(counters: Iterable[Path]) -> tuple[float | None, float | 
 
 def start_lateness_us(counters: Iterable[tuple[str, dict]]) -> tuple[float, str] | None:
     """The most any cchost started a flow after its scheduled time (wall us), and which host's, of
-    (host, counters) as programs/cchost.py counters_under reads them; None: no counters say (a
+    (host, counters) as results/records.py counters_under reads them; None: no counters say (a
     cchost from before they did)."""
     found = [(late["max_us"], host) for host, counters in counters
              if (late := counters.get("start_lateness")) and late["count"]]

@@ -241,7 +241,7 @@ class TransportRow(Row):
     @classmethod
     def per_host(cls, key: "BlockKey", counters: Iterable[tuple[str, Mapping]]) -> list["TransportRow"]:
         """One row per host, summed over its cchosts' counters ((host, counters) as
-        programs/cchost.py counters_under gives them), in host order."""
+        results/records.py counters_under gives them), in host order."""
         totals: dict[str, list[int]] = {}
         for host, c in counters:
             total = totals.setdefault(host, [0, 0, 0])

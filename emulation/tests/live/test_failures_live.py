@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.root
 
-EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING = 5, 6, 7  # ccemu/cli.py
+EXIT_NOT_BUILT, EXIT_FABRIC, EXIT_MONITORING = 5, 6, 7  # ccemu/commands/exits.py
 TINY_INCAST = """
 name: tiny
 topology: {kind: star, hosts: 3}

@@ -17,7 +17,7 @@ from runs import SMALL_INCAST, start_config
 
 pytestmark = pytest.mark.root
 
-EXIT_FABRIC, EXIT_MONITORING, EXIT_DISK_FULL = 6, 7, 9  # ccemu/cli.py
+EXIT_FABRIC, EXIT_MONITORING, EXIT_DISK_FULL = 6, 7, 9  # ccemu/commands/exits.py
 NAMED_WITHIN_S = 2.0  # the blocks look at their cchosts and the fabric every 50 ms
 INCAST = dict(seed=1, total_bytes=4_000_000, flows=[4], rounds=2, round_timeout_s=120, hosts="{kind: namespace}")
 LOSSLESS_DCQCN = """

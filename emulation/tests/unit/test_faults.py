@@ -141,3 +141,10 @@ def test_a_block_the_emulation_failed_under_is_judged_fail_whatever_its_figures(
     assert verdict.status == fidelity.FAIL
     assert verdict.reasons == ["FAIL: ovs-vswitchd #0 killed by SIGKILL: the block ended there"]
     assert fidelity.judge(fidelity.Observation(steal=0.0, busy=0.1, frame_bytes=1538)).status == fidelity.PASS
+
+
+def test_namespaces_entered_only_part_way_exit_with_the_fabric_status_as_before_they_had_a_module_of_their_own(capsys):
+    from ccemu.fabric.namespaces import NamespaceError
+
+    assert exits.one_line(NamespaceError("entering the namespaces failed part way")) == exits.EXIT_FABRIC
+    assert capsys.readouterr().err.startswith("ccemu: entering the namespaces failed part way")

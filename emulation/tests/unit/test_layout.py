@@ -92,9 +92,6 @@ PYPROJECT = PACKAGE.parent / "pyproject.toml"
 
 def test_every_top_level_module_of_ccemu_sits_in_a_layer_of_the_contracts():
     """A package left out of the layers would be free to import anything: each is placed."""
-    import re
-    import tomllib
-
     contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
     layers = next(c["layers"] for c in contracts if c["type"] == "layers")
     placed = {name for layer in layers for name in re.split(r"\s*[|:]\s*", layer)}
